@@ -1,0 +1,42 @@
+# The two commands of the README: `make demo` and `make test`. Both set up everything they need.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint typecheck unit bench docs tools clean
+
+# The virtualenv is refreshed whenever the project's dependencies change.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+tools:
+	./scripts/install-debian-tools.sh
+
+demo: $(STAMP)
+	$(BIN)/servescope serve --simulate --gpus 8
+
+lint: $(STAMP)
+	$(BIN)/ruff check exporter tests bench
+	$(BIN)/ruff format --check exporter tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy exporter
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest
+
+test: $(STAMP) tools lint typecheck unit
+
+bench: $(STAMP)
+	$(BIN)/python bench/scrape.py
+	$(BIN)/python bench/footprint.py
+
+docs: $(STAMP)
+	$(BIN)/servescope docs --readme README.md
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

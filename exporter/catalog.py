@@ -1,0 +1,229 @@
+"""The metric catalog: the one list of every series servescope exports.
+
+Dashboards, alerts, runbooks and the README import names from here, so a renamed metric breaks
+their build instead of silently matching nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Kind(StrEnum):
+    GAUGE = "gauge"
+    COUNTER = "counter"
+
+
+GPU_LABELS = ("gpu", "uuid", "hostname")
+
+_NAME = re.compile(r"^servescope_[a-z0-9_]+$")
+_LABEL = re.compile(r"^[a-z][a-z0-9_]*$")
+_BASE_UNITS = ("bytes", "seconds", "ratio", "celsius", "watts", "joules", "hertz", "info", "total")
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """One exported metric family."""
+
+    name: str
+    kind: Kind
+    help: str
+    labels: tuple[str, ...]
+    source: str
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise ValueError(f"metric {self.name!r}: name must match {_NAME.pattern}")
+        if (self.kind is Kind.COUNTER) != self.name.endswith("_total"):
+            raise ValueError(f"metric {self.name!r}: counters, and only counters, end in _total")
+        for label in self.labels:
+            if not _LABEL.match(label):
+                raise ValueError(f"metric {self.name!r}: label {label!r} is not snake_case")
+        if len(set(self.labels)) != len(self.labels):
+            raise ValueError(f"metric {self.name!r}: duplicate label")
+
+
+def _gauge(name: str, help_: str, labels: tuple[str, ...], source: str) -> MetricSpec:
+    return MetricSpec(name, Kind.GAUGE, help_, labels, source)
+
+
+def _counter(name: str, help_: str, labels: tuple[str, ...], source: str) -> MetricSpec:
+    return MetricSpec(name, Kind.COUNTER, help_, labels, source)
+
+
+G = GPU_LABELS
+
+# --- the exporter itself -------------------------------------------------------------------------
+BUILD_INFO = _gauge(
+    "servescope_build_info",
+    "servescope version and Python it runs on (value is always 1).",
+    ("version", "python_version"),
+    "core",
+)
+SIMULATED = _gauge(
+    "servescope_simulated",
+    "1 when this exporter serves a simulated fleet (--simulate), never on real data.",
+    (),
+    "core",
+)
+SOURCE_UP = _gauge(
+    "servescope_source_up", "1 when the source's last collection succeeded, else 0.", ("source",), "core"
+)
+SOURCE_LAST_SUCCESS = _gauge(
+    "servescope_source_last_success_timestamp_seconds",
+    "Unix time of the source's last successful collection (0 before the first).",
+    ("source",),
+    "core",
+)
+SOURCE_DURATION = _gauge(
+    "servescope_source_collect_duration_seconds",
+    "Wall time the source's last collection took.",
+    ("source",),
+    "core",
+)
+SOURCE_INTERVAL = _gauge(
+    "servescope_source_interval_seconds",
+    "Configured collection interval; a source is stale when its last success is older than 3 intervals.",
+    ("source",),
+    "core",
+)
+SOURCE_ERRORS = _counter(
+    "servescope_source_errors_total",
+    "Collection problems by reason; a partial problem (one GPU lost, one field failing) counts "
+    "while the source stays up.",
+    ("source", "reason"),
+    "core",
+)
+RENDER_DURATION = _gauge(
+    "servescope_exposition_render_duration_seconds",
+    "Time the last re-render of this exposition took (done in the background, never per scrape).",
+    (),
+    "core",
+)
+
+# --- NVML: one series per GPU --------------------------------------------------------------------
+GPU_INFO = _gauge(
+    "servescope_gpu_info",
+    "Static facts about a GPU (value is always 1). model_name is kept for the served LLM.",
+    (*G, "gpu_model", "pci_bus_id", "driver_version", "mig_mode"),
+    "nvml",
+)
+GPU_UP = _gauge(
+    "servescope_gpu_up",
+    "1 when every lifecycle call to this GPU succeeded in the last cycle; "
+    "0 when it is lost, needs a reset or vanished from the bus.",
+    G,
+    "nvml",
+)
+GPU_FIELD_SUPPORTED = _gauge(
+    "servescope_gpu_field_supported",
+    "1 when the field was read from this GPU, 0 when NVML answered NotSupported/NoPermission/"
+    "FunctionNotFound (the field's series are then absent, not zero).",
+    (*G, "field"),
+    "nvml",
+)
+MEMORY_USED = _gauge(
+    "servescope_gpu_memory_used_bytes", "Device memory in use (NVML v2 memory info).", G, "nvml"
+)
+MEMORY_FREE = _gauge("servescope_gpu_memory_free_bytes", "Device memory free.", G, "nvml")
+MEMORY_RESERVED = _gauge(
+    "servescope_gpu_memory_reserved_bytes",
+    "Device memory reserved by the driver and firmware (absent on drivers without the v2 memory call).",
+    G,
+    "nvml",
+)
+MEMORY_TOTAL = _gauge("servescope_gpu_memory_total_bytes", "Device memory installed.", G, "nvml")
+UTILIZATION = _gauge(
+    "servescope_gpu_utilization_ratio",
+    "Fraction of the last sample period (1/6 s to 1 s) in which a kernel ran (0-1). Not on MIG GPUs.",
+    G,
+    "nvml",
+)
+MEMORY_UTILIZATION = _gauge(
+    "servescope_gpu_memory_utilization_ratio",
+    "Fraction of the last sample period in which device memory was read or written (0-1); "
+    "bandwidth activity, not capacity.",
+    G,
+    "nvml",
+)
+TEMPERATURE = _gauge("servescope_gpu_temperature_celsius", "GPU core temperature.", G, "nvml")
+POWER = _gauge("servescope_gpu_power_watts", "Board power draw.", G, "nvml")
+POWER_LIMIT = _gauge("servescope_gpu_power_limit_watts", "Enforced power limit.", G, "nvml")
+ENERGY = _counter(
+    "servescope_gpu_energy_joules_total", "Energy consumed since the driver was loaded.", G, "nvml"
+)
+CLOCK = _gauge("servescope_gpu_clock_hertz", "Current clock frequency.", (*G, "clock"), "nvml")
+CLOCK_EVENT = _gauge(
+    "servescope_gpu_clock_event_reason_active",
+    "1 while the named clock event (throttle) reason holds clocks down, else 0.",
+    (*G, "reason"),
+    "nvml",
+)
+PCIE_REPLAY = _counter(
+    "servescope_gpu_pcie_replay_errors_total", "PCIe replay counter (link retransmissions).", G, "nvml"
+)
+ECC_ERRORS = _counter(
+    "servescope_gpu_ecc_errors_total",
+    "ECC errors by type (corrected|uncorrected) and scope (volatile: since driver load; "
+    "aggregate: lifetime).",
+    (*G, "type", "scope"),
+    "nvml",
+)
+RETIRED_PAGES = _gauge(
+    "servescope_gpu_retired_pages",
+    "Pages retired by cause (pre-Ampere GPUs; Ampere and later remap rows).",
+    (*G, "cause"),
+    "nvml",
+)
+RETIRED_PAGES_PENDING = _gauge(
+    "servescope_gpu_retired_pages_pending", "1 when a page retirement waits for a reset.", G, "nvml"
+)
+REMAPPED_ROWS = _gauge(
+    "servescope_gpu_remapped_rows",
+    "Memory rows remapped, by type (correctable|uncorrectable).",
+    (*G, "type"),
+    "nvml",
+)
+REMAPPED_ROWS_PENDING = _gauge(
+    "servescope_gpu_remapped_rows_pending", "1 when a row remap waits for a GPU reset.", G, "nvml"
+)
+REMAPPED_ROWS_FAILED = _gauge(
+    "servescope_gpu_remapped_rows_failed", "1 when a row remap failed (the GPU needs service).", G, "nvml"
+)
+NVLINK_UP = _gauge(
+    "servescope_gpu_nvlink_up", "1 when the NVLink link is active, else 0.", (*G, "link"), "nvml"
+)
+NVLINK_ERRORS = _counter(
+    "servescope_gpu_nvlink_errors_total",
+    "NVLink data-link errors per link by type: crc_flit, crc_data, replay, recovery.",
+    (*G, "link", "type"),
+    "nvml",
+)
+PROCESSES = _gauge("servescope_gpu_compute_processes", "Compute processes running on the GPU.", G, "nvml")
+PROCESS_MEMORY = _gauge(
+    "servescope_gpu_process_memory_used_bytes",
+    "Device memory used by one compute process (host PID namespace).",
+    (*G, "pid"),
+    "nvml",
+)
+XID_ERRORS = _counter(
+    "servescope_gpu_xid_errors_total",
+    "Critical XID events seen since the exporter started, by XID code.",
+    (*G, "xid"),
+    "nvml",
+)
+XID_LAST_SEEN = _gauge(
+    "servescope_gpu_xid_last_seen_timestamp_seconds",
+    "Unix time of the last event of this XID (catches a first event that increase() would miss).",
+    (*G, "xid"),
+    "nvml",
+)
+
+CATALOG: tuple[MetricSpec, ...] = tuple(
+    value for value in list(globals().values()) if isinstance(value, MetricSpec)
+)
+BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in CATALOG}
+if len(BY_NAME) != len(CATALOG):
+    raise RuntimeError("metric catalog: duplicate metric names")

@@ -1,0 +1,158 @@
+"""The `servescope` command line."""
+
+from __future__ import annotations
+
+import logging
+import platform
+import sys
+from typing import Annotated, Any, NoReturn
+
+import typer
+from pydantic import ValidationError
+from pydantic_settings import BaseSettings
+
+from . import __version__
+from .listen import ListenError, bind, bound_address, parse_listen
+from .settings import (
+    AREAS,
+    NodeSettings,
+    NvmlSettings,
+    ServerSettings,
+    Settings,
+    SimulatorSettings,
+    cli_flag,
+    env_names,
+)
+
+app = typer.Typer(
+    name="servescope",
+    help="Observability and alerting for LLM serving (vLLM) on NVIDIA GPUs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+log = logging.getLogger("servescope")
+
+
+def setting(area: type[BaseSettings], field: str) -> Any:
+    """A typer option whose flag, help and environment variables come from a settings field."""
+    info = area.model_fields[field]
+    return typer.Option(
+        cli_flag(area, field), help=info.description, envvar=env_names(area, field), show_envvar=True
+    )
+
+
+def default(area: type[BaseSettings], field: str) -> Any:
+    return area.model_fields[field].default
+
+
+def fail(message: str) -> NoReturn:
+    typer.echo(f"servescope: error: {message}", err=True)
+    raise typer.Exit(1)
+
+
+def _validation_message(exc: ValidationError, flags: dict[str, str]) -> str:
+    error = exc.errors()[0]
+    field = str(error["loc"][-1]) if error["loc"] else "?"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"invalid value for {flags.get(field, field)}: {message}"
+
+
+@app.command()
+def serve(
+    listen: Annotated[str, setting(ServerSettings, "listen")] = default(ServerSettings, "listen"),
+    log_level: Annotated[str, setting(ServerSettings, "log_level")] = default(ServerSettings, "log_level"),
+    hostname: Annotated[str, setting(NodeSettings, "hostname")] = default(NodeSettings, "hostname"),
+    nvml: Annotated[bool, setting(NvmlSettings, "enabled")] = default(NvmlSettings, "enabled"),
+    nvml_interval: Annotated[float, setting(NvmlSettings, "interval_seconds")] = default(
+        NvmlSettings, "interval_seconds"
+    ),
+    xid_events: Annotated[bool, setting(NvmlSettings, "xid_events")] = default(NvmlSettings, "xid_events"),
+    simulate: Annotated[bool, setting(SimulatorSettings, "enabled")] = default(SimulatorSettings, "enabled"),
+    gpus: Annotated[int, setting(SimulatorSettings, "gpus")] = default(SimulatorSettings, "gpus"),
+    gpu_model: Annotated[str, setting(SimulatorSettings, "gpu_model")] = default(
+        SimulatorSettings, "gpu_model"
+    ),
+    nvlinks: Annotated[int, setting(SimulatorSettings, "nvlinks")] = default(SimulatorSettings, "nvlinks"),
+    seed: Annotated[int, setting(SimulatorSettings, "seed")] = default(SimulatorSettings, "seed"),
+) -> None:
+    """Run the exporter: collect in the background, serve /metrics, /healthz, /readyz.
+
+    On a GPU node it reads the real driver through NVML. Without one, --simulate serves a simulated
+    fleet (never chosen automatically: a node whose driver is missing reports the NVML source down).
+    """
+    flags = {field: cli_flag(area, field).split("/")[0] for area in AREAS for field in area.model_fields}
+    try:
+        settings = Settings(
+            server=ServerSettings(listen=listen, log_level=log_level),
+            node=NodeSettings(hostname=hostname),
+            nvml=NvmlSettings(enabled=nvml, interval_seconds=nvml_interval, xid_events=xid_events),
+            simulator=SimulatorSettings(
+                enabled=simulate, gpus=gpus, gpu_model=gpu_model, nvlinks=nvlinks, seed=seed
+            ),
+        )
+    except ValidationError as exc:
+        fail(_validation_message(exc, flags))
+    run_server(settings)
+
+
+def run_server(settings: Settings) -> None:
+    import uvicorn
+
+    from .app import create_app
+    from .runtime import build_runtime
+
+    logging.basicConfig(
+        level=settings.server.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        sock = bind(parse_listen(settings.server.listen))
+    except ListenError as exc:
+        fail(str(exc))
+    address = bound_address(sock)
+    runtime = build_runtime(settings)
+    config = uvicorn.Config(
+        create_app(runtime), log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=3
+    )
+    shown = f"[{address.host}]" if ":" in address.host else address.host
+    if shown in ("0.0.0.0", "[::]"):
+        shown = "127.0.0.1"
+    mode = " (simulated fleet)" if settings.simulator.enabled else ""
+    typer.echo(
+        f"servescope {__version__} serving{mode} on {address}\n"
+        f"  metrics:   http://{shown}:{address.port}/metrics\n"
+        f"  readiness: http://{shown}:{address.port}/readyz",
+        err=False,
+    )
+    sys.stdout.flush()
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+@app.command()
+def version() -> None:
+    """Print the servescope version."""
+    typer.echo(f"servescope {__version__} (Python {platform.python_version()})")
+
+
+@app.command(hidden=True)
+def docs(
+    readme: Annotated[str, typer.Option(help="README file to update.")] = "README.md",
+    check: Annotated[bool, typer.Option(help="Only check that the generated tables are current.")] = False,
+) -> None:
+    """Regenerate the README's settings and metric tables."""
+    from pathlib import Path
+
+    from .docs import update_readme
+
+    path = Path(readme)
+    if not path.is_file():
+        fail(f"{readme}: no such file")
+    if not update_readme(path, check=check):
+        fail(f"{readme}: generated tables are stale; run `make docs`")
+
+
+def main() -> None:
+    app()

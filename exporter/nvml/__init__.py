@@ -1,0 +1,1 @@
+"""NVML: the library boundary, the per-GPU collector and the XID event watcher."""

@@ -1,0 +1,102 @@
+"""Assembles sources, runners and the publisher from settings; starts and stops them together."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+
+from .nvml.collector import NvmlSource
+from .nvml.library import NvmlLibrary
+from .publisher import Publisher
+from .settings import Settings
+from .sim.fleet import SimulatedFleet
+from .sim.pynvml_module import SimulatedPynvml
+from .sources.base import Source
+from .sources.runner import SourceRunner
+
+log = logging.getLogger(__name__)
+
+
+def process_families() -> Any:
+    """process_* series of this exporter (RSS, CPU), rendered with the publisher's output."""
+    registry = CollectorRegistry(auto_describe=False)
+    ProcessCollector(registry=registry)
+
+    def render() -> str:
+        return generate_latest(registry).decode()
+
+    return render
+
+
+@dataclass
+class Runtime:
+    publisher: Publisher
+    runners: list[SourceRunner] = field(default_factory=list)
+    fleet: SimulatedFleet | None = None
+    started: bool = False
+
+    def add(self, source: Source) -> SourceRunner:
+        runner = SourceRunner(source, self.publisher)
+        self.runners.append(runner)
+        return runner
+
+    def start(self) -> None:
+        for runner in self.runners:
+            runner.start()
+        self.started = True
+
+    def stop(self) -> None:
+        for runner in self.runners:
+            runner.stop()
+        self.started = False
+
+    def readiness(self) -> tuple[bool, dict[str, dict[str, Any]]]:
+        """Ready when every source has succeeded once and none is older than 3 intervals."""
+        now = time.monotonic()
+        report: dict[str, dict[str, Any]] = {}
+        for runner in self.runners:
+            h = runner.health
+            ok, why = h.readiness(now)
+            age = None if h.last_success_mono is None else round(now - h.last_success_mono, 3)
+            report[h.name] = {
+                "ready": ok,
+                "up": h.up,
+                "detail": why,
+                "last_success_age_seconds": age,
+                "interval_seconds": h.interval_seconds,
+            }
+        return all(entry["ready"] for entry in report.values()), report
+
+
+def build_runtime(settings: Settings) -> Runtime:
+    sim = settings.simulator
+    publisher = Publisher(simulated=sim.enabled, extra=[process_families()])
+    runtime = Runtime(publisher)
+    hostname = settings.node.resolved_hostname()
+    if settings.nvml.enabled:
+        if sim.enabled:
+            runtime.fleet = SimulatedFleet(
+                sim.gpus, sim.gpu_model, sim.seed, nvlinks=None if sim.nvlinks < 0 else sim.nvlinks
+            )
+            lib = NvmlLibrary(SimulatedPynvml(runtime.fleet))
+            log.warning(
+                "serving a SIMULATED fleet of %d %s GPUs (seed %d): not real data",
+                sim.gpus,
+                sim.gpu_model,
+                sim.seed,
+            )
+        else:
+            lib = NvmlLibrary()
+        runtime.add(
+            NvmlSource(
+                lib,
+                hostname=hostname,
+                interval_seconds=settings.nvml.interval_seconds,
+                xid_events=settings.nvml.xid_events,
+            )
+        )
+    return runtime

@@ -1,0 +1,147 @@
+"""Configuration, one class per area. Every field has a default and a description; the CLI's options
+are derived from these fields (same defaults, same environment variables), so they cannot drift.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Literal
+
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .listen import parse_listen
+from .sim.models import MODELS
+
+ENV_PREFIX = "SERVESCOPE_"
+
+
+def area_config(area: str) -> SettingsConfigDict:
+    """Environment variables of an area are SERVESCOPE_<AREA>_<FIELD>."""
+    # populate_by_name: the CLI passes fields by name even where an env alias exists (NODE_NAME).
+    return SettingsConfigDict(
+        env_prefix=f"{ENV_PREFIX}{area.upper()}_", extra="ignore", populate_by_name=True
+    )
+
+
+class ServerSettings(BaseSettings):
+    model_config = area_config("server")
+
+    listen: str = Field(
+        "127.0.0.1:9108",
+        json_schema_extra={"cli": "--listen"},
+        description="Address to serve /metrics, /healthz, /readyz and the APIs on, as HOST:PORT. "
+        "Use :9108 (all IPv4 interfaces) or [::]:9108 in a DaemonSet so Prometheus can reach it.",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", json_schema_extra={"cli": "--log-level"}, description="Log verbosity."
+    )
+
+    @field_validator("listen")
+    @classmethod
+    def _valid_listen(cls, value: str) -> str:
+        parse_listen(value)
+        return value
+
+
+class NodeSettings(BaseSettings):
+    model_config = area_config("node")
+
+    hostname: str = Field(
+        "",
+        validation_alias=AliasChoices("SERVESCOPE_NODE_HOSTNAME", "NODE_NAME"),
+        json_schema_extra={"cli": "--hostname"},
+        description="Value of the `hostname` label on every GPU series. Empty: NODE_NAME (set it from "
+        "the downward API in Kubernetes), else this machine's host name.",
+    )
+
+    def resolved_hostname(self) -> str:
+        return self.hostname or socket.gethostname()
+
+
+class NvmlSettings(BaseSettings):
+    model_config = area_config("nvml")
+
+    enabled: bool = Field(
+        True, json_schema_extra={"cli": "--nvml/--no-nvml"}, description="Collect GPU metrics through NVML."
+    )
+    interval_seconds: float = Field(
+        1.0,
+        gt=0,
+        le=300,
+        json_schema_extra={"cli": "--nvml-interval"},
+        description="Seconds between NVML collections.",
+    )
+    xid_events: bool = Field(
+        True,
+        json_schema_extra={"cli": "--xid-events/--no-xid-events"},
+        description="Watch NVML for critical XID events in a background thread.",
+    )
+
+
+class SimulatorSettings(BaseSettings):
+    model_config = area_config("sim")
+
+    enabled: bool = Field(
+        False,
+        json_schema_extra={"cli": "--simulate/--no-simulate"},
+        description="Serve a simulated GPU fleet instead of real NVML. Never turned on implicitly.",
+    )
+    gpus: int = Field(
+        8, ge=0, le=1024, json_schema_extra={"cli": "--gpus"}, description="Number of simulated GPUs."
+    )
+    gpu_model: str = Field(
+        "H200",
+        json_schema_extra={"cli": "--gpu-model"},
+        description=f"Simulated GPU model: one of {', '.join(sorted(MODELS))}.",
+    )
+    nvlinks: int = Field(
+        -1,
+        ge=-1,
+        le=36,
+        json_schema_extra={"cli": "--nvlinks"},
+        description="NVLinks per simulated GPU; -1 uses the model's count.",
+    )
+    seed: int = Field(
+        1,
+        json_schema_extra={"cli": "--seed"},
+        description="Seed of the simulation; the same seed gives the same fleet.",
+    )
+
+    @field_validator("gpu_model")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        if value not in MODELS:
+            raise ValueError(f"unknown GPU model {value!r}; choose one of {', '.join(sorted(MODELS))}")
+        return value
+
+
+class Settings(BaseSettings):
+    """All areas together; each reads its own environment variables."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    node: NodeSettings = Field(default_factory=NodeSettings)
+    nvml: NvmlSettings = Field(default_factory=NvmlSettings)
+    simulator: SimulatorSettings = Field(default_factory=SimulatorSettings)
+
+
+AREAS: tuple[type[BaseSettings], ...] = (ServerSettings, NodeSettings, NvmlSettings, SimulatorSettings)
+
+
+def env_names(area: type[BaseSettings], field: str) -> list[str]:
+    """The environment variables that set `field`, the preferred one first."""
+    info = area.model_fields[field]
+    alias = info.validation_alias
+    if isinstance(alias, AliasChoices):
+        return [str(choice) for choice in alias.choices]
+    return [f"{area.model_config.get('env_prefix', '')}{field}".upper()]
+
+
+def cli_flag(area: type[BaseSettings], field: str) -> str:
+    """The command-line flag that sets `field` (as declared on the field)."""
+    extra = area.model_fields[field].json_schema_extra
+    if not isinstance(extra, dict) or not isinstance(extra.get("cli"), str):
+        raise KeyError(f"{area.__name__}.{field} declares no command-line flag")
+    return str(extra["cli"])

@@ -1,0 +1,1 @@
+"""A simulated GPU fleet that answers through the same interfaces as the real hardware."""

@@ -1,0 +1,1 @@
+"""Collection sources and the machinery that runs each one in isolation."""

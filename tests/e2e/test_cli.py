@@ -1,0 +1,100 @@
+"""The command line: clear one-line errors, help that documents every setting."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+
+from servescope import __version__
+from servescope.settings import AREAS, env_names
+from tests.e2e.conftest import SERVESCOPE, stop
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "250", "TERMINAL_WIDTH": "250"}
+    return subprocess.run(
+        [SERVESCOPE, *args], capture_output=True, text=True, timeout=60, env=env, check=False
+    )
+
+
+def test_version() -> None:
+    result = run("version")
+    assert result.returncode == 0 and result.stdout.startswith(f"servescope {__version__} ")
+
+
+def test_serve_help_documents_every_setting_with_its_environment_variable() -> None:
+    text = run("serve", "--help").stdout
+    for area in AREAS:
+        for field, info in area.model_fields.items():
+            assert info.description, f"{area.__name__}.{field} has no description"
+            for env in env_names(area, field):
+                assert env in text, f"{env} missing from `servescope serve --help`"
+
+
+def test_bad_listen_address_is_one_clear_line() -> None:
+    result = run("serve", "--simulate", "--listen", "nonsense")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "servescope: error: invalid value for --listen: invalid listen address 'nonsense': expected "
+        "HOST:PORT, e.g. 127.0.0.1:9108"
+    ]
+
+
+def test_port_in_use_is_one_clear_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run("serve", "--simulate", "--listen", f"127.0.0.1:{port}")
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1] == (
+        f"servescope: error: cannot listen on 127.0.0.1:{port}: address already in use "
+        "(is another exporter running? pick another port with --listen)"
+    )
+    assert "Traceback" not in result.stderr
+
+
+def test_unknown_gpu_model_names_the_option() -> None:
+    result = run("serve", "--simulate", "--gpu-model", "B300")
+    assert result.returncode == 1
+    assert "invalid value for --gpu-model: unknown GPU model 'B300'" in result.stderr
+
+
+def test_without_a_driver_the_exporter_runs_and_says_nvml_is_down() -> None:
+    # This machine has no NVIDIA driver: the real NVML source must fail visibly, never fall back to
+    # simulated data. (On a GPU node this test would find real GPUs instead, so it checks for that.)
+    served = start_servescope_unready()
+    try:
+        import httpx
+
+        text = httpx.get(f"{served.base}/metrics").text
+        assert "servescope_simulated 0" in text
+        if 'servescope_source_up{source="nvml"} 0' in text:
+            assert "servescope_gpu_" not in text
+            ready = httpx.get(f"{served.base}/readyz")
+            assert ready.status_code == 503
+            assert "library_not_found" in ready.json()["failing"]["nvml"]
+    finally:
+        stop(served)
+
+
+def start_servescope_unready():  # type: ignore[no-untyped-def]
+    import re
+    import time
+
+    process = subprocess.Popen(
+        [SERVESCOPE, "serve", "--listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    port = re.search(r":(\d+)$", line.strip())
+    assert port, line
+    from tests.e2e.conftest import Served
+
+    time.sleep(1.5)
+    return Served(f"http://127.0.0.1:{port.group(1)}", process)

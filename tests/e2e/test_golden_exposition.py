@@ -1,0 +1,62 @@
+"""node_exporter-style end to end: the real executable on a simulated node, diffed against a golden file.
+
+Regenerate the golden file with UPDATE_GOLDEN=1 after an intended change, and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import Served
+
+GOLDEN = Path(__file__).parent.parent / "golden" / "simulated-8xH200.prom"
+
+# Families whose values move with simulated time or with this machine; their series stay in the
+# comparison (names and labels must match), their values are masked.
+VOLATILE = re.compile(
+    r"^servescope_(gpu_(utilization_ratio|memory_utilization_ratio|temperature_celsius|power_watts|"
+    r"energy_joules_total|clock_hertz|clock_event_reason_active)|source_last_success_timestamp_seconds|"
+    r"source_collect_duration_seconds|exposition_render_duration_seconds)\b"
+)
+
+
+def normalise(text: str) -> str:
+    out = []
+    for raw in text.splitlines():
+        if raw.startswith(("process_", "# HELP process_", "# TYPE process_")):
+            continue  # the exporter's own CPU/RSS, from prometheus_client
+        line = re.sub(r'python_version="[^"]*"', 'python_version="X"', raw)
+        line = re.sub(r'servescope_build_info\{version="[^"]*"', 'servescope_build_info{version="X"', line)
+        if not line.startswith("#") and VOLATILE.match(line):
+            line = line.rsplit(" ", 1)[0] + " <volatile>"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def test_exposition_matches_golden(simulated: Served) -> None:
+    got = normalise(httpx.get(f"{simulated.base}/metrics").text)
+    if os.environ.get("UPDATE_GOLDEN"):
+        GOLDEN.write_text(got)
+    want = GOLDEN.read_text()
+    assert got == want, "exposition differs from the golden file; rerun with UPDATE_GOLDEN=1 if intended"
+
+
+def test_promtool_check_metrics_is_clean(simulated: Served, promtool: str) -> None:
+    body = httpx.get(f"{simulated.base}/metrics").text
+    assert "servescope_gpu_nvlink_errors_total" in body
+    result = subprocess.run(
+        [promtool, "check", "metrics"], input=body, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert result.stdout.strip() == "" and result.stderr.strip() == "", result.stderr + result.stdout
+
+
+@pytest.mark.parametrize("path", ["/", "/healthz", "/api/v1/sources"])
+def test_other_endpoints_answer(simulated: Served, path: str) -> None:
+    assert httpx.get(f"{simulated.base}{path}").status_code == 200

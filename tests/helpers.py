@@ -1,0 +1,56 @@
+"""Shared test helpers: a controllable clock, a simulated NVML stack, sample lookups."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from servescope.exposition import Sample
+from servescope.nvml.collector import NvmlSource
+from servescope.nvml.library import NvmlLibrary
+from servescope.sim.fleet import SimulatedFleet
+from servescope.sim.pynvml_module import SimulatedPynvml
+
+
+class FakeClock:
+    """A monotonic clock that only moves when told to."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def nvml_stack(
+    gpus: int = 4, *, model: str = "H200", xid_events: bool = False, nvlinks: int | None = None
+) -> tuple[SimulatedFleet, NvmlSource, FakeClock]:
+    """The production collector and wrapper over the simulator's pynvml-shaped module."""
+    clock = FakeClock()
+    fleet = SimulatedFleet(gpus, model, seed=7, clock=clock, nvlinks=nvlinks)
+    source = NvmlSource(
+        NvmlLibrary(SimulatedPynvml(fleet)),
+        hostname="node-a",
+        xid_events=xid_events,
+        wall=lambda: 1.7e9 + clock.now,
+        monotonic=clock,
+    )
+    return fleet, source, clock
+
+
+def values(samples: Iterable[Sample], name: str, **labels: str) -> list[float]:
+    """Values of the samples of family `name` whose labels include `labels`."""
+    found = []
+    for s in samples:
+        if s.spec.name != name:
+            continue
+        got = dict(zip(s.spec.labels, s.label_values, strict=True))
+        if all(got.get(k) == v for k, v in labels.items()):
+            found.append(s.value)
+    return found
+
+
+def families_for_gpu(samples: Iterable[Sample], gpu: str) -> set[str]:
+    return {s.spec.name for s in samples if "gpu" in s.spec.labels and s.label_values[0] == gpu}

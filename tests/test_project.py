@@ -1,0 +1,39 @@
+"""Project-level promises: README tables current, packaging complete, the two commands wired."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from servescope.docs import update_readme
+from servescope.settings import AREAS, cli_flag
+
+ROOT = Path(__file__).parent.parent
+
+
+def test_readme_generated_tables_are_current() -> None:
+    assert update_readme(ROOT / "README.md", check=True), "README tables are stale: run `make docs`"
+
+
+def test_readme_names_the_two_commands_and_ci_runs_the_test_one() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "make demo" in readme and "make test" in readme
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "make test" in ci
+
+
+def test_every_setting_has_a_description_and_a_cli_flag() -> None:
+    for area in AREAS:
+        for field, info in area.model_fields.items():
+            assert info.description, f"{area.__name__}.{field}"
+            assert cli_flag(area, field).startswith("--")
+
+
+def test_every_subpackage_is_packaged() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packaged = set(config["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(("servescope", *init.parent.relative_to(ROOT / "exporter").parts)).rstrip(".")
+        for init in (ROOT / "exporter").rglob("__init__.py")
+    }
+    assert found == packaged
