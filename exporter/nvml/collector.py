@@ -71,7 +71,8 @@ class NvmlSource:
         self._driver = ""
         self._gpus: list[Gpu] = []
         self._lost: dict[str, Gpu] = {}  # GPUs seen once and missing now: exported as down, not dropped
-        self._support: dict[tuple[str, str], bool] = {}
+        self._support: dict[str, dict[str, bool]] = {}  # uuid -> field -> supported
+        self._xid_unavailable = False
         self._v1_memory: set[str] = set()
         self._problems: list[Problem] = []
 
@@ -95,6 +96,7 @@ class NvmlSource:
         return SourceError(exc.reason, f"{exc}: {hint}" if hint else str(exc))
 
     def _initialise(self) -> None:
+        self._xid_unavailable = False
         if self._xid is not None:
             self._xid.stop()
         if self._initialised:
@@ -172,10 +174,16 @@ class NvmlSource:
         try:
             unsupported = self._xid.start({gpu.uuid: gpu.handle for gpu in self._gpus})
         except NvmlError as exc:
-            self._problems.append(Problem("xid_watcher", f"XID events unavailable: {exc}"))
+            if exc.scope is ErrorScope.FIELD:
+                # No event support on this node: say so per GPU and stop asking until re-initialised.
+                self._xid_unavailable = True
+                for gpu in self._gpus:
+                    self._mark_unsupported(gpu, "xid_events", exc)
+            else:
+                self._problems.append(Problem("xid_watcher", f"XID events unavailable: {exc}"))
             return
         for gpu in self._gpus:
-            self._support[(gpu.uuid, "xid_events")] = gpu.uuid not in unsupported
+            self._support.setdefault(gpu.uuid, {})["xid_events"] = gpu.uuid not in unsupported
 
     # --- one cycle -------------------------------------------------------------------------------
     def collect(self) -> Collection:
@@ -183,7 +191,7 @@ class NvmlSource:
         try:
             if self._reinit_due is not None and self._monotonic() >= self._reinit_due:
                 self._initialise()
-            elif self._xid is not None and not self._xid.running:
+            elif self._xid is not None and not self._xid_unavailable and not self._xid.running:
                 self._start_xid_watcher()
             samples: list[Sample] = []
             for gpu in self._gpus:
@@ -222,8 +230,7 @@ class NvmlSource:
     def _support_samples(self, gpu: Gpu) -> list[Sample]:
         return [
             Sample(c.GPU_FIELD_SUPPORTED, (*gpu.labels, field), 1 if ok else 0)
-            for (uuid, field), ok in sorted(self._support.items())
-            if uuid == gpu.uuid
+            for field, ok in sorted(self._support.get(gpu.uuid, {}).items())
         ]
 
     def _read_gpu(self, gpu: Gpu, out: list[Sample]) -> None:
@@ -268,7 +275,7 @@ class NvmlSource:
                 # Drivers before the v2 call: fall back to v1, which has no reserved figure.
                 self._v1_memory.add(gpu.uuid)
             else:
-                self._support[(gpu.uuid, "memory")] = True
+                self._support.setdefault(gpu.uuid, {})["memory"] = True
                 return info
         info_v1: nv.MemoryInfo | None = self._read(
             gpu, "memory", functools.partial(self._lib.memory_info, v2=False)
@@ -366,8 +373,8 @@ class NvmlSource:
 
     # --- one field -------------------------------------------------------------------------------
     def _read(self, gpu: Gpu, field: str, call: Callable[[Any], Any]) -> Any:
-        key = (gpu.uuid, field)
-        if self._support.get(key) is False:
+        support = self._support.setdefault(gpu.uuid, {})
+        if support.get(field) is False:
             return None
         try:
             value = call(gpu.handle)
@@ -379,12 +386,12 @@ class NvmlSource:
                 self._problems.append(Problem(exc.reason, f"GPU {gpu.index} {field}: {exc}"))
                 return None
             raise
-        self._support[key] = True
+        support[field] = True
         return value
 
     def _mark_unsupported(self, gpu: Gpu, field: str, exc: NvmlError) -> None:
         # Reported once per field and GPU; the field is not asked for again until restart.
-        self._support[(gpu.uuid, field)] = False
+        self._support.setdefault(gpu.uuid, {})[field] = False
         log.info(
             "GPU %d (%s): field %s unavailable (%s); its series are omitted",
             gpu.index,

@@ -152,7 +152,13 @@ class NvmlLibrary:
         return float(self._call("nvmlDeviceGetClockInfo", h, clock)) * 1e6
 
     def clock_event_reasons(self, h: Any) -> int:
-        return int(self._call("nvmlDeviceGetCurrentClocksEventReasons", h))
+        try:
+            return int(self._call("nvmlDeviceGetCurrentClocksEventReasons", h))
+        except NvmlError as exc:
+            if exc.reason != "function_not_found":
+                raise
+        # Drivers before 535 only know the older name of the same bitmask.
+        return int(self._call("nvmlDeviceGetCurrentClocksThrottleReasons", h))
 
     def pcie_replay_counter(self, h: Any) -> int:
         return int(self._call("nvmlDeviceGetPcieReplayCounter", h))

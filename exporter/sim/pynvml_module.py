@@ -179,6 +179,8 @@ class SimulatedPynvml:
     # --- events ---------------------------------------------------------------------------------
     def nvmlEventSetCreate(self) -> int:
         self._check_init()
+        if (None, "nvmlEventSetCreate") in self.fleet.unsupported:
+            raise _fail(self.fleet.unsupported[(None, "nvmlEventSetCreate")])
         with self.fleet.xid_ready:
             handle, self._next_set = self._next_set, self._next_set + 1
             self._event_sets[handle] = set()

@@ -255,3 +255,63 @@ def test_xid_events_are_counted_per_uuid_and_xid_with_last_seen() -> None:
         assert values(samples, c.XID_LAST_SEEN.name, gpu="1", xid="79") == [1.7e9 + clock.now]
     finally:
         source.close()
+
+
+def test_node_without_xid_event_support_reports_it_once_instead_of_erroring_every_cycle() -> None:
+    fleet, source, _ = nvml_stack(gpus=2, xid_events=True)
+    fleet.unsupported[(None, "nvmlEventSetCreate")] = pynvml.NVML_ERROR_NOT_SUPPORTED
+    try:
+        for _ in range(3):
+            collection = source.collect()
+            assert collection.problems == []
+        assert values(collection.samples, c.GPU_FIELD_SUPPORTED.name, field="xid_events") == [0, 0]
+        assert values(collection.samples, c.GPU_UP.name) == [1, 1]
+    finally:
+        source.close()
+
+
+@pytest.mark.parametrize(
+    ("code", "outcome", "reason"),
+    [
+        (pynvml.NVML_ERROR_NOT_SUPPORTED, "field_absent", "not_supported"),
+        (pynvml.NVML_ERROR_NO_PERMISSION, "field_absent", "no_permission"),
+        (pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, "field_absent", "function_not_found"),
+        (pynvml.NVML_ERROR_GPU_IS_LOST, "gpu_down", "gpu_lost"),
+        (pynvml.NVML_ERROR_RESET_REQUIRED, "gpu_down", "reset_required"),
+        (pynvml.NVML_ERROR_GPU_NOT_FOUND, "gpu_down", "gpu_not_found"),
+        (pynvml.NVML_ERROR_DRIVER_NOT_LOADED, "source_down", "driver_not_loaded"),
+        (pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH, "source_down", "lib_rm_version_mismatch"),
+        (pynvml.NVML_ERROR_UNINITIALIZED, "source_down", "uninitialized"),
+        (pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, "source_down", "library_not_found"),
+        (pynvml.NVML_ERROR_TIMEOUT, "skipped_once", "timeout"),
+        (pynvml.NVML_ERROR_UNKNOWN, "skipped_once", "unknown"),
+    ],
+)
+def test_every_error_class_on_one_reading_of_one_gpu(code: int, outcome: str, reason: str) -> None:
+    fleet, source, _ = nvml_stack(gpus=2)
+    source.collect()
+    fleet.unsupported[(1, "nvmlDeviceGetTemperature")] = code
+    if outcome == "source_down":
+        with pytest.raises(SourceError) as failure:
+            source.collect()
+        assert failure.value.reason == reason
+        return
+    collection = source.collect()
+    samples = collection.samples
+    assert not values(samples, c.TEMPERATURE.name, gpu="1")
+    assert values(samples, c.TEMPERATURE.name, gpu="0")
+    problems = [p.reason for p in collection.problems]
+    if outcome == "field_absent":
+        assert problems == []
+        assert values(samples, c.GPU_UP.name, gpu="1") == [1]
+        assert values(samples, c.GPU_FIELD_SUPPORTED.name, gpu="1", field="temperature") == [0]
+        assert values(samples, c.POWER.name, gpu="1")
+    elif outcome == "gpu_down":
+        assert problems == [reason]
+        assert values(samples, c.GPU_UP.name, gpu="1") == [0]
+        assert values(samples, c.GPU_UP.name, gpu="0") == [1]
+        assert not values(samples, c.POWER.name, gpu="1")
+    else:
+        assert problems == [reason]
+        assert values(samples, c.GPU_UP.name, gpu="1") == [1]
+        assert values(samples, c.GPU_FIELD_SUPPORTED.name, gpu="1", field="temperature") == [1]

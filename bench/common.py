@@ -1,0 +1,126 @@
+"""Helpers shared by the benchmarks: start the exporter pinned to a core, time HTTP requests."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results"
+SERVESCOPE = str(Path(sys.executable).with_name("servescope"))
+
+
+def pin(core: int | None) -> None:
+    """Pin the calling process to one CPU core when the machine has more than one."""
+    if core is not None and hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
+        os.sched_setaffinity(0, {core})
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[str]
+    host: str
+    port: int
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def start(argv: list[str], core: int | None = 0, ready_path: str = "/readyz") -> Server:
+    """Start a server that prints `... on HOST:PORT` on its first stdout line, and wait until ready."""
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    if core is not None and (os.cpu_count() or 1) > 1:
+        os.sched_setaffinity(process.pid, {core})  # before it has started serving
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    found = re.search(r" on (\S+):(\d+)", line)
+    if not found:
+        process.kill()
+        raise RuntimeError(f"server did not start: {line!r}")
+    server = Server(process, found.group(1), int(found.group(2)))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            status, _ = get(server, ready_path)
+            if status == 200:
+                return server
+        except OSError:
+            pass
+        time.sleep(0.1)
+    server.stop()
+    raise RuntimeError("server did not become ready")
+
+
+def get(server: Server, path: str) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=10)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def time_requests(server: Server, path: str, count: int, warmup: int = 100) -> dict[str, float]:
+    """Sequential keep-alive GETs from one client: latency percentiles and requests per second."""
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=10)
+    latencies = []
+    size = 0
+    try:
+        for i in range(warmup + count):
+            started = time.perf_counter()
+            conn.request("GET", path)
+            response = conn.getresponse()
+            body = response.read()
+            elapsed = time.perf_counter() - started
+            if response.status != 200:
+                raise RuntimeError(f"GET {path}: HTTP {response.status}")
+            if i >= warmup:
+                latencies.append(elapsed)
+                size = len(body)
+    finally:
+        conn.close()
+    latencies.sort()
+    return {
+        "p50_ms": statistics.median(latencies) * 1000,
+        "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000,
+        "per_second": len(latencies) / sum(latencies),
+        "bytes": size,
+    }
+
+
+def machine() -> dict[str, object]:
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def write(name: str, data: dict[str, object], markdown: str) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=2) + "\n")
+    (RESULTS / f"{name}.md").write_text(markdown)
+    print(markdown)
