@@ -221,6 +221,24 @@ XID_LAST_SEEN = _gauge(
     "nvml",
 )
 
+# --- DCGM: fixed series (the per-field series come from the counters file) ------------------------
+DCGM_FIELD_SUPPORTED = _gauge(
+    "servescope_dcgm_field_supported",
+    "1 when dcgmi dmon returned values for the field on this GPU, 0 when it stayed N/A for the "
+    "configured number of rows or the host engine refused to watch it.",
+    (*G, "field_id"),
+    "dcgm",
+)
+DCGM_RESTARTS = _counter(
+    "servescope_dcgm_dmon_restarts_total",
+    "Times the dcgmi dmon child was restarted (exited, hung, or its watch list changed).",
+    ("reason",),
+    "dcgm",
+)
+DCGM_WATCHED_FIELDS = _gauge(
+    "servescope_dcgm_watched_fields", "Fields in the running dcgmi dmon's watch list.", (), "dcgm"
+)
+
 CATALOG: tuple[MetricSpec, ...] = tuple(
     value for value in list(globals().values()) if isinstance(value, MetricSpec)
 )

@@ -15,6 +15,7 @@ from . import __version__
 from .listen import ListenError, bind, bound_address, parse_listen
 from .settings import (
     AREAS,
+    DcgmSettings,
     NodeSettings,
     NvmlSettings,
     ServerSettings,
@@ -35,6 +36,12 @@ app = typer.Typer(
 log = logging.getLogger("servescope")
 
 
+def _register_subcommands() -> None:
+    from .dcgm.cli import app as dcgm_app
+
+    app.add_typer(dcgm_app, name="dcgm")
+
+
 def setting(area: type[BaseSettings], field: str) -> Any:
     """A typer option whose flag, help and environment variables come from a settings field."""
     info = area.model_fields[field]
@@ -52,11 +59,14 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(1)
 
 
-def _validation_message(exc: ValidationError, flags: dict[str, str]) -> str:
+def _validation_message(exc: ValidationError) -> str:
+    """One line naming the flag, e.g. `invalid value for --nvml-interval: ...`."""
     error = exc.errors()[0]
     field = str(error["loc"][-1]) if error["loc"] else "?"
+    area = next((a for a in AREAS if a.__name__ == exc.title), None)
+    flag = cli_flag(area, field).split("/")[0] if area and field in area.model_fields else field
     message = str(error["msg"]).removeprefix("Value error, ")
-    return f"invalid value for {flags.get(field, field)}: {message}"
+    return f"invalid value for {flag}: {message}"
 
 
 @app.command()
@@ -69,6 +79,16 @@ def serve(
         NvmlSettings, "interval_seconds"
     ),
     xid_events: Annotated[bool, setting(NvmlSettings, "xid_events")] = default(NvmlSettings, "xid_events"),
+    dcgm: Annotated[bool, setting(DcgmSettings, "enabled")] = default(DcgmSettings, "enabled"),
+    dcgmi: Annotated[str, setting(DcgmSettings, "dcgmi")] = default(DcgmSettings, "dcgmi"),
+    dcgm_interval: Annotated[float, setting(DcgmSettings, "interval_seconds")] = default(
+        DcgmSettings, "interval_seconds"
+    ),
+    dcgm_counters: Annotated[str, setting(DcgmSettings, "counters")] = default(DcgmSettings, "counters"),
+    dcgm_na_rows: Annotated[int, setting(DcgmSettings, "na_rows")] = default(DcgmSettings, "na_rows"),
+    dcgm_exporter_url: Annotated[str, setting(DcgmSettings, "exporter_url")] = default(
+        DcgmSettings, "exporter_url"
+    ),
     simulate: Annotated[bool, setting(SimulatorSettings, "enabled")] = default(SimulatorSettings, "enabled"),
     gpus: Annotated[int, setting(SimulatorSettings, "gpus")] = default(SimulatorSettings, "gpus"),
     gpu_model: Annotated[str, setting(SimulatorSettings, "gpu_model")] = default(
@@ -82,18 +102,25 @@ def serve(
     On a GPU node it reads the real driver through NVML. Without one, --simulate serves a simulated
     fleet (never chosen automatically: a node whose driver is missing reports the NVML source down).
     """
-    flags = {field: cli_flag(area, field).split("/")[0] for area in AREAS for field in area.model_fields}
     try:
         settings = Settings(
             server=ServerSettings(listen=listen, log_level=log_level),
             node=NodeSettings(hostname=hostname),
             nvml=NvmlSettings(enabled=nvml, interval_seconds=nvml_interval, xid_events=xid_events),
+            dcgm=DcgmSettings(
+                enabled=dcgm,
+                dcgmi=dcgmi,
+                interval_seconds=dcgm_interval,
+                counters=dcgm_counters,
+                na_rows=dcgm_na_rows,
+                exporter_url=dcgm_exporter_url,
+            ),
             simulator=SimulatorSettings(
                 enabled=simulate, gpus=gpus, gpu_model=gpu_model, nvlinks=nvlinks, seed=seed
             ),
         )
     except ValidationError as exc:
-        fail(_validation_message(exc, flags))
+        fail(_validation_message(exc))
     run_server(settings)
 
 
@@ -101,6 +128,7 @@ def run_server(settings: Settings) -> None:
     import uvicorn
 
     from .app import create_app
+    from .dcgm.counters import CountersError
     from .runtime import build_runtime
 
     logging.basicConfig(
@@ -113,7 +141,10 @@ def run_server(settings: Settings) -> None:
     except ListenError as exc:
         fail(str(exc))
     address = bound_address(sock)
-    runtime = build_runtime(settings)
+    try:
+        runtime = build_runtime(settings)
+    except CountersError as exc:
+        fail(str(exc))
     config = uvicorn.Config(
         create_app(runtime), log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=3
     )
@@ -152,6 +183,9 @@ def docs(
         fail(f"{readme}: no such file")
     if not update_readme(path, check=check):
         fail(f"{readme}: generated tables are stale; run `make docs`")
+
+
+_register_subcommands()
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from .catalog import CATALOG
+from .dcgm.counters import load_counters, specs_of
 from .settings import AREAS, cli_flag, env_names
 
 _REGION = re.compile(
@@ -31,7 +32,7 @@ def settings_table() -> str:
 
 def metrics_table() -> str:
     rows = ["| metric | type | labels | source | meaning |", "| --- | --- | --- | --- | --- |"]
-    for spec in CATALOG:
+    for spec in (*CATALOG, *specs_of(load_counters())):
         labels = ", ".join(spec.labels) or "-"
         rows.append(f"| `{spec.name}` | {spec.kind.value} | {labels} | {spec.source} | {_cell(spec.help)} |")
     return "\n".join(rows) + "\n"

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
+import shutil
+import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 
+from . import catalog
+from .dcgm.counters import load_counters, specs_of
+from .dcgm.dmon_source import DmonSource
+from .dcgm.exporter_source import DcgmExporterSource
+from .dcgm.supervisor import spawn_process
+from .gpu_directory import GpuDirectory
 from .nvml.collector import NvmlSource
 from .nvml.library import NvmlLibrary
 from .publisher import Publisher
@@ -72,11 +83,24 @@ class Runtime:
         return all(entry["ready"] for entry in report.values()), report
 
 
+def fake_dcgmi_path() -> str:
+    """The bundled fake, next to this interpreter (a virtualenv's bin/) or on PATH."""
+    beside = Path(sys.executable).with_name("servescope-fake-dcgmi")
+    return (
+        str(beside) if beside.exists() else shutil.which("servescope-fake-dcgmi") or "servescope-fake-dcgmi"
+    )
+
+
 def build_runtime(settings: Settings) -> Runtime:
+    """Wire sources from settings; raises CountersError for a bad counters file (before anything starts)."""
     sim = settings.simulator
-    publisher = Publisher(simulated=sim.enabled, extra=[process_families()])
+    counters = load_counters(settings.dcgm.counters or None) if settings.dcgm.enabled else []
+    publisher = Publisher(
+        simulated=sim.enabled, extra=[process_families()], catalog=[*catalog.CATALOG, *specs_of(counters)]
+    )
     runtime = Runtime(publisher)
     hostname = settings.node.resolved_hostname()
+    directory = GpuDirectory()
     if settings.nvml.enabled:
         if sim.enabled:
             runtime.fleet = SimulatedFleet(
@@ -97,6 +121,37 @@ def build_runtime(settings: Settings) -> Runtime:
                 hostname=hostname,
                 interval_seconds=settings.nvml.interval_seconds,
                 xid_events=settings.nvml.xid_events,
+                directory=directory,
             )
         )
+    if settings.dcgm.enabled:
+        runtime.add(_dcgm_source(settings, counters, hostname, directory))
     return runtime
+
+
+def _dcgm_source(settings: Settings, counters: list[Any], hostname: str, directory: GpuDirectory) -> Any:
+    dcgm, sim = settings.dcgm, settings.simulator
+    if dcgm.exporter_url:
+        return DcgmExporterSource(
+            dcgm.exporter_url, counters, hostname=hostname, interval_seconds=max(dcgm.interval_seconds, 1.0)
+        )
+    spawn: Any = spawn_process
+    dcgmi = dcgm.dcgmi or "dcgmi"
+    if sim.enabled and not dcgm.dcgmi:
+        dcgmi = fake_dcgmi_path()
+        env = {
+            **os.environ,
+            "SERVESCOPE_FAKE_DCGMI_GPUS": str(sim.gpus),
+            "SERVESCOPE_FAKE_DCGMI_MODEL": sim.gpu_model,
+            "SERVESCOPE_FAKE_DCGMI_SEED": str(sim.seed),
+        }
+        spawn = functools.partial(spawn_process, env=env)
+    return DmonSource(
+        counters,
+        dcgmi=dcgmi,
+        hostname=hostname,
+        directory=directory,
+        interval_seconds=dcgm.interval_seconds,
+        na_rows=dcgm.na_rows,
+        spawn=spawn,
+    )

@@ -79,6 +79,49 @@ class NvmlSettings(BaseSettings):
     )
 
 
+class DcgmSettings(BaseSettings):
+    model_config = area_config("dcgm")
+
+    enabled: bool = Field(
+        True,
+        json_schema_extra={"cli": "--dcgm/--no-dcgm"},
+        description="Collect DCGM fields (NVLink CRC errors, PCIe and NVLink traffic, profiling activity) "
+        "from a supervised `dcgmi dmon`, or from --dcgm-exporter-url.",
+    )
+    dcgmi: str = Field(
+        "",
+        json_schema_extra={"cli": "--dcgmi"},
+        description="Path of the dcgmi executable. Empty: `dcgmi` from PATH, or the bundled "
+        "servescope-fake-dcgmi with --simulate.",
+    )
+    interval_seconds: float = Field(
+        1.0,
+        ge=0.1,
+        le=60,
+        json_schema_extra={"cli": "--dcgm-interval"},
+        description="dcgmi dmon's sampling delay (-d); a child silent for 3 delays is killed and restarted.",
+    )
+    counters: str = Field(
+        "",
+        json_schema_extra={"cli": "--dcgm-counters"},
+        description="Counters file choosing the DCGM fields and their metric names; empty: the default set "
+        "(`servescope dcgm fields` prints it).",
+    )
+    na_rows: int = Field(
+        5,
+        ge=1,
+        le=1000,
+        json_schema_extra={"cli": "--dcgm-na-rows"},
+        description="A field N/A for this many consecutive rows on a GPU is reported unsupported there.",
+    )
+    exporter_url: str = Field(
+        "",
+        json_schema_extra={"cli": "--dcgm-exporter-url"},
+        description="Scrape this dcgm-exporter /metrics instead of running dcgmi (clusters with the GPU "
+        "Operator already run one).",
+    )
+
+
 class SimulatorSettings(BaseSettings):
     model_config = area_config("sim")
 
@@ -124,10 +167,17 @@ class Settings(BaseSettings):
     server: ServerSettings = Field(default_factory=ServerSettings)
     node: NodeSettings = Field(default_factory=NodeSettings)
     nvml: NvmlSettings = Field(default_factory=NvmlSettings)
+    dcgm: DcgmSettings = Field(default_factory=DcgmSettings)
     simulator: SimulatorSettings = Field(default_factory=SimulatorSettings)
 
 
-AREAS: tuple[type[BaseSettings], ...] = (ServerSettings, NodeSettings, NvmlSettings, SimulatorSettings)
+AREAS: tuple[type[BaseSettings], ...] = (
+    ServerSettings,
+    NodeSettings,
+    NvmlSettings,
+    DcgmSettings,
+    SimulatorSettings,
+)
 
 
 def env_names(area: type[BaseSettings], field: str) -> list[str]:

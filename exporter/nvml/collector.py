@@ -11,6 +11,7 @@ from typing import Any
 
 from .. import catalog as c
 from ..exposition import Sample
+from ..gpu_directory import GpuDirectory
 from ..sources.base import Collection, Problem, SourceError
 from . import library as nv
 from .device import Gpu
@@ -59,8 +60,10 @@ class NvmlSource:
         xid_events: bool = True,
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        directory: GpuDirectory | None = None,
     ) -> None:
         self.interval_seconds = interval_seconds
+        self.directory = directory or GpuDirectory()
         self._lib = lib
         self._hostname = hostname
         self._monotonic = monotonic
@@ -114,6 +117,7 @@ class NvmlSource:
         self._driver = self._lib.driver_version()
         previous = {gpu.uuid: gpu for gpu in self._gpus} | self._lost
         self._gpus = self._enumerate()
+        self.directory.update({str(gpu.index): gpu.uuid for gpu in self._gpus})
         present = {gpu.uuid for gpu in self._gpus}
         self._lost = {uuid: gpu for uuid, gpu in previous.items() if uuid not in present}
         for gpu in self._lost.values():

@@ -11,10 +11,13 @@ from ..exposition import Sample
 class SourceError(Exception):
     """The whole collection failed; `reason` becomes the errors_total label (snake_case, bounded)."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, *, absent: bool = False) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
+        # absent: what the source reads is not installed on this node (node_exporter's "not present"):
+        # still down and counted, but it does not hold readiness back.
+        self.absent = absent
 
 
 @dataclass(frozen=True, slots=True)

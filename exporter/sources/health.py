@@ -19,10 +19,13 @@ class SourceHealth:
     last_success_mono: float | None = None
     last_duration_seconds: float = 0.0
     last_error: str | None = None
+    absent: bool = False  # what the source reads is not installed here: down, but not blocking readiness
     errors: Counter[str] = field(default_factory=Counter)
 
     def readiness(self, now_mono: float) -> tuple[bool, str]:
         """Ready when it has succeeded once and not more than 3 intervals ago."""
+        if self.absent and not self.up:
+            return True, f"absent (not blocking readiness): {self.last_error}"
         if self.last_success_mono is None:
             why = self.last_error or "no collection has finished yet"
             return False, f"never succeeded: {why}"

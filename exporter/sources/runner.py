@@ -56,7 +56,7 @@ class SourceRunner:
         try:
             collection = self.source.collect()
         except SourceError as exc:
-            self._record_failure(exc.reason, exc.message)
+            self._record_failure(exc.reason, exc.message, absent=exc.absent)
         except Exception as exc:  # isolation boundary: a bug in one source never fails the others
             log.exception("source %s: unexpected error", name)
             self._record_failure("unexpected", f"{type(exc).__name__}: {exc}")
@@ -66,6 +66,7 @@ class SourceRunner:
                 self.health.errors[problem.reason] += 1
                 log.debug("source %s: %s: %s", name, problem.reason, problem.message)
             self.health.up = True
+            self.health.absent = False
             self.health.last_error = None
             self.health.last_success_mono = self._monotonic()
             self.health.last_success_wall = self._wall()
@@ -84,8 +85,9 @@ class SourceRunner:
             self._record_failure("render", f"{type(exc).__name__}: {exc}")
             self._publisher.drop(name)
 
-    def _record_failure(self, reason: str, message: str) -> None:
+    def _record_failure(self, reason: str, message: str, absent: bool = False) -> None:
         self.health.up = False
+        self.health.absent = absent
         self.health.errors[reason] += 1
         self.health.last_error = f"{reason}: {message}"
         # Log a reason once when it starts, not once per second while it lasts.

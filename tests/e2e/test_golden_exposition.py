@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
@@ -22,8 +23,21 @@ GOLDEN = Path(__file__).parent.parent / "golden" / "simulated-8xH200.prom"
 VOLATILE = re.compile(
     r"^servescope_(gpu_(utilization_ratio|memory_utilization_ratio|temperature_celsius|power_watts|"
     r"energy_joules_total|clock_hertz|clock_event_reason_active)|source_last_success_timestamp_seconds|"
-    r"source_collect_duration_seconds|exposition_render_duration_seconds)\b"
+    r"source_collect_duration_seconds|exposition_render_duration_seconds|"
+    r"dcgm_(pcie|nvlink)_(tx|rx)_bytes_per_second|dcgm_\w+_ratio)\b"
 )
+
+
+def settled_exposition(base: str) -> str:
+    """The exposition once every simulated GPU has a full DCGM row (profiling fields start as N/A)."""
+    deadline = time.monotonic() + 20
+    while True:
+        text = httpx.get(f"{base}/metrics").text
+        supported = text.count("\nservescope_dcgm_field_supported{")
+        if text.count("\nservescope_dcgm_sm_active_ratio{") == 8 and supported == 8 * 28:
+            return text
+        assert time.monotonic() < deadline, "DCGM series did not settle"
+        time.sleep(0.2)
 
 
 def normalise(text: str) -> str:
@@ -40,7 +54,7 @@ def normalise(text: str) -> str:
 
 
 def test_exposition_matches_golden(simulated: Served) -> None:
-    got = normalise(httpx.get(f"{simulated.base}/metrics").text)
+    got = normalise(settled_exposition(simulated.base))
     if os.environ.get("UPDATE_GOLDEN"):
         GOLDEN.write_text(got)
     want = GOLDEN.read_text()
@@ -48,8 +62,11 @@ def test_exposition_matches_golden(simulated: Served) -> None:
 
 
 def test_promtool_check_metrics_is_clean(simulated: Served, promtool: str) -> None:
-    body = httpx.get(f"{simulated.base}/metrics").text
-    assert "servescope_gpu_nvlink_errors_total" in body
+    body = settled_exposition(simulated.base)
+    assert (
+        "servescope_gpu_nvlink_errors_total" in body
+        and "servescope_dcgm_nvlink_crc_flit_errors_total" in body
+    )
     result = subprocess.run(
         [promtool, "check", "metrics"], input=body, capture_output=True, text=True, timeout=60, check=False
     )

@@ -1,0 +1,118 @@
+# ruff: noqa: E501  (captured exposition lines are long)
+"""Reusing a dcgm-exporter: its DCGM_FI_* series become servescope's, over real HTTP."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servescope.dcgm.counters import load_counters
+from servescope.dcgm.exporter_source import MAX_BYTES, DcgmExporterSource, read_exporter, to_samples
+from servescope.sources.base import SourceError
+from tests.helpers import values
+
+SAMPLES = Path(__file__).parents[2].parent / "shared" / "samples"
+
+MODERN = """# HELP DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL Total number of NVLink flow-control CRC errors.
+# TYPE DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL counter
+DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL{gpu="0",UUID="GPU-a",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H200",Hostname="node-x",container="",namespace="",pod=""} 12
+DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL{gpu="1",uuid="GPU-b",pci_bus_id="00000000:28:00.0",device="nvidia1",modelName="NVIDIA H200",hostname="node-x"} 3
+# TYPE DCGM_FI_PROF_PCIE_TX_BYTES gauge
+DCGM_FI_PROF_PCIE_TX_BYTES{gpu="0",UUID="GPU-a",Hostname="node-x"} 123456789
+DCGM_FI_PROF_PCIE_TX_BYTES{gpu="1",UUID="GPU-b",Hostname="node-x"} 9223372036854775794
+# TYPE DCGM_FI_PROF_SM_ACTIVE gauge
+DCGM_FI_PROF_SM_ACTIVE{gpu="0",UUID="GPU-a",Hostname="node-x",GPU_I_ID="1",GPU_I_PROFILE="1g.18gb"} 0.5
+DCGM_FI_PROF_SM_ACTIVE{gpu="1",UUID="GPU-b",Hostname="node-x"} 0.25
+# TYPE DCGM_FI_DEV_POWER_VIOLATION counter
+DCGM_FI_DEV_POWER_VIOLATION{gpu="0",UUID="GPU-a",Hostname="node-x"} 2000000000
+# TYPE something_else gauge
+something_else 1
+"""
+
+
+def test_series_map_to_servescope_names_labels_and_units() -> None:
+    fields = {f.field_id: f for f in load_counters()}
+    found, skipped = read_exporter(MODERN)
+    samples = to_samples(found, fields, hostname="")
+    assert values(
+        samples, "servescope_dcgm_nvlink_crc_flit_errors_total", gpu="0", uuid="GPU-a", hostname="node-x"
+    ) == [12]
+    assert values(samples, "servescope_dcgm_nvlink_crc_flit_errors_total", gpu="1", uuid="GPU-b") == [3]
+    assert values(samples, "servescope_dcgm_pcie_tx_bytes_per_second", gpu="0") == [123456789]
+    assert not values(samples, "servescope_dcgm_pcie_tx_bytes_per_second", gpu="1")  # blank sentinel
+    assert values(samples, "servescope_dcgm_sm_active_ratio") == [0.25]  # the MIG instance row is not a GPU
+    assert values(samples, "servescope_dcgm_power_violation_seconds_total", gpu="0") == [2.0]
+    assert skipped == {"blank_sentinel": 1, "unknown_series": 1}
+
+
+def test_real_dcgm_exporter_2x_sample() -> None:
+    found, _ = read_exporter((SAMPLES / "dcgm-exporter-2.x.txt").read_text())
+    by_field = {v.field_id: v for v in found}
+    assert by_field[155].value == 302.206 and by_field[155].uuid == "GPU-6bf47ca9-ad3e-15db-beed-1079a7d74116"
+    assert by_field[100].value == 1530 and by_field[203].value == 44 and by_field[202].value == 0
+    assert len(found) == 8
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    body = b""
+    status = 200
+
+    def do_GET(self) -> None:
+        self.send_response(self.status)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, type[_Handler]]]:
+    handler = type("Handler", (_Handler,), {})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/metrics", handler
+    httpd.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "reason"),
+    [
+        (200, MODERN.encode(), None),
+        (500, b"oops", "http_status"),
+        (200, b"\x00\xff garbage {{{", "parse"),
+        (200, b"# nothing here\n", "no_dcgm_series"),
+        (200, b"x" * (MAX_BYTES + 10), "too_large"),
+    ],
+)
+def test_scrape_outcomes(
+    server: tuple[str, type[_Handler]], status: int, body: bytes, reason: str | None
+) -> None:
+    url, handler = server
+    handler.status, handler.body = status, body
+    source = DcgmExporterSource(url, load_counters(), hostname="me")
+    try:
+        if reason is None:
+            samples = source.collect().samples
+            assert values(
+                samples, "servescope_dcgm_nvlink_crc_flit_errors_total", gpu="0", hostname="me"
+            ) == [12]
+        else:
+            with pytest.raises(SourceError) as failure:
+                source.collect()
+            assert failure.value.reason == reason
+    finally:
+        source.close()
+
+
+def test_unreachable_exporter_is_a_connect_error() -> None:
+    source = DcgmExporterSource("http://127.0.0.1:9/metrics", load_counters(), hostname="me")
+    with pytest.raises(SourceError) as failure:
+        source.collect()
+    assert failure.value.reason == "connect"
