@@ -41,9 +41,15 @@ class Row:
     entity: str  # GPU, GPU-I, GPU-CI, Switch, CPU, CPU Core, ...
     entity_id: str
     link: str | None  # for "GPU n LINK m" rows
-    cells: tuple[Cell, ...]
+    raw: tuple[str, ...]
+    values: tuple[float | None, ...]  # None: N/A, truncated or not a number (see `cells` for which)
     header: Header
     line_no: int
+
+    @property
+    def cells(self) -> tuple[Cell, ...]:
+        """Each value with its status; built on demand (the hot path reads `values`)."""
+        return tuple(parse_cell(raw) for raw in self.raw)
 
 
 class ErrorKind(StrEnum):
@@ -106,10 +112,19 @@ def parse_cell(raw: str) -> Cell:
         return Cell(raw, None, CellStatus.NA)
     if raw.endswith("..."):
         return Cell(raw, None, CellStatus.TRUNCATED)
+    value = number(raw)
+    return Cell(raw, None, CellStatus.INVALID) if value is None else Cell(raw, value, CellStatus.OK)
+
+
+def number(raw: str) -> float | None:
+    """The hot path of parse_cell: a finite number, or None for N/A, `12...` and anything else."""
+    if raw == NA:
+        return None
     try:
-        return Cell(raw, float(raw), CellStatus.OK)
+        value = float(raw)
     except ValueError:
-        return Cell(raw, None, CellStatus.INVALID)
+        return None
+    return value if value - value == 0 else None  # rejects nan and inf, which dmon never prints
 
 
 def classify_error(text: str, line_no: int) -> ErrorLine | None:
@@ -156,8 +171,8 @@ class DmonParser:
         raw = text[entity.end() - 1 :].split()
         if len(raw) != len(self.header.columns):
             return Unparseable(text, f"expected {len(self.header.columns)} values, got {len(raw)}", n)
-        cells = tuple(parse_cell(value) for value in raw)
-        return Row(entity.group(1), entity.group(2), entity.group(3), cells, self.header, n)
+        values = tuple([number(value) for value in raw])
+        return Row(entity.group(1), entity.group(2), entity.group(3), tuple(raw), values, self.header, n)
 
 
 def parse_dmon(lines: Iterable[str]) -> Iterator[Event]:

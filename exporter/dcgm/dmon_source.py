@@ -15,7 +15,7 @@ from ..gpu_directory import GpuDirectory
 from ..sources.base import Collection, Problem, SourceError
 from .counters import CounterField
 from .discovery import parse_discovery
-from .dmon_format import Cell, CellStatus, ErrorKind, ErrorLine, Event, Header, Row, Unparseable
+from .dmon_format import ErrorKind, ErrorLine, Event, Header, Row, Unparseable
 from .supervisor import Child, DmonSupervisor, spawn_process
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ class DmonSource:
         self._lock = threading.Lock()
         self._dropped: dict[int, str] = {}  # field id -> why the host engine will not watch it
         self._active: list[int] = []
-        self._latest: dict[str, tuple[float, dict[int, Cell]]] = {}
+        self._latest: dict[str, tuple[float, dict[int, float | None]]] = {}
         self._na_streak: Counter[tuple[str, int]] = Counter()
         self._support: dict[tuple[str, int], bool] = {}
         self._problems: list[Problem] = []
@@ -120,16 +120,16 @@ class DmonSource:
             self._problem("parse", f"dcgmi line {event.line_no}: {event.reason}: {event.text[:120]!r}")
 
     def _on_row(self, row: Row) -> None:
-        if row.entity != "GPU" or row.link is not None or len(row.cells) != len(self._active):
+        if row.entity != "GPU" or row.link is not None or len(row.values) != len(self._active):
             return
         self._first_row.set()
         newly_unsupported = False
         with self._lock:
-            cells = dict(zip(self._active, row.cells, strict=True))
+            cells = dict(zip(self._active, row.values, strict=True))
             self._latest[row.entity_id] = (self._clock(), cells)
-            for fid, cell in cells.items():
+            for fid, value in cells.items():
                 key = (row.entity_id, fid)
-                if cell.status is CellStatus.OK and not is_blank(cell.value or 0.0):
+                if value is not None and not is_blank(value):
                     self._na_streak[key] = 0
                     self._support[key] = True
                     continue
@@ -228,9 +228,9 @@ class DmonSource:
         samples: list[Sample] = []
         for index in sorted(latest, key=int):
             labels = self._labels(index)
-            for fid, cell in latest[index].items():
+            for fid, value in latest[index].items():
                 field = self._fields[fid]
-                if cell.status is not CellStatus.OK or cell.value is None or is_blank(cell.value):
+                if value is None or is_blank(value):
                     continue
                 if (
                     field.fallback_for is not None
@@ -239,7 +239,7 @@ class DmonSource:
                 ):
                     continue  # the primary field works on this GPU
                 extra = (field.link,) if field.link is not None else ()
-                samples.append(Sample(field.spec, (*labels, *extra), cell.value * field.scale))
+                samples.append(Sample(field.spec, (*labels, *extra), value * field.scale))
             for (gpu, fid), ok in sorted(support.items()):
                 if gpu == index:
                     samples.append(Sample(c.DCGM_FIELD_SUPPORTED, (*labels, str(fid)), 1 if ok else 0))
