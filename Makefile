@@ -17,7 +17,7 @@ tools:
 	./scripts/install-debian-tools.sh
 
 demo: $(STAMP)
-	$(BIN)/servescope serve --simulate --gpus 8
+	$(BIN)/servescope serve --simulate --gpus 8 --engines 4
 
 lint: $(STAMP)
 	$(BIN)/ruff check exporter tests bench

@@ -21,6 +21,7 @@ from .settings import (
     ServerSettings,
     Settings,
     SimulatorSettings,
+    VllmSettings,
     cli_flag,
     env_names,
 )
@@ -38,8 +39,10 @@ log = logging.getLogger("servescope")
 
 def _register_subcommands() -> None:
     from .dcgm.cli import app as dcgm_app
+    from .vllm.cli import app as vllm_app
 
     app.add_typer(dcgm_app, name="dcgm")
+    app.add_typer(vllm_app, name="vllm")
 
 
 def setting(area: type[BaseSettings], field: str) -> Any:
@@ -89,6 +92,17 @@ def serve(
     dcgm_exporter_url: Annotated[str, setting(DcgmSettings, "exporter_url")] = default(
         DcgmSettings, "exporter_url"
     ),
+    vllm_url: Annotated[list[str], setting(VllmSettings, "urls")] = [],  # noqa: B006 (typer reads it)
+    discovery: Annotated[bool, setting(VllmSettings, "discovery")] = default(VllmSettings, "discovery"),
+    vllm_interval: Annotated[float, setting(VllmSettings, "interval_seconds")] = default(
+        VllmSettings, "interval_seconds"
+    ),
+    vllm_timeout: Annotated[float, setting(VllmSettings, "timeout_seconds")] = default(
+        VllmSettings, "timeout_seconds"
+    ),
+    vllm_max_bytes: Annotated[int, setting(VllmSettings, "max_bytes")] = default(VllmSettings, "max_bytes"),
+    passthrough: Annotated[bool, setting(VllmSettings, "passthrough")] = default(VllmSettings, "passthrough"),
+    procfs: Annotated[str, setting(VllmSettings, "procfs")] = default(VllmSettings, "procfs"),
     simulate: Annotated[bool, setting(SimulatorSettings, "enabled")] = default(SimulatorSettings, "enabled"),
     gpus: Annotated[int, setting(SimulatorSettings, "gpus")] = default(SimulatorSettings, "gpus"),
     gpu_model: Annotated[str, setting(SimulatorSettings, "gpu_model")] = default(
@@ -96,6 +110,7 @@ def serve(
     ),
     nvlinks: Annotated[int, setting(SimulatorSettings, "nvlinks")] = default(SimulatorSettings, "nvlinks"),
     seed: Annotated[int, setting(SimulatorSettings, "seed")] = default(SimulatorSettings, "seed"),
+    engines: Annotated[int, setting(SimulatorSettings, "engines")] = default(SimulatorSettings, "engines"),
 ) -> None:
     """Run the exporter: collect in the background, serve /metrics, /healthz, /readyz.
 
@@ -115,8 +130,17 @@ def serve(
                 na_rows=dcgm_na_rows,
                 exporter_url=dcgm_exporter_url,
             ),
+            vllm=VllmSettings(
+                urls=vllm_url,
+                discovery=discovery,
+                interval_seconds=vllm_interval,
+                timeout_seconds=vllm_timeout,
+                max_bytes=vllm_max_bytes,
+                passthrough=passthrough,
+                procfs=procfs,
+            ),
             simulator=SimulatorSettings(
-                enabled=simulate, gpus=gpus, gpu_model=gpu_model, nvlinks=nvlinks, seed=seed
+                enabled=simulate, gpus=gpus, gpu_model=gpu_model, nvlinks=nvlinks, seed=seed, engines=engines
             ),
         )
     except ValidationError as exc:

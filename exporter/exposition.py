@@ -16,11 +16,15 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    """One value of one series: label values are given in the spec's label order."""
+    """One value of one series: label values are given in the spec's label order.
+
+    Histogram samples name their suffix (_bucket, _sum, _count); a _bucket's last label value is `le`.
+    """
 
     spec: MetricSpec
     label_values: tuple[str, ...]
     value: float
+    suffix: str = ""
 
 
 def escape_label_value(value: str) -> str:
@@ -58,23 +62,24 @@ class SeriesRenderer:
     """
 
     def __init__(self, limit: int = 200_000) -> None:
-        self._prefixes: dict[tuple[str, tuple[str, ...]], str] = {}
+        self._prefixes: dict[tuple[str, str, tuple[str, ...]], str] = {}
         self._limit = limit
 
-    def _prefix(self, spec: MetricSpec, label_values: tuple[str, ...]) -> str:
-        key = (spec.name, label_values)
+    def _prefix(self, spec: MetricSpec, label_values: tuple[str, ...], suffix: str = "") -> str:
+        key = (spec.name, suffix, label_values)
         prefix = self._prefixes.get(key)
         if prefix is None:
-            if len(label_values) != len(spec.labels):
-                raise ValueError(f"{spec.name}: {len(label_values)} label values for labels {spec.labels}")
-            if spec.labels:
+            names = (*spec.labels, "le") if suffix == "_bucket" else spec.labels
+            if len(label_values) != len(names):
+                raise ValueError(f"{spec.name}: {len(label_values)} label values for labels {names}")
+            if names:
                 pairs = ",".join(
                     f'{name}="{escape_label_value(value)}"'
-                    for name, value in zip(spec.labels, label_values, strict=True)
+                    for name, value in zip(names, label_values, strict=True)
                 )
-                prefix = f"{spec.name}{{{pairs}}} "
+                prefix = f"{spec.name}{suffix}{{{pairs}}} "
             else:
-                prefix = f"{spec.name} "
+                prefix = f"{spec.name}{suffix} "
             if len(self._prefixes) >= self._limit:
                 self._prefixes.clear()
             self._prefixes[key] = prefix
@@ -84,7 +89,11 @@ class SeriesRenderer:
         """Group samples by family name; each line ends with a newline."""
         families: dict[str, list[str]] = {}
         for sample in samples:
-            line = self._prefix(sample.spec, sample.label_values) + format_value(sample.value) + "\n"
+            line = (
+                self._prefix(sample.spec, sample.label_values, sample.suffix)
+                + format_value(sample.value)
+                + "\n"
+            )
             lines = families.get(sample.spec.name)
             if lines is None:
                 families[sample.spec.name] = [line]

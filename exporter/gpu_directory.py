@@ -11,6 +11,7 @@ class GpuDirectory:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._uuids: dict[str, str] = {}
+        self._processes: dict[str, frozenset[int]] = {}  # uuid -> compute PIDs (host namespace)
 
     def update(self, uuids_by_index: dict[str, str]) -> None:
         with self._lock:
@@ -23,3 +24,15 @@ class GpuDirectory:
     def known(self) -> dict[str, str]:
         with self._lock:
             return dict(self._uuids)
+
+    def set_processes(self, uuid: str, pids: frozenset[int]) -> None:
+        with self._lock:
+            self._processes[uuid] = pids
+
+    def processes(self) -> list[tuple[str, str, int]]:
+        """(gpu index, uuid, pid) for every compute process NVML reported in its last cycle."""
+        with self._lock:
+            index_of = {uuid: index for index, uuid in self._uuids.items()}
+            return [
+                (index_of.get(uuid, ""), uuid, pid) for uuid, pids in self._processes.items() for pid in pids
+            ]

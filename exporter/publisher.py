@@ -44,6 +44,7 @@ class Publisher:
         self._known = {spec.name for spec in self._order}
         self._health: dict[str, SourceHealth] = {}
         self._families: dict[str, dict[str, list[str]]] = {}
+        self._raw: dict[str, str] = {}  # per source: families outside the catalog (engines' own series)
         self._renderers: dict[str, SeriesRenderer] = {}
         self._core_renderer = SeriesRenderer()
         self._extra = list(extra)
@@ -66,9 +67,15 @@ class Publisher:
     def health(self) -> dict[str, SourceHealth]:
         return dict(self._health)
 
-    def publish(self, source: str, samples: Iterable[Sample] | None) -> None:
-        """Store a source's latest samples (None keeps the previous ones) and re-render."""
+    def publish(self, source: str, samples: Iterable[Sample] | None, raw: str | None = None) -> None:
+        """Store a source's latest samples (None keeps the previous ones) and re-render.
+
+        `raw` is exposition text of families that are not servescope's own (passed-through engine
+        series); the source is responsible for its validity and for keeping its names disjoint.
+        """
         with self._lock:
+            if raw is not None:
+                self._raw[source] = raw
             if samples is not None:
                 families = self._renderers[source].render(samples)
                 unknown = families.keys() - self._known
@@ -81,6 +88,7 @@ class Publisher:
         """Forget a source's samples, e.g. when its data can no longer be trusted."""
         with self._lock:
             self._families.pop(source, None)
+            self._raw.pop(source, None)
             self._render_locked()
 
     def render(self) -> None:
@@ -114,6 +122,7 @@ class Publisher:
             if lines:
                 parts.append(family_header(spec))
                 parts.extend(lines)
+        parts.extend(self._raw.values())
         parts.extend(extra() for extra in self._extra)
         body = "".join(parts).encode()
         self._current = Exposition(body, gzip.compress(body, self._gzip_level), time.time())

@@ -24,10 +24,14 @@ from .nvml.collector import NvmlSource
 from .nvml.library import NvmlLibrary
 from .publisher import Publisher
 from .settings import Settings
+from .sim.engines import SimEngine, start_engines, stop_engines
 from .sim.fleet import SimulatedFleet
 from .sim.pynvml_module import SimulatedPynvml
 from .sources.base import Source
 from .sources.runner import SourceRunner
+from .vllm.procfs import ProcFs
+from .vllm.scrape import Scraper
+from .vllm.source import VllmSource
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +53,9 @@ class Runtime:
     runners: list[SourceRunner] = field(default_factory=list)
     fleet: SimulatedFleet | None = None
     started: bool = False
+    sim_engines: int = 0
+    seed: int = 1
+    engines: list[SimEngine] = field(default_factory=list)
 
     def add(self, source: Source) -> SourceRunner:
         runner = SourceRunner(source, self.publisher)
@@ -56,6 +63,8 @@ class Runtime:
         return runner
 
     def start(self) -> None:
+        if self.fleet is not None and self.sim_engines:
+            self.engines = start_engines(self.fleet, self.sim_engines, self.seed)
         for runner in self.runners:
             runner.start()
         self.started = True
@@ -63,6 +72,7 @@ class Runtime:
     def stop(self) -> None:
         for runner in self.runners:
             runner.stop()
+        stop_engines(self.engines)
         self.started = False
 
     def readiness(self) -> tuple[bool, dict[str, dict[str, Any]]]:
@@ -126,6 +136,19 @@ def build_runtime(settings: Settings) -> Runtime:
         )
     if settings.dcgm.enabled:
         runtime.add(_dcgm_source(settings, counters, hostname, directory))
+    vllm = settings.vllm
+    runtime.sim_engines, runtime.seed = (sim.engines, sim.seed) if sim.enabled else (0, sim.seed)
+    runtime.add(
+        VllmSource(
+            vllm.urls,
+            directory=directory,
+            procfs=ProcFs(vllm.procfs),
+            scraper=Scraper(vllm.timeout_seconds, vllm.max_bytes),
+            interval_seconds=vllm.interval_seconds,
+            passthrough=vllm.passthrough,
+            discovery=vllm.discovery,
+        )
+    )
     return runtime
 
 

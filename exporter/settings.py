@@ -5,10 +5,10 @@ are derived from these fields (same defaults, same environment variables), so th
 from __future__ import annotations
 
 import socket
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from .listen import parse_listen
 from .sim.models import MODELS
@@ -122,6 +122,57 @@ class DcgmSettings(BaseSettings):
     )
 
 
+class VllmSettings(BaseSettings):
+    model_config = area_config("vllm")
+
+    urls: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        json_schema_extra={"cli": "--vllm-url"},
+        description="Serving endpoints' /metrics URLs (repeat the flag; in the environment, separate with "
+        "spaces or commas). Empty: discover the engines on this node.",
+    )
+    discovery: bool = Field(
+        True,
+        json_schema_extra={"cli": "--discovery/--no-discovery"},
+        description="With no --vllm-url, find serving engines from NVML's GPU processes and their listening "
+        "ports, every minute.",
+    )
+    interval_seconds: float = Field(
+        5.0,
+        ge=0.5,
+        le=300,
+        json_schema_extra={"cli": "--vllm-interval"},
+        description="Seconds between scrapes.",
+    )
+    timeout_seconds: float = Field(
+        2.0, gt=0, le=60, json_schema_extra={"cli": "--vllm-timeout"}, description="Per-scrape timeout."
+    )
+    max_bytes: int = Field(
+        32 * 1024 * 1024,
+        ge=1024,
+        json_schema_extra={"cli": "--vllm-max-bytes"},
+        description="Larger responses are refused (reason too_large) instead of parsed.",
+    )
+    passthrough: bool = Field(
+        True,
+        json_schema_extra={"cli": "--passthrough/--no-passthrough"},
+        description="Also re-export each engine's own series (vllm:*, sglang:*) with an `endpoint` label.",
+    )
+    procfs: str = Field(
+        "/proc",
+        json_schema_extra={"cli": "--procfs"},
+        description="Where /proc is: the engine-GPU join reads listening sockets and process trees there "
+        "(in a container, mount the host's and use hostPID).",
+    )
+
+    @field_validator("urls", mode="before")
+    @classmethod
+    def _split_urls(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part for part in value.replace(",", " ").split() if part]
+        return value
+
+
 class SimulatorSettings(BaseSettings):
     model_config = area_config("sim")
 
@@ -150,6 +201,14 @@ class SimulatorSettings(BaseSettings):
         json_schema_extra={"cli": "--seed"},
         description="Seed of the simulation; the same seed gives the same fleet.",
     )
+    engines: int = Field(
+        0,
+        ge=0,
+        le=64,
+        json_schema_extra={"cli": "--engines"},
+        description="Simulated vLLM engines to start with --simulate, each serving a group of the GPUs "
+        "from its own process (found and joined like real ones).",
+    )
 
     @field_validator("gpu_model")
     @classmethod
@@ -168,6 +227,7 @@ class Settings(BaseSettings):
     node: NodeSettings = Field(default_factory=NodeSettings)
     nvml: NvmlSettings = Field(default_factory=NvmlSettings)
     dcgm: DcgmSettings = Field(default_factory=DcgmSettings)
+    vllm: VllmSettings = Field(default_factory=VllmSettings)
     simulator: SimulatorSettings = Field(default_factory=SimulatorSettings)
 
 

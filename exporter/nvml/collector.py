@@ -355,6 +355,7 @@ class NvmlSource:
         processes = self._read(gpu, "processes", self._lib.compute_processes)
         if processes is None:
             return
+        self.directory.set_processes(gpu.uuid, frozenset(p.pid for p in processes))
         out.append(Sample(c.PROCESSES, gpu.labels, len(processes)))
         seen = set()
         for p in processes:

@@ -51,6 +51,7 @@ class SimGpu:
     nvlink_errors: dict[tuple[int, int], float] = field(default_factory=dict)
     crc_rates: dict[int, float] = field(default_factory=dict)  # link -> CRC flit errors per second
     down_links: set[int] = field(default_factory=set)
+    pid: int = 0  # the compute process NVML lists (a simulated engine's real PID when one serves it)
 
     @property
     def pool_bytes(self) -> int:
@@ -65,7 +66,7 @@ class SimGpu:
 
     @property
     def worker_pid(self) -> int:
-        return 41_000 + 16 * self.index
+        return self.pid or 41_000 + 16 * self.index
 
 
 class SimulatedFleet:
@@ -185,6 +186,11 @@ class SimulatedFleet:
     def set_link_down(self, index: int, link: int, down: bool = True) -> None:
         with self.lock:
             (self.gpus[index].down_links.add if down else self.gpus[index].down_links.discard)(link)
+
+    def assign_process(self, index: int, pid: int) -> None:
+        """Make `pid` the compute process of GPU `index` (the simulated engine serving it)."""
+        with self.lock:
+            self.gpus[index].pid = pid
 
     def lose_gpu(self, index: int, lost: bool = True) -> None:
         with self.lock:

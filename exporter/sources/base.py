@@ -32,6 +32,7 @@ class Problem:
 class Collection:
     samples: list[Sample] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    raw: str | None = None  # exposition text of families outside the catalog (passed-through series)
 
 
 class Source(Protocol):

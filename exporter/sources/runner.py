@@ -53,6 +53,7 @@ class SourceRunner:
         name = self.source.name
         started = self._monotonic()
         samples = None
+        raw = None
         try:
             collection = self.source.collect()
         except SourceError as exc:
@@ -62,6 +63,7 @@ class SourceRunner:
             self._record_failure("unexpected", f"{type(exc).__name__}: {exc}")
         else:
             samples = collection.samples
+            raw = collection.raw
             for problem in collection.problems:
                 self.health.errors[problem.reason] += 1
                 log.debug("source %s: %s: %s", name, problem.reason, problem.message)
@@ -79,7 +81,7 @@ class SourceRunner:
             self._publisher.drop(name)
             return
         try:
-            self._publisher.publish(name, samples)
+            self._publisher.publish(name, samples, raw)
         except Exception as exc:  # isolation boundary, as above
             log.exception("source %s: could not render its samples", name)
             self._record_failure("render", f"{type(exc).__name__}: {exc}")

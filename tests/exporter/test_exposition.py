@@ -70,7 +70,7 @@ def test_prefix_cache_is_bounded() -> None:
 def test_catalog_follows_naming_conventions() -> None:
     for spec in c.CATALOG:
         assert spec.help.endswith((".", ")")), spec.name
-        if "gpu" in spec.labels:
+        if spec.source in ("nvml", "dcgm") and "gpu" in spec.labels:
             assert spec.labels[:3] == c.GPU_LABELS, spec.name
         assert "model_name" not in spec.labels or spec.source != "nvml", spec.name
     with pytest.raises(ValueError, match="counters, and only counters"):

@@ -1,0 +1,103 @@
+"""What /proc says about processes and their listening TCP sockets; every path under one root.
+
+The root is configurable so tests run the real code on fixture trees. PIDs are those of the PID
+namespace the root belongs to: in a container, NVML's (host) PIDs match only with hostPID.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+LISTEN = "0A"
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    address: str  # as the socket is bound: 0.0.0.0, 127.0.0.1, ::
+    port: int
+    inode: int
+
+
+def _address(hex_address: str) -> str:
+    raw = bytes.fromhex(hex_address)
+    if len(raw) == 4:
+        return str(ipaddress.IPv4Address(raw[::-1]))  # /proc/net/tcp prints it little-endian
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4))
+    address = ipaddress.IPv6Address(words)
+    return str(address.ipv4_mapped or address)
+
+
+class ProcFs:
+    def __init__(self, root: str | Path = "/proc") -> None:
+        self.root = Path(root)
+
+    def listeners(self) -> dict[int, Listener]:
+        """Listening TCP sockets by inode, from net/tcp and net/tcp6."""
+        found: dict[int, Listener] = {}
+        for table in ("net/tcp", "net/tcp6"):
+            with contextlib.suppress(OSError):
+                for line in (self.root / table).read_text().splitlines()[1:]:
+                    fields = line.split()
+                    if len(fields) < 10 or fields[3] != LISTEN:
+                        continue
+                    hex_address, _, hex_port = fields[1].partition(":")
+                    inode = int(fields[9])
+                    found[inode] = Listener(_address(hex_address), int(hex_port, 16), inode)
+        return found
+
+    def pids(self) -> list[int]:
+        with contextlib.suppress(OSError):
+            return [int(p.name) for p in self.root.iterdir() if p.name.isdigit()]
+        return []
+
+    def socket_inodes(self, pid: int) -> set[int]:
+        """Inodes of the sockets a process holds (needs permission to read its fd/ directory)."""
+        inodes = set()
+        with contextlib.suppress(OSError):
+            for fd in (self.root / str(pid) / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    target = str(fd.readlink())
+                    if target.startswith("socket:["):
+                        inodes.add(int(target[8:-1]))
+        return inodes
+
+    def parent(self, pid: int) -> int | None:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = (self.root / str(pid) / "stat").read_text()
+            return int(stat.rsplit(")", 1)[1].split()[1])  # the name in () may hold spaces
+        return None
+
+    def children(self) -> dict[int, list[int]]:
+        tree: dict[int, list[int]] = {}
+        for pid in self.pids():
+            parent = self.parent(pid)
+            if parent is not None:
+                tree.setdefault(parent, []).append(pid)
+        return tree
+
+    def descendants(self, pids: set[int]) -> set[int]:
+        """The processes and all their descendants (vLLM's GPU memory sits in EngineCore/Worker children)."""
+        tree, found, todo = self.children(), set(pids), list(pids)
+        while todo:
+            for child in tree.get(todo.pop(), []):
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+        return found
+
+    def ancestors(self, pid: int) -> list[int]:
+        chain, current = [], self.parent(pid)
+        while current is not None and current > 1 and current not in chain:
+            chain.append(current)
+            current = self.parent(current)
+        return chain
+
+    def listening_pids(self, port: int) -> set[int]:
+        """PIDs holding a socket that listens on `port` (any address)."""
+        inodes = {inode for inode, listener in self.listeners().items() if listener.port == port}
+        if not inodes:
+            return set()
+        return {pid for pid in self.pids() if self.socket_inodes(pid) & inodes}

@@ -1,0 +1,96 @@
+"""The engine-GPU join and discovery on fixture /proc trees (API server -> EngineCore -> Worker)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from servescope.gpu_directory import GpuDirectory
+from servescope.vllm.join import GpuProcess, candidate_urls, gpus_of_endpoint
+from servescope.vllm.procfs import ProcFs
+
+TCP_HEADER = (
+    "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+)
+
+
+def tcp_line(address: str, port: int, state: str, inode: int) -> str:
+    return (
+        f"   0: {address}:{port:04X} 00000000:0000 {state} 00000000:00000000 00:00000000 00000000 "
+        f"0 0 {inode} 1\n"
+    )
+
+
+def make_proc(root: Path, pid: int, ppid: int, name: str, sockets: tuple[int, ...] = ()) -> None:
+    (root / str(pid) / "fd").mkdir(parents=True)
+    (root / str(pid) / "stat").write_text(f"{pid} ({name}) S {ppid} {pid} {pid} 0 -1 4194560\n")
+    for fd, inode in enumerate(sockets, start=3):
+        (root / str(pid) / "fd" / str(fd)).symlink_to(f"socket:[{inode}]")
+    (root / str(pid) / "fd" / "0").symlink_to("/dev/null")
+
+
+def vllm_tree(tmp_path: Path) -> Path:
+    root = tmp_path / "proc"
+    (root / "net").mkdir(parents=True)
+    (root / "net" / "tcp").write_text(
+        TCP_HEADER
+        + tcp_line("00000000", 8000, "0A", 5555)  # vLLM API server on 0.0.0.0:8000
+        + tcp_line("0100007F", 8000, "01", 5556)  # an established connection: not a listener
+        + tcp_line("0100007F", 9100, "0A", 7777)  # something else listening (node exporter)
+    )
+    (root / "net" / "tcp6").write_text(
+        TCP_HEADER + tcp_line("00000000000000000000000000000000", 8001, "0A", 6666)
+    )
+    make_proc(root, 1, 0, "systemd")
+    make_proc(root, 100, 1, "python3 (vllm serve)", sockets=(5555, 5556))
+    make_proc(root, 101, 100, "VLLM::EngineCore")
+    make_proc(root, 102, 101, "VLLM::Worker")
+    make_proc(root, 103, 101, "VLLM::Worker")
+    make_proc(root, 200, 1, "sglang", sockets=(6666,))
+    make_proc(root, 201, 200, "sglang::scheduler")
+    make_proc(root, 300, 1, "node_exporter", sockets=(7777,))
+    return root
+
+
+def directory() -> GpuDirectory:
+    d = GpuDirectory()
+    d.update({"0": "GPU-a", "1": "GPU-b", "2": "GPU-c"})
+    d.set_processes("GPU-a", frozenset({102}))
+    d.set_processes("GPU-b", frozenset({103}))
+    d.set_processes("GPU-c", frozenset({201, 4242}))  # 4242: a process this namespace cannot see
+    return d
+
+
+def test_listeners_parse_ipv4_ipv6_and_skip_non_listening(tmp_path: Path) -> None:
+    listeners = ProcFs(vllm_tree(tmp_path)).listeners()
+    assert {(x.address, x.port) for x in listeners.values()} == {
+        ("0.0.0.0", 8000),
+        ("127.0.0.1", 9100),
+        ("::", 8001),
+    }
+
+
+def test_process_names_with_spaces_and_parentheses(tmp_path: Path) -> None:
+    assert ProcFs(vllm_tree(tmp_path)).parent(100) == 1
+
+
+def test_endpoint_joins_to_the_gpus_of_its_descendants(tmp_path: Path) -> None:
+    procfs = ProcFs(vllm_tree(tmp_path))
+    assert gpus_of_endpoint("http://127.0.0.1:8000/metrics", procfs, directory()) == [
+        GpuProcess("0", "GPU-a", 102),
+        GpuProcess("1", "GPU-b", 103),
+    ]
+    assert gpus_of_endpoint("http://10.0.0.5:8001/metrics", procfs, directory()) == [
+        GpuProcess("2", "GPU-c", 201)
+    ]
+    assert gpus_of_endpoint("http://127.0.0.1:9999/metrics", procfs, directory()) == []
+
+
+def test_discovery_walks_from_gpu_processes_to_listening_ancestors(tmp_path: Path) -> None:
+    urls = candidate_urls(ProcFs(vllm_tree(tmp_path)), directory())
+    assert urls == ["http://127.0.0.1:8000/metrics", "http://127.0.0.1:8001/metrics"]  # not node_exporter
+
+
+def test_missing_proc_is_empty_not_an_error(tmp_path: Path) -> None:
+    procfs = ProcFs(tmp_path / "nothing")
+    assert procfs.listeners() == {} and procfs.pids() == []
+    assert gpus_of_endpoint("http://127.0.0.1:8000/metrics", procfs, directory()) == []
