@@ -33,6 +33,7 @@ test: $(STAMP) tools lint typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python bench/scrape.py
+	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/dcgm.py
 	$(BIN)/python bench/footprint.py
 

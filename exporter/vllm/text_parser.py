@@ -6,6 +6,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+# Nearly every line of a real exposition is `name{labels} value` or `# HELP|TYPE name ...`: those take a fast
+# path of a few string operations and remembered lookups. Any other line goes to a slow path that follows
+# prometheus_client 0.26's parser rule by rule, quirks included (with its default, non-legacy name
+# validation), so that both agree on every input; tests/vllm/test_text_parser.py checks it differentially.
+
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _PLAIN_NAME = re.compile(_NAME)
 # `$` rather than `\Z` because prometheus_client's check accepts a trailing newline (from an escaped `\n`).
@@ -13,13 +18,12 @@ _LEGACY_NAME = re.compile(_NAME + "$")
 _RESERVED_LABEL = re.compile("__.*$")
 # Label sets the fast path takes: plain label names that are not reserved (`__` prefix) and values without
 # quotes or escapes, so every `}` inside them is quoted and the set ends at the `}` before the value.
-_FAST_LABEL = r'(?:[a-zA-Z]|_(?!_))[a-zA-Z0-9_]*="[^"\\]*"'
-_FAST_LABELS = re.compile(rf"(?:{_FAST_LABEL}(?:,{_FAST_LABEL})*,?)?")
-_FAST_PAIR = re.compile(r'([a-zA-Z0-9_]+)="([^"]*)"')
+_FAST_PIECE = re.compile(r'((?:[a-zA-Z]|_(?!_))[a-zA-Z0-9_]*)="([^"\\]*)')
 _LABEL_ESCAPE = re.compile(r'\\[\\n"]')
 _HELP_ESCAPE = re.compile(r"\\[\\n]")
 _UNESCAPED = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
 _ASCII_SPACE = " \t\n\r\x0b\x0c"
+_DIRECTIVES = {"# HELP ": "HELP", "# TYPE ": "TYPE"}
 _SUFFIXES = {"summary": ("_count", "_sum", ""), "histogram": ("_count", "_sum", "_bucket")}
 _TYPES = {"counter", "gauge", "summary", "histogram", "gaugehistogram", "unknown", "info", "stateset"}
 
@@ -29,13 +33,14 @@ _CACHE_LIMIT = 1 << 15
 _HEADS: dict[str, tuple[str, dict[str, str]]] = {}
 _LABEL_SETS: dict[str, dict[str, str]] = {}
 _NAMES: dict[str, str] = {}  # each plain name to one shared copy of it
+_PAIRS: dict[str, tuple[str, str]] = {}
 
 _Row = tuple[str, dict[str, str], float]
 
 
 @dataclass(frozen=True, slots=True)
 class ParsedSample:
-    """One sample: metric name, labels and value (timestamps are dropped, as prometheus_client does)."""
+    """One sample: metric name, labels and value (a timestamp after the value is checked, not kept)."""
 
     name: str
     labels: dict[str, str]
@@ -77,6 +82,7 @@ def _forget() -> None:
     _HEADS.clear()
     _LABEL_SETS.clear()
     _NAMES.clear()
+    _PAIRS.clear()
 
 
 def _plain_name(name: str) -> str | None:
@@ -230,14 +236,33 @@ def _slow_sample(line: str) -> _Row:
     return name, labels, _value(line[label_end + 1 :])
 
 
+def _label_pair(piece: str) -> tuple[str, str]:
+    """Name and value of a `name="value` piece of a plain label set (its closing quote split off)."""
+    pair = _PAIRS.get(piece)
+    if pair is None:
+        match = _FAST_PIECE.fullmatch(piece)
+        if match is None:
+            raise ValueError("not a plain label set")
+        pair = match[1], match[2]
+        if len(_PAIRS) >= _CACHE_LIMIT:
+            _PAIRS.clear()
+        _PAIRS[piece] = pair
+    return pair
+
+
 def _label_set(text: str) -> dict[str, str]:
     """The labels of a plain label set (raises ValueError for any other); remembered."""
     labels = _LABEL_SETS.get(text)
     if labels is not None:
         return labels
-    if _FAST_LABELS.fullmatch(text) is None:
-        raise ValueError("not a plain label set")
-    pairs = _FAST_PAIR.findall(text)
+    # Values hold no quote, so `",` ends every pair but the last: `a="1",b="2"` -> `a="1`, `b="2"`.
+    pieces = text.split('",')
+    last = pieces.pop()
+    if last:  # else the set was empty or ended with a comma, which prometheus_client allows
+        if last[-1] != '"':
+            raise ValueError("not a plain label set")
+        pieces.append(last[:-1])
+    pairs = [_label_pair(piece) for piece in pieces]
     labels = dict(pairs)
     if len(labels) != len(pairs):
         raise ValueError("duplicate label")
@@ -264,15 +289,13 @@ def _learn(head: str) -> tuple[str, dict[str, str]]:
     return name, labels
 
 
-def _refuse(number: str) -> float:
-    raise ValueError(f"`_` in number {number!r}")  # refused upstream, though float() takes it
-
-
 def _fast_sample(line: str) -> ParsedSample:
     """A plain `name{labels} value` line; raises ValueError for any other, which the slow path then takes."""
     head, _, number = line.rpartition(" ")
     name, labels = _HEADS.get(head) or _learn(head)
-    return _sample(name, labels.copy(), float(number) if "_" not in number else _refuse(number))
+    if "_" in number:
+        raise ValueError(number)  # refused upstream, though float() takes it
+    return _sample(name, labels.copy(), float(number))
 
 
 def _sample_name(line: str) -> str | None:
@@ -359,7 +382,9 @@ class _Families:
             head, _, number = line.rpartition(" ")
             try:
                 name, labels = heads.get(head) or _learn(head)
-                value = float(number) if "_" not in number else _refuse(number)
+                if "_" in number:
+                    raise ValueError(number)  # refused upstream, though float() takes it
+                value = float(number)
             except ValueError:
                 sample = self._slow(lineno, line)
             else:
@@ -402,22 +427,22 @@ class _Families:
 
     def _skip(self, lineno: int, line: str) -> None:
         """A sample line of a family `keep` may not want: only its name is read."""
-        name = _sample_name(line) or self._parse(lineno, line).name
+        head, _, number = line.rpartition(" ")
+        known = _HEADS.get(head) if "{" not in number else None  # a `{` there would start the labels
+        name = known[0] if known is not None else _sample_name(line) or self._parse(lineno, line).name
         if name in self.allowed:
             self.deferred.append((lineno, line))
         else:
             self._singleton(lineno, line, name, None)
 
     def _comment(self, lineno: int, line: str) -> None:
-        # Fast path: `# HELP name doc` or `# TYPE name type` with single spaces and a plain name.
-        kind, name, rest = line[2:6], *line[7:].partition(" ")[::2]
-        if not (
-            kind in ("HELP", "TYPE")
-            and line[:2] == "# "
-            and line[6:7] == " "
-            and rest[:1] not in _ASCII_SPACE  # also true of an empty rest
-            and _plain_name(name) is not None
-        ):
+        # Fast path: `# HELP name doc` or `# TYPE name type`, single spaces and a plain name.
+        kind = _DIRECTIVES.get(line[:7])
+        if kind is not None:
+            name, _, rest = line[7:].partition(" ")
+            if not rest or rest[0] in _ASCII_SPACE or _plain_name(name) is None:
+                kind = None
+        if kind is None:
             try:
                 directive = _slow_directive(line)
             except ValueError as exc:
@@ -459,23 +484,18 @@ class _Families:
         """Finish the current family; prometheus_client silently drops one named by an empty string."""
         if not self.name:
             return
-        name, typ, samples = self.name, self.typ, self.rows
-        if typ == "counter":
-            if name.endswith("_total"):
-                name = name[:-6]
-            else:  # samples of a counter whose TYPE name lacks `_total` get it appended, as upstream does
-                samples = [_sample(s.name + "_total", s.labels, s.value) for s in samples]
-        elif typ == "untyped":
-            typ = "unknown"
+        name = _family_name(self.name, self.typ)
+        typ = "unknown" if self.typ == "untyped" else self.typ
         if not (name and name.isascii() and typ in _TYPES):
             _check_family(self.lineno, name, typ)
         if self.keep is not None and not self.keep(name):
             return
+        samples = self.rows
         if self.deferred:
-            self.rows += [self._parse(n, line) for n, line in self.deferred]
-            self.deferred = []
-            self._close()  # again, now that every sample is parsed
-            return
+            samples += [self._parse(n, line) for n, line in self.deferred]
+        if typ == "counter" and name == self.name:
+            # Samples of a counter whose TYPE name lacks `_total` get it appended, as upstream does.
+            samples = [_sample(s.name + "_total", s.labels, s.value) for s in samples]
         self.done.append(ParsedFamily(name, typ, self.doc, samples))
 
 

@@ -17,7 +17,7 @@ from servescope.vllm.text_parser import ExpositionError, ParsedFamily, parse_exp
 
 SAMPLES = Path(__file__).parents[2].parent / "shared" / "samples"
 FIXTURES = sorted(p for p in SAMPLES.glob("*") if p.name.startswith(("vllm-", "sglang-", "dcgm-exporter")))
-FUZZ = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 Normalised = list[tuple[str, str, str, list[tuple[str, tuple[tuple[str, str], ...], object]]]]
 
@@ -184,6 +184,8 @@ EDGE_CASES = [
     'foo{a:b="c"} 1',
     'foo{a\\n="c"} 1',
     'foo bar{a="b"} 1',
+    'foo x{a="b"}1',
+    'foo 1\nfoo x{a="b"}1',
     '1foo{a="b"} 1',
     'foo{a="}"} 1',
     'foo{a="{"} 1',
@@ -269,6 +271,15 @@ def test_keep_skips_without_parsing() -> None:
     assert family.name == "vllm:b"
     with pytest.raises(ExpositionError, match=r"^line 2: "):
         parse_exposition(text)
+
+
+def test_keep_reads_names_like_prometheus_client() -> None:
+    # The second line's name is `foo x`, although `foo ` starts it like the first one.
+    text = '# TYPE foo gauge\nfoo 1\nfoo x{a="b"}1\n'
+    full = parse_exposition(text)
+    assert [f.name for f in full] == ["foo", "foo x"]
+    parse_exposition(text)  # now `foo` is a remembered series
+    assert parse_exposition(text, keep=lambda name: name == "foo x") == full[1:]
 
 
 def test_keep_sees_final_family_name_after_retype() -> None:
