@@ -38,11 +38,13 @@ log = logging.getLogger("servescope")
 
 
 def _register_subcommands() -> None:
+    from .advisor.cli import app as advise_app
     from .dcgm.cli import app as dcgm_app
     from .vllm.cli import app as vllm_app
 
     app.add_typer(dcgm_app, name="dcgm")
     app.add_typer(vllm_app, name="vllm")
+    app.add_typer(advise_app, name="advise")
 
 
 def setting(area: type[BaseSettings], field: str) -> Any:

@@ -82,14 +82,16 @@ class Architecture:
     declared_quantisation: str | None
 
 
-def _int(config: Mapping[str, object], key: str, source: str, default: int | None = None) -> int:
+def _int(
+    config: Mapping[str, object], key: str, source: str, default: int | None = None, minimum: int = 1
+) -> int:
     value = config.get(key)
     if value is None:
         if default is None:
             raise SizingError(f"{source}: missing {key}")
         return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise SizingError(f"{source}: {key} must be a non-negative integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise SizingError(f"{source}: {key} must be an integer >= {minimum}, got {value!r}")
     return value
 
 
@@ -111,10 +113,10 @@ def _moe(config: Mapping[str, object], source: str) -> Moe | None:
         return None
     return Moe(
         routed_experts=_int(config, "n_routed_experts", source),
-        shared_experts=_int(config, "n_shared_experts", source, default=0),
+        shared_experts=_int(config, "n_shared_experts", source, default=0, minimum=0),
         intermediate=_int(config, "moe_intermediate_size", source),
-        first_dense=_int(config, "first_k_dense_replace", source, default=0),
-        layer_freq=max(1, _int(config, "moe_layer_freq", source, default=1)),
+        first_dense=_int(config, "first_k_dense_replace", source, default=0, minimum=0),
+        layer_freq=_int(config, "moe_layer_freq", source, default=1),
         # DeepSeek-V3's aux-loss-free routing adds one learnt bias per expert.
         score_bias=config.get("topk_method") == "noaux_tc",
     )
@@ -127,7 +129,7 @@ def read_architecture(config: Mapping[str, object], source: str = "config.json")
         config = text_config  # multimodal checkpoints keep the language model one level down
     hidden = _int(config, "hidden_size", source)
     heads = _int(config, "num_attention_heads", source)
-    if heads == 0 or (config.get("head_dim") is None and hidden % heads):
+    if config.get("head_dim") is None and hidden % heads:
         raise SizingError(f"{source}: num_attention_heads {heads} does not divide hidden_size {hidden}")
     quantisation = config.get("quantization_config")
     return Architecture(

@@ -1,0 +1,1 @@
+"""Derived signals: memory curves, trends, leak detection, pictures of them."""
