@@ -1,0 +1,161 @@
+"""Memory ring, Theil-Sen trend, exhaustion time and leak verdict on synthetic GPU memory curves."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from servescope.derived.leak import LeakThresholds, assess_leak, leak_suspected
+from servescope.derived.ring import BYTES_PER_SAMPLE, MemoryRing
+from servescope.derived.trend import seconds_to_exhaustion, theil_sen_slope
+
+MIB = 1024**2
+GIB = 1024**3
+LEAK_BYTES_PER_S = 40 * MIB / 60
+
+
+def _ols_slope(times: list[float], values: list[float]) -> float:
+    mean_t = sum(times) / len(times)
+    mean_v = sum(values) / len(values)
+    num = sum((t - mean_t) * (v - mean_v) for t, v in zip(times, values, strict=True))
+    return num / sum((t - mean_t) ** 2 for t in times)
+
+
+def _leaky_memory(
+    seconds: int, start: float, *, period: int = 600, hold: int = 150, offset: int = 450, seed: int = 7
+) -> tuple[list[float], list[float]]:
+    """40 MiB/min leak plus a 512 MiB allocator sawtooth (held then freed) plus noise."""
+    rng = random.Random(seed)
+    times = [float(t) for t in range(seconds)]
+    values = [
+        start
+        + LEAK_BYTES_PER_S * t
+        + (512 * MIB if (t + offset) % period >= period - hold else 0)
+        + rng.gauss(0, 8 * MIB)
+        for t in times
+    ]
+    return times, values
+
+
+def test_ring_capacity_bounded_over_three_hours() -> None:
+    ring = MemoryRing(capacity_seconds=3600, resolution=1.0)
+    size = ring.nbytes()
+    assert size == 3600 * BYTES_PER_SAMPLE
+    for t in range(3 * 3600):
+        ring.append(float(t), float(t))
+    assert len(ring) == 3600
+    assert ring.nbytes() == size
+    times, values = ring.window(7200, now=3 * 3600)
+    assert len(times) == 3600
+    assert times[0] == 3 * 3600 - 3600
+    assert times[-1] == values[-1] == 3 * 3600 - 1
+    assert ring.latest() == (3 * 3600 - 1, 3 * 3600 - 1)
+
+
+def test_ring_peak_catches_short_spike_in_window() -> None:
+    ring = MemoryRing(capacity_seconds=600)
+    for t in range(300):
+        spike = 30 * GIB if 280 <= t < 282 else 0
+        ring.append(float(t), 70 * GIB + spike)
+    assert ring.peak(30, now=299) == 100 * GIB
+    assert ring.minimum(30, now=299) == 70 * GIB
+    assert ring.peak(10, now=299) == 70 * GIB
+
+
+def test_ring_drops_out_of_order_and_merges_fast_samples() -> None:
+    ring = MemoryRing(capacity_seconds=60)
+    assert ring.latest() is None
+    assert ring.peak(30, now=0) is None
+    assert ring.append(10.0, 1.0)
+    assert not ring.append(9.0, 5.0)
+    assert not ring.append(10.0, 5.0)
+    assert ring.append(10.2, 7.0)  # faster than the resolution: merged, keeping the max
+    assert len(ring) == 1
+    assert ring.latest() == (10.0, 7.0)
+    with pytest.raises(ValueError, match="capacity_seconds"):
+        MemoryRing(capacity_seconds=0)
+
+
+def test_theil_sen_recovers_leak_under_sawtooth_where_ols_fails() -> None:
+    times, values = _leaky_memory(1800, start=100 * GIB)
+    slope = theil_sen_slope(times, values)
+    assert slope is not None
+    assert slope == pytest.approx(LEAK_BYTES_PER_S, rel=0.05)
+    assert abs(_ols_slope(times, values) / LEAK_BYTES_PER_S - 1) > 0.10
+
+
+def test_theil_sen_degenerate_inputs() -> None:
+    assert theil_sen_slope([], []) is None
+    assert theil_sen_slope([1.0], [2.0]) is None
+    assert theil_sen_slope([0.0, 1.0, 2.0], [0.0, 2.0, 4.0]) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="differ in length"):
+        theil_sen_slope([0.0, 1.0], [1.0])
+
+
+def test_time_to_exhaustion_after_five_minutes() -> None:
+    total = 141 * GIB
+    start = 0.9 * total
+    times, values = _leaky_memory(300, start=start, period=120, hold=40, offset=80)
+    slope = theil_sen_slope(times, values)
+    estimate = seconds_to_exhaustion(values[-1], total, slope)
+    truth = (total - (start + LEAK_BYTES_PER_S * times[-1])) / LEAK_BYTES_PER_S
+    assert estimate == pytest.approx(truth, rel=0.20)
+
+
+def test_exhaustion_edge_cases() -> None:
+    assert seconds_to_exhaustion(10.0, 10.0, 1.0) == 0.0
+    assert seconds_to_exhaustion(5.0, 10.0, 0.0) == math.inf
+    assert seconds_to_exhaustion(5.0, 10.0, None) == math.inf
+    assert seconds_to_exhaustion(5.0, 10.0, 1.0) == 5.0
+
+
+def _flat(n: int, level: float, noise: float, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [level * (1 + rng.gauss(0, noise)) for _ in range(n)]
+
+
+def test_leak_verdict_true_for_steady_leak_with_flat_load() -> None:
+    times, memory = _leaky_memory(1800, start=80 * GIB)
+    verdict = assess_leak(times, memory, _flat(1800, 5000, 0.05, 1), _flat(1800, 0.5, 0.04, 2))
+    assert verdict.suspected, verdict.reason
+    assert "MiB/min" in verdict.reason
+
+
+def test_leak_verdict_false_for_traffic_ramp() -> None:
+    times = [float(t) for t in range(1800)]
+    load = [1000 + 4000 * t / 1800 for t in times]
+    kv = [0.1 + 0.5 * t / 1800 for t in times]
+    memory = [60 * GIB + k * 20 * GIB for k in kv]
+    verdict = assess_leak(times, memory, load, kv)
+    assert not verdict.suspected
+    assert "load" in verdict.reason
+
+
+def test_leak_verdict_false_for_steady_noisy_load() -> None:
+    times = [float(t) for t in range(1800)]
+    memory = _flat(1800, 70 * GIB, 0.001, 3)
+    verdict = assess_leak(times, memory, _flat(1800, 5000, 0.2, 4), _flat(1800, 0.6, 0.1, 5))
+    assert not verdict.suspected
+
+
+def test_leak_verdict_false_for_warm_up() -> None:
+    times = [float(t) for t in range(1800)]
+    memory = [60 * GIB + min(t, 300.0) * 10 * MIB for t in times]
+    verdict = assess_leak(times, memory)
+    assert not verdict.suspected
+
+
+def test_leak_verdict_notes_unknown_load() -> None:
+    verdict = leak_suspected(
+        LEAK_BYTES_PER_S,
+        1200 * MIB,
+        None,
+        0.01,
+        first_half_slope=LEAK_BYTES_PER_S,
+        second_half_slope=LEAK_BYTES_PER_S * 1.2,
+        thresholds=LeakThresholds(),
+    )
+    assert verdict.suspected
+    assert "load unknown" in verdict.reason
