@@ -15,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import SERVESCOPE, get, machine, pin, start, time_requests, write
 
 
-def measure(gpus: int, requests: int) -> dict[str, object]:
-    ours = start([SERVESCOPE, "serve", "--simulate", "--gpus", str(gpus), "--listen", "127.0.0.1:0"])
+def measure(gpus: int, requests: int, extra: list[str]) -> dict[str, object]:
+    ours = start([SERVESCOPE, "serve", "--simulate", "--gpus", str(gpus), "--listen", "127.0.0.1:0", *extra])
     try:
         _, body = get(ours, "/metrics")
         series = sum(1 for line in body.decode().splitlines() if line and not line.startswith("#"))
@@ -44,9 +44,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--gpus", type=int, nargs="+", default=[8, 64])
+    parser.add_argument(
+        "--serve-arg",
+        action="append",
+        default=[],
+        help="extra `servescope serve` argument, e.g. --serve-arg=--no-dcgm",
+    )
+    parser.add_argument("--name", default="scrape", help="results file name")
     args = parser.parse_args()
     pin(1)
-    rows = [measure(g, args.requests) for g in args.gpus]
+    rows = [measure(g, args.requests, args.serve_arg) for g in args.gpus]
     lines = [
         "# Scrape benchmark",
         "",
@@ -65,7 +72,7 @@ def main() -> None:
             f"{r['p50_ratio']:.1f}x |"
         )
     lines += ["", "Targets: p50 <= 2 ms at 8 GPUs, >= 300 scrapes/s on one core, cost linear in series.", ""]
-    write("scrape", {"machine": machine(), "rows": rows}, "\n".join(lines))
+    write(args.name, {"machine": machine(), "serve_args": args.serve_arg, "rows": rows}, "\n".join(lines))
 
 
 if __name__ == "__main__":

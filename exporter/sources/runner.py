@@ -70,7 +70,6 @@ class SourceRunner:
             self.health.up = True
             self.health.absent = False
             self.health.last_error = None
-            self.health.last_success_mono = self._monotonic()
             self.health.last_success_wall = self._wall()
             if self._logged_reason is not None:
                 log.info("source %s: recovered", name)
@@ -86,6 +85,9 @@ class SourceRunner:
             log.exception("source %s: could not render its samples", name)
             self._record_failure("render", f"{type(exc).__name__}: {exc}")
             self._publisher.drop(name)
+        else:
+            # Readiness counts a success only once its samples are in the served bytes.
+            self.health.last_success_mono = self._monotonic()
 
     def _record_failure(self, reason: str, message: str, absent: bool = False) -> None:
         self.health.up = False
