@@ -162,6 +162,8 @@ def run_server(settings: Settings) -> None:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # httpx logs every request at INFO: one line per endpoint every 5 s says nothing an operator needs.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         sock = bind(parse_listen(settings.server.listen))
     except ListenError as exc:

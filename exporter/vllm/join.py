@@ -45,12 +45,19 @@ def gpus_of_endpoint(url: str, procfs: ProcFs, directory: GpuDirectory) -> list[
     )
 
 
-def candidate_urls(procfs: ProcFs, directory: GpuDirectory) -> list[str]:
-    """/metrics URLs of every TCP listener owned by a GPU process or one of its ancestors."""
+def candidate_urls(
+    procfs: ProcFs, directory: GpuDirectory, exclude: frozenset[int] = frozenset()
+) -> list[str]:
+    """/metrics URLs of every TCP listener owned by a GPU process or one of its ancestors.
+
+    `exclude` keeps this exporter out: it may be an ancestor (simulated engines are its children),
+    and its /metrics re-exports engine series, which must never be scraped back in.
+    """
     owners: set[int] = set()
     for _, _, pid in directory.processes():
         owners.add(pid)
         owners.update(procfs.ancestors(pid))
+    owners -= exclude
     if not owners:
         return []
     listeners = procfs.listeners()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -82,17 +83,22 @@ class VllmSource:
         return list(self._states)
 
     def _rediscover(self) -> None:
-        found = [url for url in candidate_urls(self._procfs, self._directory) if self._speaks_engine(url)]
+        own = frozenset({os.getpid()})
+        found = [
+            url for url in candidate_urls(self._procfs, self._directory, own) if self._speaks_engine(url)
+        ]
         if set(found) != set(self._states):
             log.info("serving endpoints discovered on this node: %s", ", ".join(found) or "none")
         self._states = {url: self._states.get(url) or EndpointState(url) for url in found}
 
     def _speaks_engine(self, url: str) -> bool:
         try:
-            families = parse_exposition(self._scraper.fetch(url), keep=is_engine_family)
+            text = self._scraper.fetch(url)
+            families = parse_exposition(text, keep=is_engine_family)
         except (ScrapeError, ExpositionError):
             return False
-        return bool(families)
+        # A servescope exporter re-exports engine series: it is never an engine itself.
+        return bool(families) and "servescope_build_info" not in text
 
     # --- one cycle ---------------------------------------------------------------------------------
     def collect(self) -> Collection:

@@ -43,6 +43,9 @@ def test_engines_are_discovered_and_joined_to_their_gpu_groups(with_engines: Ser
     for _, endpoint, _, gpu, _ in joins:
         by_endpoint.setdefault(endpoint, set()).add(gpu)
     assert sorted(map(sorted, by_endpoint.values())) == [["0", "1"], ["2", "3"]]
+    # The exporter is the engines' parent: it must not have discovered (and scraped) itself.
+    own = with_engines.base + "/metrics"
+    assert f'endpoint="{own}"' not in text
     # The PID in the join is the PID NVML lists on that GPU.
     for _, _, uuid, gpu, pid in joins:
         assert (

@@ -94,3 +94,9 @@ def test_missing_proc_is_empty_not_an_error(tmp_path: Path) -> None:
     procfs = ProcFs(tmp_path / "nothing")
     assert procfs.listeners() == {} and procfs.pids() == []
     assert gpus_of_endpoint("http://127.0.0.1:8000/metrics", procfs, directory()) == []
+
+
+def test_discovery_never_returns_an_excluded_process_such_as_the_exporter(tmp_path: Path) -> None:
+    # The exporter (pid 100 here) can be an ancestor of GPU processes: it must not discover itself.
+    urls = candidate_urls(ProcFs(vllm_tree(tmp_path)), directory(), exclude=frozenset({100}))
+    assert urls == ["http://127.0.0.1:8001/metrics"]
