@@ -168,8 +168,10 @@ class VllmSettings(BaseSettings):
     @field_validator("urls", mode="before")
     @classmethod
     def _split_urls(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [part for part in value.replace(",", " ").split() if part]
+        # From the environment (or a flag value) "a,b c" means three URLs.
+        items = [value] if isinstance(value, str) else value
+        if isinstance(items, list):
+            return [part for item in items for part in str(item).replace(",", " ").split()]
         return value
 
 

@@ -37,3 +37,16 @@ def test_every_subpackage_is_packaged() -> None:
         for init in (ROOT / "exporter").rglob("__init__.py")
     }
     assert found == packaged
+
+
+def test_vllm_urls_from_flags_or_environment_split_on_commas_and_spaces() -> None:
+    from servescope.settings import VllmSettings
+
+    assert VllmSettings(urls=["http://a:1/metrics,http://b:2/metrics"]).urls == [
+        "http://a:1/metrics",
+        "http://b:2/metrics",
+    ]
+    assert VllmSettings(urls="http://a:1/metrics http://c:3/metrics").urls == [
+        "http://a:1/metrics",
+        "http://c:3/metrics",
+    ]
