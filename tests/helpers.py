@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
+from pathlib import Path
 
 from servescope.exposition import Sample
 from servescope.nvml.collector import NvmlSource
 from servescope.nvml.library import NvmlLibrary
 from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.pynvml_module import SimulatedPynvml
+
+# Captured real outputs live in the project's shared/ folder beside the checkout (CI lays it out the
+# same way); SERVESCOPE_SHARED points elsewhere when the checkout was cloned on its own.
+SHARED = Path(os.environ.get("SERVESCOPE_SHARED", Path(__file__).parents[1].parent / "shared"))
+SAMPLES = SHARED / "samples"
 
 
 class FakeClock:

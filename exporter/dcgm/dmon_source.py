@@ -225,6 +225,9 @@ class DmonSource:
                     support[(gpu, fid)] = False
             restarts = dict(self._restarts)
             watched = len(self._active)
+        support_by_gpu: dict[str, dict[int, bool]] = {}
+        for (gpu, fid), ok in support.items():  # grouped once, not scanned again for every GPU
+            support_by_gpu.setdefault(gpu, {})[fid] = ok
         samples: list[Sample] = []
         for index in sorted(latest, key=int):
             labels = self._labels(index)
@@ -240,9 +243,8 @@ class DmonSource:
                     continue  # the primary field works on this GPU
                 extra = (field.link,) if field.link is not None else ()
                 samples.append(Sample(field.spec, (*labels, *extra), value * field.scale))
-            for (gpu, fid), ok in sorted(support.items()):
-                if gpu == index:
-                    samples.append(Sample(c.DCGM_FIELD_SUPPORTED, (*labels, str(fid)), 1 if ok else 0))
+            for fid, ok in sorted(support_by_gpu.get(index, {}).items()):
+                samples.append(Sample(c.DCGM_FIELD_SUPPORTED, (*labels, str(fid)), 1 if ok else 0))
         samples += [Sample(c.DCGM_RESTARTS, (reason,), n) for reason, n in sorted(restarts.items())]
         samples.append(Sample(c.DCGM_WATCHED_FIELDS, (), watched))
         return samples

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,8 +21,7 @@ from servescope.dcgm.dmon_format import (
     render_header,
     render_row,
 )
-
-SAMPLES = Path(__file__).parents[2].parent / "shared" / "samples"
+from tests.helpers import SAMPLES
 
 
 def rows(text: str) -> list[Row]:

@@ -6,16 +6,13 @@ from __future__ import annotations
 import http.server
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from servescope.dcgm.counters import load_counters
 from servescope.dcgm.exporter_source import MAX_BYTES, DcgmExporterSource, read_exporter, to_samples
 from servescope.sources.base import SourceError
-from tests.helpers import values
-
-SAMPLES = Path(__file__).parents[2].parent / "shared" / "samples"
+from tests.helpers import SAMPLES, values
 
 MODERN = """# HELP DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL Total number of NVLink flow-control CRC errors.
 # TYPE DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL counter

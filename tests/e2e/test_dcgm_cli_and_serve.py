@@ -10,8 +10,7 @@ from pathlib import Path
 import httpx
 
 from tests.e2e.conftest import SERVESCOPE, start_servescope, stop
-
-SAMPLES = Path(__file__).parents[2].parent / "shared" / "samples"
+from tests.helpers import SAMPLES
 
 
 def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

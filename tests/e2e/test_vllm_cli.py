@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 from tests.e2e.conftest import SERVESCOPE
-
-SAMPLES = Path(__file__).parents[2].parent / "shared" / "samples"
+from tests.helpers import SAMPLES
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

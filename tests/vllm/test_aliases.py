@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from servescope.vllm.aliases import is_engine_family, split_name
 from servescope.vllm.normalise import normalise
 from servescope.vllm.text_parser import parse_exposition
-
-SAMPLES = Path(__file__).parents[2].parent / "shared" / "samples"
+from tests.helpers import SAMPLES
 
 
 def signals(text: str) -> tuple[str, str, dict]:  # type: ignore[type-arg]

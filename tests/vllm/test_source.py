@@ -17,9 +17,8 @@ from servescope.gpu_directory import GpuDirectory
 from servescope.vllm.procfs import ProcFs
 from servescope.vllm.scrape import Scraper
 from servescope.vllm.source import VllmSource
-from tests.helpers import values
+from tests.helpers import SAMPLES, values
 
-SAMPLES = Path(__file__).parents[2].parent / "shared" / "samples"
 GOOD = (SAMPLES / "vllm-0.32-cpu-idle.txt").read_bytes()
 
 

@@ -14,8 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from servescope.vllm import text_parser
 from servescope.vllm.text_parser import ExpositionError, ParsedFamily, parse_exposition
+from tests.helpers import SAMPLES
 
-SAMPLES = Path(__file__).parents[2].parent / "shared" / "samples"
 FIXTURES = sorted(p for p in SAMPLES.glob("*") if p.name.startswith(("vllm-", "sglang-", "dcgm-exporter")))
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
