@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -24,7 +25,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from servescope.vllm import text_parser
 from servescope.vllm.text_parser import parse_exposition
 
-SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "samples"
+SAMPLES = (
+    Path(os.environ.get("SERVESCOPE_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
+    / "samples"
+)
 ENGINES = 16
 
 

@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -18,9 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
 from servescope.sim.vllm_metrics import CONTENT_TYPE, Generation, one_two_five, render_metrics
 from servescope.sim.vllm_server import create_app, main
-from tests.helpers import FakeClock
+from tests.helpers import SAMPLES, FakeClock
 
-SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "samples"
 CURRENT_SAMPLE = SAMPLES / "vllm-0.32-cpu-idle.txt"
 LEGACY_SAMPLE = SAMPLES / "vllm-0.10-full.txt"
 # Families of the real 0.32 exposition the simulator leaves out on purpose (see vllm_metrics).
