@@ -17,7 +17,7 @@ tools:
 	./scripts/install-debian-tools.sh
 
 demo: $(STAMP)
-	$(BIN)/servescope serve --simulate --gpus 8 --engines 4
+	$(BIN)/servescope serve --simulate --gpus 8 --engines 4 --scenario memory-leak
 
 lint: $(STAMP)
 	$(BIN)/ruff check exporter tests bench
@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/scrape.py
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/dcgm.py
+	$(BIN)/python bench/derived.py
 	$(BIN)/python bench/footprint.py
 
 docs: $(STAMP)

@@ -10,6 +10,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from . import __version__
 from .exposition import CONTENT_TYPE
+from .memory_api import MemoryApi
 from .runtime import Runtime
 
 _INDEX = """<!doctype html><html><head><meta charset="utf-8"><title>servescope</title></head>
@@ -18,6 +19,9 @@ _INDEX = """<!doctype html><html><head><meta charset="utf-8"><title>servescope</
 <li><a href="/readyz">/readyz</a> readiness, per source</li>
 <li><a href="/healthz">/healthz</a> liveness</li>
 <li><a href="/api/v1/sources">/api/v1/sources</a> source health as JSON</li>
+<li><a href="/api/v1/gpus">/api/v1/gpus</a> memory trends and leak verdicts per GPU; per GPU:
+<code>/api/v1/gpus/0/memory?window=10m</code> (1 s samples) and
+<a href="/api/v1/gpus/0/memory.svg">/api/v1/gpus/0/memory.svg</a> (the curve)</li>
 </ul></body></html>"""
 
 
@@ -36,6 +40,8 @@ def create_app(runtime: Runtime, *, manage_runtime: bool = True) -> FastAPI:
 
     app = FastAPI(title="servescope", version=__version__, lifespan=lifespan)
     app.state.runtime = runtime
+    if runtime.derived is not None:
+        app.include_router(MemoryApi(runtime.history, runtime.derived, runtime.api_rejections).router())
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics(request: Request) -> Response:

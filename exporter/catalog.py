@@ -6,59 +6,9 @@ their build instead of silently matching nothing.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from enum import StrEnum
-
-
-class Kind(StrEnum):
-    GAUGE = "gauge"
-    COUNTER = "counter"
-    HISTOGRAM = "histogram"  # samples carry a suffix: _bucket (with le), _sum, _count
-
-
-GPU_LABELS = ("gpu", "uuid", "hostname")
-
-_NAME = re.compile(r"^servescope_[a-z0-9_]+$")
-_LABEL = re.compile(r"^[a-z][a-z0-9_]*$")
-_BASE_UNITS = ("bytes", "seconds", "ratio", "celsius", "watts", "joules", "hertz", "info", "total")
-
-
-@dataclass(frozen=True, slots=True)
-class MetricSpec:
-    """One exported metric family."""
-
-    name: str
-    kind: Kind
-    help: str
-    labels: tuple[str, ...]
-    source: str
-
-    def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
-            raise ValueError(f"metric {self.name!r}: name must match {_NAME.pattern}")
-        if (self.kind is Kind.COUNTER) != self.name.endswith("_total"):
-            raise ValueError(f"metric {self.name!r}: counters, and only counters, end in _total")
-        if self.kind is Kind.HISTOGRAM and (
-            "le" in self.labels or self.name.endswith(("_bucket", "_count", "_sum"))
-        ):
-            raise ValueError(
-                f"metric {self.name!r}: a histogram's name and labels must not carry its suffixes"
-            )
-        for label in self.labels:
-            if not _LABEL.match(label):
-                raise ValueError(f"metric {self.name!r}: label {label!r} is not snake_case")
-        if len(set(self.labels)) != len(self.labels):
-            raise ValueError(f"metric {self.name!r}: duplicate label")
-
-
-def _gauge(name: str, help_: str, labels: tuple[str, ...], source: str) -> MetricSpec:
-    return MetricSpec(name, Kind.GAUGE, help_, labels, source)
-
-
-def _counter(name: str, help_: str, labels: tuple[str, ...], source: str) -> MetricSpec:
-    return MetricSpec(name, Kind.COUNTER, help_, labels, source)
-
+from .metric_spec import GPU_LABELS, Kind, MetricSpec
+from .metric_spec import counter as _counter
+from .metric_spec import gauge as _gauge
 
 G = GPU_LABELS
 
@@ -339,10 +289,14 @@ ITERATION_TOKENS = _histogram(
     "Tokens per engine step (the batching-efficiency signal); its _count rate is steps/s, not tokens/s.",
 )
 
+# Derived signals (memory curves, leaks, KV headroom, the advisor) are listed in their own module.
+from .derived.metrics import DERIVED  # noqa: E402
+
 # Per-endpoint variants share a family with their source-level twin and are not listed twice.
 _TWINS = ("SOURCE_UP_ENDPOINT", "SOURCE_ERRORS_ENDPOINT", "SOURCE_LAST_SUCCESS_ENDPOINT")
-CATALOG: tuple[MetricSpec, ...] = tuple(
-    value for key, value in list(globals().items()) if isinstance(value, MetricSpec) and key not in _TWINS
+CATALOG: tuple[MetricSpec, ...] = (
+    *(value for key, value in list(globals().items()) if isinstance(value, MetricSpec) and key not in _TWINS),
+    *DERIVED,
 )
 BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in CATALOG}
 if len(BY_NAME) != len(CATALOG):

@@ -16,6 +16,7 @@ from .listen import ListenError, bind, bound_address, parse_listen
 from .settings import (
     AREAS,
     DcgmSettings,
+    DerivedSettings,
     NodeSettings,
     NvmlSettings,
     ServerSettings,
@@ -113,6 +114,34 @@ def serve(
     nvlinks: Annotated[int, setting(SimulatorSettings, "nvlinks")] = default(SimulatorSettings, "nvlinks"),
     seed: Annotated[int, setting(SimulatorSettings, "seed")] = default(SimulatorSettings, "seed"),
     engines: Annotated[int, setting(SimulatorSettings, "engines")] = default(SimulatorSettings, "engines"),
+    scenario: Annotated[str, setting(SimulatorSettings, "scenario")] = default(SimulatorSettings, "scenario"),
+    derived_interval: Annotated[float, setting(DerivedSettings, "interval_seconds")] = default(
+        DerivedSettings, "interval_seconds"
+    ),
+    memory_retention: Annotated[float, setting(DerivedSettings, "retention_seconds")] = default(
+        DerivedSettings, "retention_seconds"
+    ),
+    memory_peak_window: Annotated[float, setting(DerivedSettings, "peak_window_seconds")] = default(
+        DerivedSettings, "peak_window_seconds"
+    ),
+    advisor_latency: Annotated[str, setting(DerivedSettings, "advisor_latency")] = default(
+        DerivedSettings, "advisor_latency"
+    ),
+    advisor_slo: Annotated[float, setting(DerivedSettings, "advisor_slo_seconds")] = default(
+        DerivedSettings, "advisor_slo_seconds"
+    ),
+    advisor_low_utilisation: Annotated[float, setting(DerivedSettings, "advisor_low_utilisation")] = default(
+        DerivedSettings, "advisor_low_utilisation"
+    ),
+    advisor_max_num_seqs: Annotated[int, setting(DerivedSettings, "advisor_max_num_seqs")] = default(
+        DerivedSettings, "advisor_max_num_seqs"
+    ),
+    advisor_max_seqs: Annotated[int, setting(DerivedSettings, "advisor_max_seqs")] = default(
+        DerivedSettings, "advisor_max_seqs"
+    ),
+    advisor_window: Annotated[float, setting(DerivedSettings, "advisor_window_seconds")] = default(
+        DerivedSettings, "advisor_window_seconds"
+    ),
 ) -> None:
     """Run the exporter: collect in the background, serve /metrics, /healthz, /readyz.
 
@@ -142,7 +171,24 @@ def serve(
                 procfs=procfs,
             ),
             simulator=SimulatorSettings(
-                enabled=simulate, gpus=gpus, gpu_model=gpu_model, nvlinks=nvlinks, seed=seed, engines=engines
+                enabled=simulate,
+                gpus=gpus,
+                gpu_model=gpu_model,
+                nvlinks=nvlinks,
+                seed=seed,
+                engines=engines,
+                scenario=scenario,
+            ),
+            derived=DerivedSettings(
+                interval_seconds=derived_interval,
+                retention_seconds=memory_retention,
+                peak_window_seconds=memory_peak_window,
+                advisor_latency=advisor_latency,
+                advisor_slo_seconds=advisor_slo,
+                advisor_low_utilisation=advisor_low_utilisation,
+                advisor_max_num_seqs=advisor_max_num_seqs,
+                advisor_max_seqs=advisor_max_seqs,
+                advisor_window_seconds=advisor_window,
             ),
         )
     except ValidationError as exc:

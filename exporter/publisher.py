@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from . import __version__
 from . import catalog as c
 from .exposition import Sample, SeriesRenderer, family_header
+from .metric_spec import MetricSpec
 from .sources.health import SourceHealth
 
 ExtraFamilies = Callable[[], str]
@@ -36,7 +37,7 @@ class Publisher:
         *,
         simulated: bool = False,
         extra: Iterable[ExtraFamilies] = (),
-        catalog: Iterable[c.MetricSpec] = c.CATALOG,
+        catalog: Iterable[MetricSpec] = c.CATALOG,
         gzip_level: int = 1,
     ) -> None:
         self._lock = threading.Lock()

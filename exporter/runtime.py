@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,10 @@ from .dcgm.counters import load_counters, specs_of
 from .dcgm.dmon_source import DmonSource
 from .dcgm.exporter_source import DcgmExporterSource
 from .dcgm.supervisor import spawn_process
+from .derived.engine_signals import AdvisorConfig
+from .derived.history import MemoryHistory
+from .derived.serving_board import ServingBoard
+from .derived.source import DerivedSource
 from .gpu_directory import GpuDirectory
 from .nvml.collector import NvmlSource
 from .nvml.library import NvmlLibrary
@@ -27,6 +32,8 @@ from .settings import Settings
 from .sim.engines import SimEngine, start_engines, stop_engines
 from .sim.fleet import SimulatedFleet
 from .sim.pynvml_module import SimulatedPynvml
+from .sim.scenario_driver import ScenarioDriver
+from .sim.scenarios import Scenario, make_scenario
 from .sources.base import Source
 from .sources.runner import SourceRunner
 from .vllm.procfs import ProcFs
@@ -56,6 +63,13 @@ class Runtime:
     sim_engines: int = 0
     seed: int = 1
     engines: list[SimEngine] = field(default_factory=list)
+    history: MemoryHistory = field(default_factory=MemoryHistory)
+    board: ServingBoard = field(default_factory=ServingBoard)
+    derived: DerivedSource | None = None
+    scenario: Scenario | None = None
+    driver: ScenarioDriver | None = None
+    # API refusals by (route, reason): counted by the app, exported by the derived source.
+    api_rejections: Counter[tuple[str, str]] = field(default_factory=Counter)
 
     def add(self, source: Source) -> SourceRunner:
         runner = SourceRunner(source, self.publisher)
@@ -65,11 +79,17 @@ class Runtime:
     def start(self) -> None:
         if self.fleet is not None and self.sim_engines:
             self.engines = start_engines(self.fleet, self.sim_engines, self.seed)
+        if self.fleet is not None and self.scenario is not None:
+            self.driver = ScenarioDriver(self.scenario, self.fleet, self.engines)
+            self.driver.start()
         for runner in self.runners:
             runner.start()
         self.started = True
 
     def stop(self) -> None:
+        if self.driver is not None:
+            self.driver.stop()
+            self.driver = None
         for runner in self.runners:
             runner.stop()
         stop_engines(self.engines)
@@ -108,7 +128,17 @@ def build_runtime(settings: Settings) -> Runtime:
     publisher = Publisher(
         simulated=sim.enabled, extra=[process_families()], catalog=[*catalog.CATALOG, *specs_of(counters)]
     )
-    runtime = Runtime(publisher)
+    derived = settings.derived
+    runtime = Runtime(
+        publisher,
+        history=MemoryHistory(derived.retention_seconds),
+        board=ServingBoard(
+            derived.retention_seconds,
+            settings.vllm.interval_seconds,
+            derived.advisor_latency,
+            derived.advisor_window_seconds,
+        ),
+    )
     hostname = settings.node.resolved_hostname()
     directory = GpuDirectory()
     if settings.nvml.enabled:
@@ -117,6 +147,8 @@ def build_runtime(settings: Settings) -> Runtime:
                 sim.gpus, sim.gpu_model, sim.seed, nvlinks=None if sim.nvlinks < 0 else sim.nvlinks
             )
             lib = NvmlLibrary(SimulatedPynvml(runtime.fleet))
+            if sim.scenario != "none":
+                runtime.scenario = make_scenario(sim.scenario)
             log.warning(
                 "serving a SIMULATED fleet of %d %s GPUs (seed %d): not real data",
                 sim.gpus,
@@ -132,6 +164,7 @@ def build_runtime(settings: Settings) -> Runtime:
                 interval_seconds=settings.nvml.interval_seconds,
                 xid_events=settings.nvml.xid_events,
                 directory=directory,
+                history=runtime.history,
             )
         )
     if settings.dcgm.enabled:
@@ -147,8 +180,24 @@ def build_runtime(settings: Settings) -> Runtime:
             interval_seconds=vllm.interval_seconds,
             passthrough=vllm.passthrough,
             discovery=vllm.discovery,
+            board=runtime.board,
         )
     )
+    runtime.derived = DerivedSource(
+        runtime.history,
+        runtime.board,
+        interval_seconds=derived.interval_seconds,
+        peak_window_seconds=derived.peak_window_seconds,
+        advisor=AdvisorConfig(
+            slo_seconds=derived.advisor_slo_seconds,
+            low_utilisation=derived.advisor_low_utilisation,
+            max_num_seqs=derived.advisor_max_num_seqs,
+            max_seqs=derived.advisor_max_seqs,
+            window_seconds=derived.advisor_window_seconds,
+        ),
+        api_rejections=runtime.api_rejections,
+    )
+    runtime.add(runtime.derived)
     return runtime
 
 

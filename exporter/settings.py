@@ -212,12 +212,89 @@ class SimulatorSettings(BaseSettings):
         "from its own process (found and joined like real ones).",
     )
 
+    scenario: Literal["none", "steady", "memory-leak", "traffic-ramp", "kv-pressure"] = Field(
+        "none",
+        json_schema_extra={"cli": "--scenario"},
+        description="What the simulated fleet and engines go through: none (a slow daily-like load wave), "
+        "steady (flat noisy load, allocator sawtooth), memory-leak (steady, and GPU 0 leaks 40 MiB/min "
+        "until OOM), traffic-ramp (load and memory rise together for an hour: not a leak), kv-pressure "
+        "(long requests fill the KV cache).",
+    )
+
     @field_validator("gpu_model")
     @classmethod
     def _known_model(cls, value: str) -> str:
         if value not in MODELS:
             raise ValueError(f"unknown GPU model {value!r}; choose one of {', '.join(sorted(MODELS))}")
         return value
+
+
+class DerivedSettings(BaseSettings):
+    model_config = area_config("derived")
+
+    interval_seconds: float = Field(
+        5.0,
+        ge=1,
+        le=60,
+        json_schema_extra={"cli": "--derived-interval"},
+        description="Seconds between updates of the derived signals (peaks, exhaustion, KV headroom, "
+        "advice); growth rates and leak verdicts are refit every 30 s.",
+    )
+    retention_seconds: float = Field(
+        3600.0,
+        ge=1800,
+        le=86400,
+        json_schema_extra={"cli": "--memory-retention"},
+        description="Seconds of 1 s memory samples kept per GPU and per GPU process (16 bytes a sample: "
+        "57.6 KB per curve for an hour). At least 1800, the longest trend window.",
+    )
+    peak_window_seconds: float = Field(
+        60.0,
+        ge=1,
+        le=3600,
+        json_schema_extra={"cli": "--memory-peak-window"},
+        description="The peak and minimum memory series cover this many seconds of 1 s samples; keep it at "
+        "least your scrape interval plus --derived-interval so no spike falls between two scrapes.",
+    )
+    advisor_latency: Literal["ttft", "itl", "e2e"] = Field(
+        "ttft",
+        json_schema_extra={"cli": "--advisor-latency"},
+        description="Latency histogram whose window P99 the batch-size advisor holds to the SLO: time to "
+        "first token, inter-token latency or end-to-end request latency.",
+    )
+    advisor_slo_seconds: float = Field(
+        0.5,
+        gt=0,
+        json_schema_extra={"cli": "--advisor-slo"},
+        description="P99 latency objective of the batch-size advisor, in seconds.",
+    )
+    advisor_low_utilisation: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        json_schema_extra={"cli": "--advisor-low-utilisation"},
+        description="GPU utilisation (0-1) under which the advisor recommends a larger batch.",
+    )
+    advisor_max_num_seqs: int = Field(
+        256,
+        ge=1,
+        json_schema_extra={"cli": "--advisor-max-num-seqs"},
+        description="The max_num_seqs your engines run with (vLLM does not export it); the advisor steps "
+        "from it, or from the largest running batch seen if that is higher.",
+    )
+    advisor_max_seqs: int = Field(
+        1024,
+        ge=1,
+        json_schema_extra={"cli": "--advisor-max-seqs"},
+        description="Upper bound of the advisor's recommendation.",
+    )
+    advisor_window_seconds: float = Field(
+        60.0,
+        ge=10,
+        le=3600,
+        json_schema_extra={"cli": "--advisor-window"},
+        description="Window of the advisor's P99 (from histogram deltas) and mean GPU utilisation.",
+    )
 
 
 class Settings(BaseSettings):
@@ -231,6 +308,7 @@ class Settings(BaseSettings):
     dcgm: DcgmSettings = Field(default_factory=DcgmSettings)
     vllm: VllmSettings = Field(default_factory=VllmSettings)
     simulator: SimulatorSettings = Field(default_factory=SimulatorSettings)
+    derived: DerivedSettings = Field(default_factory=DerivedSettings)
 
 
 AREAS: tuple[type[BaseSettings], ...] = (
@@ -238,6 +316,8 @@ AREAS: tuple[type[BaseSettings], ...] = (
     NodeSettings,
     NvmlSettings,
     DcgmSettings,
+    VllmSettings,
+    DerivedSettings,
     SimulatorSettings,
 )
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from ..catalog import GPU_LABELS, Kind, MetricSpec
+from ..metric_spec import GPU_LABELS, Kind, MetricSpec
 
 DEFAULT_COUNTERS = "default-counters.csv"
 

@@ -66,18 +66,32 @@ class MemoryRing:
                 hi = mid
         return lo
 
+    def _first_after(self, t: float) -> int:
+        """Logical index of the first sample with timestamp > t."""
+        lo, hi = 0, self._count
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._times[self._slot(mid)] <= t:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def _columns(self, begin: int, end: int) -> tuple[list[float], list[float]]:
+        """Logical samples [begin, end) as lists, by at most two array slices (the ring may wrap)."""
+        if begin >= end:
+            return [], []
+        first, last = self._slot(begin), self._slot(end - 1)
+        if first <= last:
+            return self._times[first : last + 1].tolist(), self._values[first : last + 1].tolist()
+        return (
+            self._times[first:].tolist() + self._times[: last + 1].tolist(),
+            self._values[first:].tolist() + self._values[: last + 1].tolist(),
+        )
+
     def window(self, seconds: float, now: float) -> tuple[list[float], list[float]]:
         """Samples with now - seconds <= t <= now, oldest first."""
-        begin = self._first_at_or_after(now - seconds)
-        times: list[float] = []
-        values: list[float] = []
-        for logical in range(begin, self._count):
-            slot = self._slot(logical)
-            if self._times[slot] > now:
-                break
-            times.append(self._times[slot])
-            values.append(self._values[slot])
-        return times, values
+        return self._columns(self._first_at_or_after(now - seconds), self._first_after(now))
 
     def peak(self, seconds: float, now: float) -> float | None:
         """Largest value in the window, or None when it is empty."""
@@ -88,6 +102,12 @@ class MemoryRing:
         """Smallest value in the window, or None when it is empty."""
         _, values = self.window(seconds, now)
         return min(values) if values else None
+
+    def oldest(self) -> tuple[float, float] | None:
+        """Oldest (timestamp, value) still held, or None when empty."""
+        if not self._count:
+            return None
+        return self._times[self._start], self._values[self._start]
 
     def latest(self) -> tuple[float, float] | None:
         """Newest (timestamp, value), or None when empty."""

@@ -24,6 +24,7 @@ class _Frame:
     height: int
     span_s: float
     top_bytes: float
+    bottom_bytes: float = 0.0
 
     def x(self, rel_s: float) -> float:
         plot_w = self.width - _MARGIN_LEFT - _MARGIN_RIGHT
@@ -31,8 +32,9 @@ class _Frame:
 
     def y(self, value: float) -> float:
         plot_h = self.height - _MARGIN_TOP - _MARGIN_BOTTOM
-        clipped = min(max(value, 0.0), self.top_bytes)
-        return _MARGIN_TOP + plot_h * (1 - clipped / self.top_bytes)
+        clipped = min(max(value, self.bottom_bytes), self.top_bytes)
+        share = (clipped - self.bottom_bytes) / (self.top_bytes - self.bottom_bytes)
+        return _MARGIN_TOP + plot_h * (1 - share)
 
 
 def _relative_label(seconds: float) -> str:
@@ -46,7 +48,7 @@ def _relative_label(seconds: float) -> str:
 def _axes(frame: _Frame) -> list[str]:
     """Axis lines with time ticks (relative to now) and GiB ticks."""
     x0, x1 = frame.x(-frame.span_s), frame.x(0)
-    y0, y1 = frame.y(0), frame.y(frame.top_bytes)
+    y0, y1 = frame.y(frame.bottom_bytes), frame.y(frame.top_bytes)
     parts = [
         f'<line class="axis" x1="{x0:.1f}" y1="{y0:.1f}" x2="{x1:.1f}" y2="{y0:.1f}" stroke="#333"/>',
         f'<line class="axis" x1="{x0:.1f}" y1="{y0:.1f}" x2="{x0:.1f}" y2="{y1:.1f}" stroke="#333"/>',
@@ -57,7 +59,7 @@ def _axes(frame: _Frame) -> list[str]:
             f'<text x="{frame.x(rel):.1f}" y="{y0 + 16:.1f}" font-size="11" text-anchor="middle">'
             f"{_relative_label(-rel)}</text>"
         )
-        value = frame.top_bytes * i / _TICKS
+        value = frame.bottom_bytes + (frame.top_bytes - frame.bottom_bytes) * i / _TICKS
         parts.append(
             f'<text x="{x0 - 6:.1f}" y="{frame.y(value) + 4:.1f}" font-size="11" text-anchor="end">'
             f"{value / GIB:.1f} GiB</text>"
@@ -99,18 +101,25 @@ def render_memory_svg(
     width: int = 800,
     height: int = 300,
     title: str = "",
+    note: str = "",
 ) -> str:
     """SVG document (no scripts, no external assets) of memory used over time; slope in bytes/s."""
     if len(times) != len(values):
         raise ValueError(f"times and values differ in length: {len(times)} vs {len(values)}")
     span = times[-1] - times[0] if len(times) > 1 else 0.0
-    top = max([total_bytes, *values]) * 1.05 if (values or total_bytes > 0) else 1.0
-    frame = _Frame(width, height, span if span > 0 else 60.0, top if top > 0 else 1.0)
+    top = max([total_bytes, *values]) * 1.02 if (values or total_bytes > 0) else 1.0
+    top = top if top > 0 else 1.0
+    # The axis starts below the lowest sample, not at zero: a 2 GiB climb on a 141 GiB card must be
+    # visible, and the gap up to the capacity line is the headroom people want to see.
+    bottom = max(0.0, min(values) - 0.25 * (top - min(values))) if values else 0.0
+    frame = _Frame(width, height, span if span > 0 else 60.0, top, bottom if bottom < top else 0.0)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="sans-serif">',
         f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<text x="{width / 2:.1f}" y="18" font-size="14" text-anchor="middle">{_text(title)}</text>',
+        f'<text class="note" x="{_MARGIN_LEFT + 6}" y="{_MARGIN_TOP + 14}" font-size="12" fill="#d62728">'
+        f"{_text(note)}</text>",
         *_axes(frame),
     ]
     if total_bytes > 0:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import catalog as c
+from ..derived.history import MemoryHistory
 from ..exposition import Sample
 from ..gpu_directory import GpuDirectory
 from ..sources.base import Collection, Problem, SourceError
@@ -61,8 +62,10 @@ class NvmlSource:
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         directory: GpuDirectory | None = None,
+        history: MemoryHistory | None = None,
     ) -> None:
         self.interval_seconds = interval_seconds
+        self.history = history
         self.directory = directory or GpuDirectory()
         self._lib = lib
         self._hostname = hostname
@@ -251,6 +254,16 @@ class NvmlSource:
         util = self._read(gpu, "utilization", self._lib.utilization)
         if util is not None:
             out += [Sample(c.UTILIZATION, g, util[0]), Sample(c.MEMORY_UTILIZATION, g, util[1])]
+        if mem is not None and self.history is not None:
+            # The 1 s memory curve: what a 15-30 s scrape of the gauge above would miss.
+            self.history.record_gpu(
+                g,
+                self._monotonic(),
+                used=mem.used,
+                capacity=mem.used + mem.free,
+                total=mem.total,
+                utilization=None if util is None else util[0],
+            )
         for spec, field, call in (
             (c.TEMPERATURE, "temperature", self._lib.temperature_celsius),
             (c.POWER, "power", self._lib.power_watts),
@@ -361,7 +374,10 @@ class NvmlSource:
         for p in processes:
             if p.used_bytes is not None and p.pid not in seen:  # NVML can list a PID twice (MIG)
                 seen.add(p.pid)
-                out.append(Sample(c.PROCESS_MEMORY, (*gpu.labels, str(p.pid)), p.used_bytes))
+                labels = (*gpu.labels, str(p.pid))
+                out.append(Sample(c.PROCESS_MEMORY, labels, p.used_bytes))
+                if self.history is not None:
+                    self.history.record_process(labels, self._monotonic(), used=p.used_bytes)
 
     def _xid_samples(self) -> list[Sample]:
         if self._xid is None:

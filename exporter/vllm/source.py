@@ -11,10 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .. import catalog as c
+from ..derived.serving_board import ServingBoard
 from ..exposition import Sample
 from ..gpu_directory import GpuDirectory
 from ..sources.base import Collection
-from .aliases import FamilyLike, is_engine_family
+from .aliases import FamilyLike, Normalised, is_engine_family
 from .export import passthrough_text, signal_samples
 from .join import GpuProcess, candidate_urls, gpus_of_endpoint
 from .normalise import normalise
@@ -55,6 +56,7 @@ class VllmSource:
         interval_seconds: float = 5.0,
         passthrough: bool = True,
         discovery: bool = True,
+        board: ServingBoard | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
@@ -64,6 +66,7 @@ class VllmSource:
         self._procfs = procfs or ProcFs()
         self._scraper = scraper or Scraper()
         self._passthrough = passthrough
+        self.board = board
         self._discovery = discovery and not urls  # --vllm-url wins
         self._monotonic, self._wall = monotonic, wall
         self._states: dict[str, EndpointState] = {url: EndpointState(url) for url in self._configured}
@@ -114,6 +117,9 @@ class VllmSource:
             normalised = normalise(families)
             samples += signal_samples(normalised, url)
             samples += self._join_samples(state, normalised)
+            if self.board is not None:
+                # Load, KV usage and latency over time feed the leak verdict, KV trend and advisor.
+                self.board.record(url, normalised, state.gpus, self._monotonic())
             scrapes.append((url, families))
         raw = passthrough_text(scrapes) if self._passthrough else None
         return Collection(samples, [], raw)
@@ -152,13 +158,13 @@ class VllmSource:
         ]
         return samples
 
-    def _join_samples(self, state: EndpointState, normalised: object) -> list[Sample]:
+    def _join_samples(self, state: EndpointState, normalised: Normalised) -> list[Sample]:
         # Walking /proc costs a scan of every process's fds: do it every 30 s, not every scrape.
         due = JOIN_REFRESH_SECONDS if state.gpus else JOIN_RETRY_SECONDS
         if self._monotonic() - state.joined_at >= due:
             state.gpus = gpus_of_endpoint(state.url, self._procfs, self._directory)
             state.joined_at = self._monotonic()
-        engines = getattr(normalised, "engines", {})
+        engines = normalised.engines
         return [
             Sample(c.ENGINE_GPU_INFO, (model, engine, state.url, g.uuid, g.gpu, str(g.pid)), 1)
             for (model, engine) in engines

@@ -9,7 +9,7 @@ import pytest
 
 from servescope.derived.leak import LeakThresholds, assess_leak, leak_suspected
 from servescope.derived.ring import BYTES_PER_SAMPLE, MemoryRing
-from servescope.derived.trend import seconds_to_exhaustion, theil_sen_slope
+from servescope.derived.trend import bucket_medians, robust_slope, seconds_to_exhaustion, theil_sen_slope
 
 MIB = 1024**2
 GIB = 1024**3
@@ -118,7 +118,9 @@ def _flat(n: int, level: float, noise: float, seed: int) -> list[float]:
 
 def test_leak_verdict_true_for_steady_leak_with_flat_load() -> None:
     times, memory = _leaky_memory(1800, start=80 * GIB)
-    verdict = assess_leak(times, memory, _flat(1800, 5000, 0.05, 1), _flat(1800, 0.5, 0.04, 2))
+    verdict = assess_leak(
+        times, memory, (times, _flat(1800, 5000, 0.05, 1)), (times, _flat(1800, 0.5, 0.04, 2))
+    )
     assert verdict.suspected, verdict.reason
     assert "MiB/min" in verdict.reason
 
@@ -128,15 +130,21 @@ def test_leak_verdict_false_for_traffic_ramp() -> None:
     load = [1000 + 4000 * t / 1800 for t in times]
     kv = [0.1 + 0.5 * t / 1800 for t in times]
     memory = [60 * GIB + k * 20 * GIB for k in kv]
-    verdict = assess_leak(times, memory, load, kv)
+    verdict = assess_leak(times, memory, (times, load), (times, kv))
     assert not verdict.suspected
     assert "load" in verdict.reason
+    # Without the load, the KV cache alone explains the growth.
+    verdict = assess_leak(times, memory, None, (times, kv))
+    assert not verdict.suspected
+    assert "KV usage" in verdict.reason
 
 
 def test_leak_verdict_false_for_steady_noisy_load() -> None:
     times = [float(t) for t in range(1800)]
     memory = _flat(1800, 70 * GIB, 0.001, 3)
-    verdict = assess_leak(times, memory, _flat(1800, 5000, 0.2, 4), _flat(1800, 0.6, 0.1, 5))
+    verdict = assess_leak(
+        times, memory, (times, _flat(1800, 5000, 0.2, 4)), (times, _flat(1800, 0.6, 0.1, 5))
+    )
     assert not verdict.suspected
 
 
@@ -145,6 +153,29 @@ def test_leak_verdict_false_for_warm_up() -> None:
     memory = [60 * GIB + min(t, 300.0) * 10 * MIB for t in times]
     verdict = assess_leak(times, memory)
     assert not verdict.suspected
+
+
+def test_leak_verdict_with_load_sampled_on_its_own_clock() -> None:
+    # Memory every second, tokens/s every 5 s from scrapes: only the halves' means are compared.
+    times, memory = _leaky_memory(600, start=80 * GIB, period=120, hold=40, offset=80)
+    load_times = [float(t) for t in range(0, 600, 5)]
+    assert assess_leak(times, memory, (load_times, _flat(120, 4000, 0.25, 9))).suspected
+    ramp = [2000 + 4000 * t / 600 for t in load_times]
+    assert not assess_leak(times, memory, (load_times, ramp)).suspected
+
+
+def test_bucket_medians_and_robust_slope() -> None:
+    times = [float(t) for t in range(100)]
+    values = [2.0 * t + (1000.0 if t % 10 == 3 else 0.0) for t in times]  # a 1-sample outlier per bucket
+    bt, bv = bucket_medians(times, values, 10.0)
+    assert len(bt) == len(bv) == 10
+    assert bt[0] == pytest.approx(4.5)
+    assert bv[0] == pytest.approx(11.0)  # the 1006 outlier moves the median by one rank only
+    assert robust_slope(times, values) == pytest.approx(2.0)
+    assert robust_slope([1.0], [1.0]) is None
+    assert robust_slope([1.0, 1.0], [1.0, 2.0]) is None
+    with pytest.raises(ValueError, match="bucket_seconds"):
+        bucket_medians(times, values, 0)
 
 
 def test_leak_verdict_notes_unknown_load() -> None:

@@ -32,6 +32,15 @@ def test_svg_is_valid_xml_with_curve_trend_and_capacity() -> None:
     assert "script" not in svg
 
 
+def test_axis_starts_near_the_curve_so_slow_growth_is_visible() -> None:
+    times, values = _series()  # 100 GiB + 0.6 GB over 10 min, on a 141 GiB card
+    root = ET.fromstring(render_memory_svg(times, values, 141 * GIB, note="trend +57 MiB/min"))
+    labels = [el.text or "" for el in root.iter(f"{NS}text") if (el.text or "").endswith(" GiB")]
+    assert labels[0] != "0.0 GiB"
+    assert 85 < float(labels[0].split()[0]) < 100
+    assert any(el.text == "trend +57 MiB/min" for el in root.iter(f"{NS}text") if el.get("class") == "note")
+
+
 def test_svg_escapes_evil_title() -> None:
     times, values = _series()
     evil = '</svg><script>alert("x")</script>&'

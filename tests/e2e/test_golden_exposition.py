@@ -29,12 +29,14 @@ VOLATILE = re.compile(
 
 
 def settled_exposition(base: str) -> str:
-    """The exposition once every simulated GPU has a full DCGM row (profiling fields start as N/A)."""
+    """The exposition once every simulated GPU has a full DCGM row (profiling fields start as N/A) and
+    its derived memory series (the derived source runs every 5 s, so its first cycle may see no samples)."""
     deadline = time.monotonic() + 20
     while True:
         text = httpx.get(f"{base}/metrics").text
         supported = text.count("\nservescope_dcgm_field_supported{")
-        if text.count("\nservescope_dcgm_sm_active_ratio{") == 8 and supported == 8 * 28:
+        derived = text.count("\nservescope_gpu_process_memory_used_peak_bytes{")
+        if text.count("\nservescope_dcgm_sm_active_ratio{") == 8 and supported == 8 * 28 and derived == 8:
             return text
         assert time.monotonic() < deadline, "DCGM series did not settle"
         time.sleep(0.2)

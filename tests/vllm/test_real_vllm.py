@@ -17,6 +17,10 @@ import httpx
 import pytest
 
 from servescope import catalog as c
+from servescope.derived import metrics as m
+from servescope.derived.history import MemoryHistory
+from servescope.derived.serving_board import ServingBoard
+from servescope.derived.source import DerivedSource
 from servescope.exposition import Sample
 from servescope.gpu_directory import GpuDirectory
 from servescope.vllm.join import gpus_of_endpoint
@@ -136,3 +140,36 @@ def test_join_finds_the_servers_process_tree(source: VllmSource) -> None:
     assert values(
         samples, c.ENGINE_GPU_INFO.name, model_name=MODEL, gpu="0", uuid="GPU-real-vllm", pid=str(worker)
     ) == [1]
+
+
+def test_derived_headroom_and_advice_from_the_real_server() -> None:
+    # The serving board and the derived source on a real vLLM: KV headroom from its cache_config_info,
+    # a token rate from its counters, and an advice step from its TTFT histogram.
+    board = ServingBoard(3600, 1.0, latency="ttft", latency_window_seconds=60)
+    clock = [time.monotonic()]
+    made = VllmSource(
+        [f"{BASE}/metrics"],
+        directory=GpuDirectory(),
+        interval_seconds=1.0,
+        board=board,
+        monotonic=lambda: clock[0],
+    )
+    derived = DerivedSource(MemoryHistory(), board, monotonic=lambda: clock[0])
+    try:
+        made.collect()
+        with httpx.Client(timeout=120) as client:
+            complete(client)
+        clock[0] += 5
+        made.collect()
+        samples = derived.collect().samples
+    finally:
+        made.close()
+    (track,) = board.engines()
+    _, rates = board.series(track.tokens_rate, 60, clock[0])
+    assert rates and rates[-1] > 0
+    free = one(samples, m.KV_FREE_TOKENS.name)
+    assert 0 < free <= (track.capacity_tokens or 0)
+    if track.max_model_len:  # vLLM 0.11+ states kv_cache_max_concurrency
+        assert one(samples, m.KV_FREE_REQUESTS.name) == pytest.approx(free / track.max_model_len)
+    (advice,) = [s for s in samples if s.spec is m.RECOMMENDED_MAX_NUM_SEQS]
+    assert advice.label_values[-1] in ("latency_over_slo", "within_slo", "no_traffic")

@@ -1,0 +1,183 @@
+"""Named scenarios: what a simulated node does over simulated time, for demos and detector tests.
+
+A scenario drives a `SimulatedFleet` (GPU load, memory profile, leaks) through `apply(fleet, t)` and
+says through `engine_load(t)` what each simulated vLLM engine should be running. Both are pure
+functions of the simulated elapsed time `t`, so calling them every second, or twice a second, or after
+a pause gives the same node. Each exists to test one judgement a detector makes:
+
+steady
+    Flat load 0.6; memory carries a workspace, an allocator sawtooth (128 MiB over 45 s) and 8 MiB of
+    noise, but no trend. Engines run 4 req/s Poisson of 512/128 tokens. A detector must flag nothing:
+    the sawtooth and the noise are the traps an ordinary least-squares slope falls into.
+memory-leak
+    Steady, plus one GPU leaking `leak_mib_per_minute` (40 by default) until its engine dies of OOM.
+    A detector must flag that GPU, with a time to exhaustion near the fleet's
+    `true_seconds_to_exhaustion`, and must not flag the other GPUs.
+traffic-ramp
+    Load rises linearly from 0.2 to 1.0 over `ramp_seconds` and holds; memory rises with it through
+    the workspace (6 GiB at full load) and engines' arrivals rise from 1 to 8 req/s. Memory grows,
+    but it follows traffic: a detector must NOT call it a leak (it should see load explain the growth).
+kv-pressure
+    Load 0.9 and long requests (4096/1024 tokens) from closed-loop clients whose number grows from 8 to
+    240 over 30 minutes, so vLLM's KV-cache usage climbs to ~0.95. Device memory stays flat, because vLLM
+    preallocates its KV pool: a detector must flag KV saturation from the engine's metrics and must
+    NOT call device memory a leak.
+
+The memory workspace (activations at full load) is 6 GiB, or a tenth of a smaller GPU. It lies inside
+vLLM's gpu_memory_utilization budget (the KV pool is sized from what it leaves), so traffic alone never
+kills an engine and only the memory-leak scenario ends in OOM.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+from .fleet import SimGpu, SimulatedFleet
+from .models import MIB
+
+GIB = 1024 * MIB
+WORKSPACE_BYTES = 6 * GIB
+WORKSPACE_MAX_FRACTION = 0.1
+SAWTOOTH_BYTES = 128 * MIB
+SAWTOOTH_PERIOD_S = 45.0
+NOISE_BYTES = 8 * MIB
+
+SCENARIOS: tuple[str, ...] = ("steady", "memory-leak", "traffic-ramp", "kv-pressure")
+
+
+@dataclass(frozen=True)
+class EngineLoad:
+    """What a simulated engine runs: the arguments of `SimulatedEngine.set_load`.
+
+    Values are quantised (rates to 0.1 req/s, whole clients) so that a driver can call `set_load`
+    only when the load changes: each call redraws the next Poisson arrival, so calling it on every
+    tick would tie the engine's random stream to the tick rate.
+    """
+
+    arrival_rate: float
+    concurrency: int = 0
+    prompt_tokens: int = 512
+    output_tokens: int = 128
+
+
+def workspace_for(gpu: SimGpu) -> float:
+    """6 GiB, or a tenth of a small GPU: activations take a share of the budget, not all of it."""
+    return float(min(WORKSPACE_BYTES, gpu.model.memory_bytes * WORKSPACE_MAX_FRACTION))
+
+
+class Scenario(ABC):
+    """A named load pattern over simulated time; `apply` and `engine_load` depend only on `t`."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+
+    @abstractmethod
+    def gpu_load(self, t: float) -> float:
+        """Target load (0-1) of every GPU at simulated second `t`; the fleet adds its own noise."""
+
+    @abstractmethod
+    def engine_load(self, t: float) -> EngineLoad:
+        """What each simulated engine should be running at simulated second `t`."""
+
+    def apply(self, fleet: SimulatedFleet, t: float) -> None:
+        """Set the fleet's loads and memory profiles for simulated second `t` (idempotent)."""
+        load = self.gpu_load(t)
+        with fleet.lock:
+            for gpu in fleet.gpus:
+                fleet.set_load(gpu.index, load)
+                fleet.set_memory_profile(
+                    gpu.index,
+                    workspace_bytes=workspace_for(gpu),
+                    sawtooth_bytes=SAWTOOTH_BYTES,
+                    sawtooth_period_s=SAWTOOTH_PERIOD_S,
+                    noise_bytes=NOISE_BYTES,
+                )
+
+
+@dataclass(frozen=True)
+class Steady(Scenario):
+    name: ClassVar[str] = "steady"
+    description: ClassVar[str] = "flat load 0.6, memory with sawtooth and noise but no trend"
+
+    def gpu_load(self, t: float) -> float:
+        return 0.6
+
+    def engine_load(self, t: float) -> EngineLoad:
+        return EngineLoad(arrival_rate=4.0)
+
+
+@dataclass(frozen=True)
+class MemoryLeak(Steady):
+    name: ClassVar[str] = "memory-leak"
+    description: ClassVar[str] = "steady, plus one GPU leaking device memory until its engine dies of OOM"
+    gpu: int = 0
+    leak_mib_per_minute: float = 40.0
+
+    def apply(self, fleet: SimulatedFleet, t: float) -> None:
+        if not 0 <= self.gpu < len(fleet.gpus):
+            raise ValueError(f"memory-leak on GPU {self.gpu}, but the fleet has {len(fleet.gpus)} GPUs")
+        with fleet.lock:
+            super().apply(fleet, t)
+            # Setting the same rate again is a no-op; after the OOM the dead engine holds nothing to leak.
+            fleet.start_leak(self.gpu, self.leak_mib_per_minute * MIB / 60.0)
+
+
+@dataclass(frozen=True)
+class TrafficRamp(Scenario):
+    name: ClassVar[str] = "traffic-ramp"
+    description: ClassVar[str] = "load 0.2 -> 1.0 over the ramp; memory follows traffic, not a leak"
+    ramp_seconds: float = 3600.0
+
+    def progress(self, t: float) -> float:
+        return min(1.0, max(0.0, t / self.ramp_seconds))
+
+    def gpu_load(self, t: float) -> float:
+        return 0.2 + 0.8 * self.progress(t)
+
+    def engine_load(self, t: float) -> EngineLoad:
+        return EngineLoad(arrival_rate=round(1.0 + 7.0 * self.progress(t), 1))
+
+
+# Checked against SimulatedEngine's defaults (65,536 blocks of 16 tokens, max_num_seqs 256): 240 clients
+# of 4096/1024-token requests hold ~0.95 of the KV cache; 256 would saturate it and start preempting.
+KV_CLIENTS_START = 8
+KV_CLIENTS_END = 240
+KV_RAMP_SECONDS = 1800.0
+
+
+@dataclass(frozen=True)
+class KvPressure(Scenario):
+    name: ClassVar[str] = "kv-pressure"
+    description: ClassVar[str] = "long requests, rising concurrency: KV cache climbs toward saturation"
+
+    def gpu_load(self, t: float) -> float:
+        return 0.9
+
+    def engine_load(self, t: float) -> EngineLoad:
+        progress = min(1.0, max(0.0, t / KV_RAMP_SECONDS))
+        clients = round(KV_CLIENTS_START + (KV_CLIENTS_END - KV_CLIENTS_START) * progress)
+        # Closed loop only: the client count, not an arrival rate, sets how much KV is held.
+        return EngineLoad(arrival_rate=0.0, concurrency=clients, prompt_tokens=4096, output_tokens=1024)
+
+
+def make_scenario(
+    name: str, *, gpu: int = 0, leak_mib_per_minute: float = 40.0, ramp_seconds: float = 3600.0
+) -> Scenario:
+    """The scenario called `name`; ValueError naming the known ones for any other name."""
+    if gpu < 0:
+        raise ValueError(f"gpu must be >= 0, got {gpu}")
+    if not 0 < leak_mib_per_minute < float("inf"):
+        raise ValueError(f"leak_mib_per_minute must be > 0, got {leak_mib_per_minute}")
+    if not 0 < ramp_seconds < float("inf"):
+        raise ValueError(f"ramp_seconds must be > 0, got {ramp_seconds}")
+    if name == "steady":
+        return Steady()
+    if name == "memory-leak":
+        return MemoryLeak(gpu=gpu, leak_mib_per_minute=leak_mib_per_minute)
+    if name == "traffic-ramp":
+        return TrafficRamp(ramp_seconds=ramp_seconds)
+    if name == "kv-pressure":
+        return KvPressure()
+    raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
