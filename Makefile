@@ -20,11 +20,12 @@ demo: $(STAMP)
 	$(BIN)/servescope serve --simulate --gpus 8 --engines 4 --scenario memory-leak
 
 lint: $(STAMP)
-	$(BIN)/ruff check exporter tests bench
-	$(BIN)/ruff format --check exporter tests bench
+	$(BIN)/ruff check exporter alerts tests bench
+	$(BIN)/ruff format --check exporter alerts tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy exporter
+	$(BIN)/mypy alerts
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest

@@ -39,6 +39,8 @@ log = logging.getLogger("servescope")
 
 
 def _register_subcommands() -> None:
+    from servescope.alerts.cli import app as alerts_app  # alerts/ is mapped into the package
+
     from .advisor.cli import app as advise_app
     from .dcgm.cli import app as dcgm_app
     from .vllm.cli import app as vllm_app
@@ -46,6 +48,7 @@ def _register_subcommands() -> None:
     app.add_typer(dcgm_app, name="dcgm")
     app.add_typer(vllm_app, name="vllm")
     app.add_typer(advise_app, name="advise")
+    app.add_typer(alerts_app, name="alerts")
 
 
 def setting(area: type[BaseSettings], field: str) -> Any:

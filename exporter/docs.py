@@ -38,7 +38,21 @@ def metrics_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-GENERATORS = {"settings": settings_table, "metrics": metrics_table}
+def alerts_table() -> str:
+    from servescope.alerts.bundle import groups  # alerts/ is mapped into the package
+    from servescope.alerts.config import AlertsConfig
+    from servescope.alerts.model import Alert
+
+    rows = ["| alert | severity | for | group | what it means |", "| --- | --- | --- | --- | --- |"]
+    for group in groups(AlertsConfig()):
+        for rule in group.rules:
+            if isinstance(rule, Alert):
+                cells = (f"`{rule.name}`", rule.severity, rule.for_, group.name, _cell(rule.summary))
+                rows.append(f"| {' | '.join(cells)} |")
+    return "\n".join(rows) + "\n"
+
+
+GENERATORS = {"settings": settings_table, "metrics": metrics_table, "alerts": alerts_table}
 
 
 def render_readme(text: str) -> str:

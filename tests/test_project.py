@@ -32,10 +32,13 @@ def test_every_setting_has_a_description_and_a_cli_flag() -> None:
 def test_every_subpackage_is_packaged() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     packaged = set(config["tool"]["setuptools"]["packages"])
-    found = {
-        ".".join(("servescope", *init.parent.relative_to(ROOT / "exporter").parts)).rstrip(".")
-        for init in (ROOT / "exporter").rglob("__init__.py")
-    }
+    # package-dir maps servescope -> exporter/ and servescope.alerts -> alerts/.
+    found = set()
+    for package, folder in config["tool"]["setuptools"]["package-dir"].items():
+        found |= {
+            ".".join((package, *init.parent.relative_to(ROOT / folder).parts))
+            for init in (ROOT / folder).rglob("__init__.py")
+        }
     assert found == packaged
 
 

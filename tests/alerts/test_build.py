@@ -1,0 +1,123 @@
+"""The committed build is current, promtool accepts it, and `servescope alerts build` behaves."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from servescope.alerts.bundle import FILES, all_alerts, groups, stale
+from servescope.alerts.config import AlertsConfig
+from tests.alerts.promtool import BUILD, RULES
+
+SERVESCOPE = str(Path(sys.executable).with_name("servescope"))
+
+
+def test_committed_build_is_current() -> None:
+    assert stale(BUILD, AlertsConfig()) == [], "alerts/build is stale: run `servescope alerts build`"
+
+
+def test_promtool_check_rules_lint_fatal() -> None:
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool missing: `make test` installs it (scripts/install-debian-tools.sh)"
+    result = subprocess.run(
+        [promtool, "check", "rules", "--lint-fatal", str(RULES)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    rules = sum(len(g.rules) for g in groups(AlertsConfig()))
+    assert f"SUCCESS: {rules} rules found" in result.stdout
+
+
+def test_prometheusrule_carries_the_same_groups_and_the_release_label() -> None:
+    crd = yaml.safe_load((BUILD / "prometheusrule.yaml").read_text())
+    plain = yaml.safe_load(RULES.read_text())
+    assert crd["kind"] == "PrometheusRule"
+    assert crd["apiVersion"] == "monitoring.coreos.com/v1"
+    assert crd["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert crd["spec"] == plain
+
+
+def test_every_alert_links_its_runbook_and_names_are_unique() -> None:
+    alerts = all_alerts(AlertsConfig())
+    names = [a.name for a in alerts]
+    assert len(names) == len(set(names))
+    rendered = yaml.safe_load(RULES.read_text())
+    for group in rendered["groups"]:
+        for rule in group["rules"]:
+            if "alert" in rule:
+                url = rule["annotations"]["runbook_url"]
+                assert url.startswith(
+                    f"http://servescope-runbooks.monitoring.svc:9110/runbooks/{rule['alert']}"
+                )
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([SERVESCOPE, "alerts", *args], capture_output=True, text=True, check=False)
+
+
+def test_cli_build_with_overrides(tmp_path: Path) -> None:
+    config = tmp_path / "alerts.yaml"
+    config.write_text(
+        "gpu_saturated_ratio: 0.9\nselector: 'job=\"gpu-exporter\"'\nrelease_label: prom\n"
+        "runbook_base_url: https://runbooks.example.com\n"
+    )
+    out = tmp_path / "build"
+    result = _run("build", "--out", str(out), "--config", str(config))
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(FILES)
+    text = (out / "rules.yaml").read_text()
+    assert 'servescope_gpu_utilization_ratio{job="gpu-exporter"} > 0.9' in text
+    assert "https://runbooks.example.com/runbooks/ServescopeGpuSaturated?" in text
+    assert (
+        yaml.safe_load((out / "prometheusrule.yaml").read_text())["metadata"]["labels"]["release"] == "prom"
+    )
+    # --check: current now, stale once a file is edited.
+    assert _run("build", "--out", str(out), "--config", str(config), "--check").returncode == 0
+    (out / "rules.yaml").write_text(text.replace("0.9", "0.95"))
+    checked = _run("build", "--out", str(out), "--config", str(config), "--check")
+    assert checked.returncode == 1
+    assert "rules.yaml" in checked.stderr
+
+
+def test_cli_bad_config_is_named(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("gpu_saturated_ratio: 85\n")
+    result = _run("build", "--out", str(tmp_path / "o"), "--config", str(config))
+    assert result.returncode == 1
+    assert "bad.yaml" in result.stderr and "gpu_saturated_ratio" in result.stderr
+    config.write_text("kv_pressure_for: soon\n")
+    result = _run("build", "--out", str(tmp_path / "o"), "--config", str(config))
+    assert result.returncode == 1
+    assert "kv_pressure_for" in result.stderr and "duration" in result.stderr
+    config.write_text("no_such_threshold: 1\n")
+    assert "no_such_threshold" in _run("build", "--config", str(config), "--out", str(tmp_path / "o")).stderr
+    config.write_text("- a list\n")
+    assert "expected a mapping" in _run("build", "--config", str(config), "--out", str(tmp_path / "o")).stderr
+
+
+def test_cli_refuses_to_build_rules_that_do_not_lint(tmp_path: Path) -> None:
+    config = tmp_path / "broken.yaml"
+    config.write_text("selector: 'job=~'\n")
+    out = tmp_path / "o"
+    result = _run("build", "--out", str(out), "--config", str(config))
+    assert result.returncode == 1
+    assert "[promql/syntax]" in result.stderr
+    assert not out.exists()
+
+
+def test_cli_lint_command(tmp_path: Path) -> None:
+    assert _run("lint", str(RULES), str(BUILD / "prometheusrule.yaml")).returncode == 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "groups:\n- name: g\n  rules:\n  - alert: ServescopeBad\n"
+        "    expr: servescope_serving_preemptions_total > 0\n    for: 5m\n    labels: {severity: warning}\n"
+    )
+    result = _run("lint", str(bad))
+    assert result.returncode == 1
+    assert "[promql/counter]" in result.stdout
+    assert "[alerts/runbook-url]" in result.stdout
+    missing = _run("lint", str(tmp_path / "nope.yaml"))
+    assert missing.returncode == 1 and "nope.yaml" in missing.stderr

@@ -1,0 +1,171 @@
+"""promtool cases for the alerts about the monitoring itself (group servescope-meta).
+
+1 min scrape and evaluation interval. Every alert but Watchdog has `for: 5m` (down) or `for: 15m` (absent);
+each is checked silent one minute before its `for` elapses (while `ALERTS` shows it pending), firing
+after, and silent again once the series recovered.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.alerts.promtool import ENGINE, GPU, TARGET, check, firing, run_promtool, series
+
+ENDPOINT = ENGINE["endpoint"]
+OTHER_ENDPOINT = "http://10.0.0.2:8000/metrics"
+
+
+def _pending(alert: str, labels: dict[str, str], at: str) -> dict[str, Any]:
+    """`ALERTS` holds exactly this pending alert at `at`: the condition is true and `for` runs."""
+    severity = firing(alert, {}, "")["exp_labels"]["severity"]
+    inner = ",".join(f'{k}="{v}"' for k, v in {**labels, "severity": severity}.items())
+    return {
+        "expr": f'ALERTS{{alertname="{alert}"}}',
+        "eval_time": at,
+        "exp_samples": [
+            {"labels": f'ALERTS{{alertname="{alert}",alertstate="pending",{inner}}}', "value": 1}
+        ],
+    }
+
+
+# --- Watchdog and the exporter's scrape target -------------------------------------------------------------
+WATCHDOG = "Watchdog"
+WATCHDOG_FIRING = firing(
+    WATCHDOG,
+    {},
+    "This alert always fires. Route it to a dead man's switch; if it stops arriving, Prometheus or "
+    "Alertmanager is broken.",
+)
+DOWN = "ServescopeExporterDown"
+NODE_B = {**TARGET, "instance": "node-b:9108"}
+# node-a's exporter is scraped fine to 9m, down (up = 0) from 10m to 19m, back from 20m; node-b's always
+# answers; node-exporter's target on node-a is down throughout but is not a servescope target.
+EXPORTER = {
+    "name": f"{WATCHDOG}, {DOWN}",
+    "interval": "1m",
+    "input_series": [
+        series("up", TARGET, "1x9 0x10 1x10"),
+        series("up", NODE_B, "1x30"),
+        series("up", {"job": "node-exporter", "instance": "node-a:9100"}, "0x30"),
+    ],
+    "alert_rule_test": [
+        # Watchdog is `vector(1)` with `for: 0m`: it fires from the first evaluation on and is never silent,
+        # so it has no "silent before for" nor "recovered" case; it is checked firing at 0m and later instead.
+        check(WATCHDOG, "0m", WATCHDOG_FIRING),
+        check(WATCHDOG, "30m", WATCHDOG_FIRING),
+        check(DOWN, "9m"),
+        check(DOWN, "14m"),  # down since 10m: pending
+        check(
+            DOWN,
+            "15m",
+            firing(
+                DOWN,
+                TARGET,
+                "node-a:9108 has been down for 5m: every GPU and serving alert of that node is blind.",
+            ),
+        ),
+        check(DOWN, "21m"),  # recovered
+    ],
+    "promql_expr_test": [_pending(DOWN, TARGET, "14m")],
+}
+
+# --- sources and serving endpoints ----------------------------------------------------------------------
+SOURCE = "ServescopeSourceDown"
+ENDPOINT_DOWN = "ServescopeServingEndpointDown"
+DCGM = {**TARGET, "source": "dcgm"}
+VLLM_ENDPOINT = {**TARGET, "source": "vllm", "endpoint": ENDPOINT}
+# The exporter reports each source without an endpoint label and each vLLM endpoint with one. The dcgm
+# source fails from 10m to 19m; the first vLLM endpoint stops answering from 30m to 39m, while the vllm
+# source itself and the other endpoint keep working.
+SOURCES = {
+    "name": f"{SOURCE}, {ENDPOINT_DOWN}",
+    "interval": "1m",
+    "input_series": [
+        series("servescope_source_up", DCGM, "1x9 0x10 1x30"),
+        series("servescope_source_up", {**TARGET, "source": "nvml"}, "1x50"),
+        series("servescope_source_up", {**TARGET, "source": "vllm"}, "1x50"),
+        series("servescope_source_up", VLLM_ENDPOINT, "1x29 0x10 1x10"),
+        series("servescope_source_up", {**VLLM_ENDPOINT, "endpoint": OTHER_ENDPOINT}, "1x50"),
+    ],
+    "alert_rule_test": [
+        check(SOURCE, "14m"),  # pending
+        check(
+            SOURCE,
+            "15m",
+            firing(
+                SOURCE,
+                DCGM,
+                "Source dcgm on node-a:9108 is down; /api/v1/sources on the exporter and "
+                "servescope_source_errors_total say why.",
+            ),
+        ),
+        check(SOURCE, "21m"),  # recovered
+        check(SOURCE, "36m"),  # an endpoint down (ServescopeServingEndpointDown fires) is not a source down
+        check(ENDPOINT_DOWN, "15m"),  # a source down is not an endpoint down
+        check(ENDPOINT_DOWN, "34m"),  # pending
+        check(
+            ENDPOINT_DOWN,
+            "35m",
+            firing(
+                ENDPOINT_DOWN,
+                VLLM_ENDPOINT,
+                f"{ENDPOINT} on node-a:9108 has not answered for 5m: the engine is down or hung.",
+            ),
+        ),
+        check(ENDPOINT_DOWN, "41m"),  # recovered
+    ],
+    "promql_expr_test": [_pending(SOURCE, DCGM, "14m"), _pending(ENDPOINT_DOWN, VLLM_ENDPOINT, "34m")],
+}
+
+# --- absent() guards (for 15m) ---------------------------------------------------------------------------
+# absent() returns one series labelled with the selector's equality matchers: {job="servescope"}.
+ABSENT_LABELS = {"job": "servescope"}
+GUARDS = (
+    ("ServescopeGpuMetricsAbsent", "servescope_gpu_up", GPU, "1", "GPU"),
+    (
+        "ServescopeServingMetricsAbsent",
+        "servescope_serving_kv_cache_usage_ratio",
+        ENGINE,
+        "0.4",
+        "serving-engine",
+    ),
+    ("ServescopeDerivedMetricsAbsent", "servescope_gpu_memory_leak_suspected", GPU, "0", "derived memory"),
+)
+
+
+def absent_case(alert: str, metric: str, labels: dict[str, str], value: str, what: str) -> dict[str, Any]:
+    """Present to 9m, gone (a staleness marker at 10m, then no samples) to 39m, present again from 40m.
+
+    The same metric from another job stays present throughout: it does not count for job="servescope".
+    """
+    description = (
+        f"{metric} is absent: the alerts built on it cannot fire. Check the scrape configuration "
+        '(job="servescope") and the exporters\' sources.'
+    )
+    assert firing(alert, ABSENT_LABELS, description)["exp_annotations"]["summary"] == (
+        f"No {what} series from any servescope exporter."
+    )
+    return {
+        "name": alert,
+        "interval": "1m",
+        "input_series": [
+            series(metric, labels, f"{value}x9 stale _x29 {value}x10"),
+            series(metric, {**labels, "job": "servescope-staging"}, f"{value}x50"),
+        ],
+        "alert_rule_test": [
+            check(alert, "5m"),  # present
+            check(alert, "24m"),  # absent since 10m: pending
+            check(alert, "25m", firing(alert, ABSENT_LABELS, description)),
+            check(alert, "39m", firing(alert, ABSENT_LABELS, description)),
+            check(alert, "41m"),  # present again
+        ],
+        "promql_expr_test": [_pending(alert, ABSENT_LABELS, "24m")],
+    }
+
+
+CASES = [EXPORTER, SOURCES, *(absent_case(*guard) for guard in GUARDS)]
+
+
+def test_meta_alerts(tmp_path: Path) -> None:
+    run_promtool(CASES, tmp_path)

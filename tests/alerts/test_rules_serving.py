@@ -1,0 +1,377 @@
+"""promtool cases of the serving alerts (group servescope-serving) and the KV baseline records.
+
+Two evaluation intervals: the alerts on raw series run at 1m (`CASES_1M`); the KV daily baseline needs a
+day of history, so its records and the anomaly alert run at 5m (`CASES_5M`), input samples every 5m too.
+
+Prometheus 2.42 (the promtool here) selects range windows closed at both ends, [t - 5m, t]: with samples
+every 5m, avg_over_time(x[5m]) at t averages x(t - 5m) and x(t); the first evaluation (t = 0) sees x(0) only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.alerts.promtool import ENGINE, GPU, TARGET, check, firing, run_promtool, series
+
+UTIL = "servescope_gpu_utilization_ratio"
+KV = "servescope_serving_kv_cache_usage_ratio"
+WAITING = "servescope_serving_requests_waiting"
+RUNNING = "servescope_serving_requests_running"
+PREEMPTIONS = "servescope_serving_preemptions_total"
+INFO = "servescope_engine_gpu_info"
+
+# Two GPUs on node-a, two engines of the same model: engine 0 (A) on GPU 0 with two worker PIDs,
+# engine 1 (B) on GPU 1.
+GPU0 = GPU
+GPU1 = {**TARGET, "gpu": "1", "uuid": "GPU-0001", "hostname": "node-a"}
+ENGINE_A = ENGINE
+ENGINE_B = {**TARGET, "model_name": "deepseek", "engine": "1", "endpoint": "http://10.0.0.1:8001/metrics"}
+ON_A = "deepseek engine 0 at http://10.0.0.1:8000/metrics"
+ON_B = "deepseek engine 1 at http://10.0.0.1:8001/metrics"
+
+
+def engine_on_gpu(engine: dict[str, str], gpu: dict[str, str]) -> dict[str, str]:
+    """Labels of an alert on an engine spread onto one of its GPUs (job and pid folded away)."""
+    keys = {k: engine[k] for k in ("instance", "model_name", "engine", "endpoint")}
+    return {**keys, "gpu": gpu["gpu"], "uuid": gpu["uuid"]}
+
+
+def gpu_info(engine: dict[str, str], gpu: dict[str, str], pid: str, values: str) -> dict[str, str]:
+    """servescope_engine_gpu_info of one engine process on one GPU (the exporter's labels, value 1)."""
+    return series(INFO, {**engine, "uuid": gpu["uuid"], "gpu": gpu["gpu"], "pid": pid}, values)
+
+
+PLACEMENT = [
+    gpu_info(ENGINE_A, GPU0, "4101", "1x40"),
+    gpu_info(ENGINE_A, GPU0, "4177", "1x40"),  # a second worker of engine A on the same GPU
+    gpu_info(ENGINE_B, GPU1, "5203", "1x40"),
+]
+
+# --- ServescopeGpuSaturated (> 85% for 10m) -------------------------------------------------------------
+SATURATED = "ServescopeGpuSaturated"
+SATURATED_95 = (
+    "node-a GPU 0 (GPU-0000) has been busy 95% of the time for 10m: lower the batch size now, "
+    "add workers (3-5 min) or queue by priority."
+)
+SATURATED_CASE = {
+    "name": SATURATED,
+    "interval": "1m",
+    "input_series": [
+        # GPU 0: 50% until minute 4, 95% from minute 5 to 19, 30% from minute 20.
+        series(UTIL, GPU0, "0.5x4 0.95x14 0.3x10"),
+        # GPU 1 sits exactly on the threshold: `> 0.85` never holds.
+        series(UTIL, GPU1, "0.85x30"),
+    ],
+    "alert_rule_test": [
+        check(SATURATED, "14m"),  # saturated since 5m: pending for 9m
+        check(SATURATED, "15m", firing(SATURATED, GPU0, SATURATED_95)),
+        check(SATURATED, "21m"),  # back to 30% at 20m
+    ],
+}
+
+# --- ServescopeKvCachePressure (> 70% for 5m) -----------------------------------------------------------
+KV_PRESSURE = "ServescopeKvCachePressure"
+KV_PRESSURE_TAIL = ": start OOM prevention (shorter max sequence length, more GPU memory)."
+KV_PRESSURE_CASE = {
+    "name": KV_PRESSURE,
+    "interval": "1m",
+    "input_series": [
+        # Engine A: 50%, then 80% from minute 5 to 14, 60% from minute 15.
+        series(KV, ENGINE_A, "0.5x4 0.8x9 0.6x10"),
+        # Engine B exactly on the threshold: silent.
+        series(KV, ENGINE_B, "0.7x25"),
+    ],
+    "alert_rule_test": [
+        check(KV_PRESSURE, "9m"),  # pending for 4m
+        check(
+            KV_PRESSURE,
+            "10m",
+            firing(KV_PRESSURE, ENGINE_A, f"{ON_A} uses 80% of its KV cache{KV_PRESSURE_TAIL}"),
+        ),
+        check(KV_PRESSURE, "16m"),  # 60% since 15m
+    ],
+}
+
+# --- ServescopeGpuSaturatedKvPressure (both on the same GPU, for 5m) -----------------------------------
+COMBINED = "ServescopeGpuSaturatedKvPressure"
+COMBINED_A_GPU0 = (
+    f"{ON_A} uses 90% of its KV cache while its GPU 0 (GPU-0000) is compute-saturated: latency is about "
+    "to break; shed load or lower the batch size."
+)
+COMBINED_CASES = [
+    {
+        # GPU 0 saturated (engine A's GPU) while the KV pressure is on engine B (GPU 1): each single alert
+        # fires, the combined one stays silent.
+        "name": f"{COMBINED} on different GPUs",
+        "interval": "1m",
+        "input_series": [
+            series(UTIL, GPU0, "0.95x30"),
+            series(UTIL, GPU1, "0.4x30"),
+            series(KV, ENGINE_A, "0.5x30"),
+            series(KV, ENGINE_B, "0.9x30"),
+            *PLACEMENT,
+        ],
+        "alert_rule_test": [
+            check(COMBINED, "10m"),
+            check(COMBINED, "20m"),
+            check(SATURATED, "20m", firing(SATURATED, GPU0, SATURATED_95)),
+            check(
+                KV_PRESSURE,
+                "20m",
+                firing(KV_PRESSURE, ENGINE_B, f"{ON_B} uses 90% of its KV cache{KV_PRESSURE_TAIL}"),
+            ),
+        ],
+    },
+    {
+        # GPU 0 saturated throughout; engine A (on GPU 0, two PIDs) at 90% KV from minute 5 to 14.
+        # One alert (the PIDs fold), labelled with engine A and GPU 0; nothing for engine B.
+        "name": f"{COMBINED} on one GPU",
+        "interval": "1m",
+        "input_series": [
+            series(UTIL, GPU0, "0.95x30"),
+            series(UTIL, GPU1, "0.4x30"),
+            series(KV, ENGINE_A, "0.5x4 0.9x9 0.5x10"),
+            series(KV, ENGINE_B, "0.5x30"),
+            *PLACEMENT,
+        ],
+        "alert_rule_test": [
+            check(COMBINED, "9m"),  # both hold since 5m: pending for 4m
+            check(COMBINED, "10m", firing(COMBINED, engine_on_gpu(ENGINE_A, GPU0), COMBINED_A_GPU0)),
+            check(COMBINED, "16m"),  # KV back to 50% at 15m
+        ],
+    },
+]
+
+# --- ServescopeRequestQueueBuilding (> 5 waiting and more waiting than running, for 10m) -----------------
+QUEUE = "ServescopeRequestQueueBuilding"
+QUEUE_CASE = {
+    "name": QUEUE,
+    "interval": "1m",
+    "input_series": [
+        # Engine A: 12 waiting for 8 running from minute 5 to 19, 3 waiting from minute 20.
+        series(WAITING, ENGINE_A, "2x4 12x14 3x10"),
+        series(RUNNING, ENGINE_A, "8x30"),
+        # Engine B: 12 waiting but 16 running: the batch keeps up, silent.
+        series(WAITING, ENGINE_B, "12x30"),
+        series(RUNNING, ENGINE_B, "16x30"),
+    ],
+    "alert_rule_test": [
+        check(QUEUE, "14m"),  # pending for 9m
+        check(
+            QUEUE,
+            "15m",
+            firing(QUEUE, ENGINE_A, f"{ON_A} has 12 requests waiting, more than 1 per running request."),
+        ),
+        check(QUEUE, "21m"),
+    ],
+}
+
+# --- ServescopePreemptionsSustained (rate[5m] > 0.1/s for 15m) -----------------------------------------
+PREEMPT = "ServescopePreemptionsSustained"
+PREEMPT_CASE = {
+    "name": PREEMPT,
+    "interval": "1m",
+    "input_series": [
+        # Engine A: 0 until minute 5, then +60 a minute (1/s) from minute 6 to 25 (60 ... 1200), flat after.
+        # rate at 6m = (60 - 0) / 300 s = 0.2 > 0.1: pending from 6m, firing from 21m.
+        # The last increase is at 25m; the window [t-5m, t] holds it until 29m: rate 0 from 30m.
+        series(PREEMPTIONS, ENGINE_A, "0x5 60+60x19 1200x15"),
+        # Engine B: +3 a minute = 0.05/s, under the threshold.
+        series(PREEMPTIONS, ENGINE_B, "0+3x40"),
+    ],
+    "alert_rule_test": [
+        check(PREEMPT, "20m"),  # pending for 14m
+        # rate at 21m: (960 - 660) / 300 s = 1.00/s
+        check(
+            PREEMPT,
+            "21m",
+            firing(
+                PREEMPT,
+                ENGINE_A,
+                f"{ON_A} preempts 1.00 requests/s: the KV cache is too small for the batch.",
+            ),
+        ),
+        check(PREEMPT, "31m"),
+    ],
+}
+
+# --- ServescopeGpuUnderutilisedWhileQueued (waiting > 0 while its GPU < 50% busy, for 10m) -------------
+UNDER = "ServescopeGpuUnderutilisedWhileQueued"
+UNDER_CASE = {
+    "name": UNDER,
+    "interval": "1m",
+    "input_series": [
+        series(UTIL, GPU0, "0.3x30"),
+        series(UTIL, GPU1, "0.9x30"),
+        # Engine A (GPU 0 at 30%): 7 waiting from minute 5 to 19. One alert although it has two PIDs.
+        series(WAITING, ENGINE_A, "0x4 7x14 0x10"),
+        # Engine B also has requests waiting, but its GPU 1 is 90% busy: silent.
+        series(WAITING, ENGINE_B, "7x30"),
+        *PLACEMENT,
+    ],
+    "alert_rule_test": [
+        check(UNDER, "14m"),  # pending for 9m
+        check(
+            UNDER,
+            "15m",
+            firing(
+                UNDER,
+                engine_on_gpu(ENGINE_A, GPU0),
+                f"{ON_A} has 7 requests waiting while GPU 0 is under 50% busy: raise max_num_seqs "
+                "(see servescope_serving_recommended_max_num_seqs).",
+            ),
+        ),
+        check(UNDER, "21m"),
+    ],
+}
+
+# --- ServescopeFleetCapacityBufferLow (1 - avg(util) < 20% for 15m) ------------------------------------
+FLEET = "ServescopeFleetCapacityBufferLow"
+NODE_B = {"job": "servescope", "instance": "node-b:9108", "hostname": "node-b"}
+FLEET_GPUS = [
+    GPU0,
+    GPU1,
+    {**NODE_B, "gpu": "0", "uuid": "GPU-0100"},
+    {**NODE_B, "gpu": "1", "uuid": "GPU-0101"},
+]
+FLEET_CASES = [
+    {
+        # All four GPUs at 50%, then 90/95/80/85% from minute 5 to 24 (average 87.5%: 12.5% spare), then
+        # 50% again.
+        "name": f"{FLEET} busy fleet",
+        "interval": "1m",
+        "input_series": [
+            series(UTIL, gpu, f"0.5x4 {busy}x19 0.5x10")
+            for gpu, busy in zip(FLEET_GPUS, ("0.9", "0.95", "0.8", "0.85"), strict=True)
+        ],
+        "alert_rule_test": [
+            check(FLEET, "19m"),  # pending for 14m
+            check(
+                FLEET,
+                "20m",
+                firing(
+                    FLEET,
+                    {},
+                    "Only 12.5% of the fleet's GPU time is spare (the buffer is 20%): add workers before the "
+                    "next burst.",
+                ),
+            ),
+            check(FLEET, "26m"),  # 50% spare since 25m
+        ],
+    },
+    {
+        # One GPU fully busy among idle ones: average (1 + 0.3 + 0.3 + 0.3) / 4 = 47.5%, 52.5% spare.
+        "name": f"{FLEET} one busy GPU",
+        "interval": "1m",
+        "input_series": [
+            series(UTIL, gpu, values)
+            for gpu, values in zip(FLEET_GPUS, ("1x30", "0.3x30", "0.3x30", "0.3x30"), strict=True)
+        ],
+        "alert_rule_test": [check(FLEET, "20m"), check(FLEET, "30m")],
+    },
+]
+
+CASES_1M: list[dict[str, Any]] = [
+    SATURATED_CASE,
+    KV_PRESSURE_CASE,
+    *COMBINED_CASES,
+    QUEUE_CASE,
+    PREEMPT_CASE,
+    UNDER_CASE,
+    *FLEET_CASES,
+]
+
+# --- KV daily baseline (evaluated every 5m, samples every 5m; one day-long test group for speed) ---------
+AVG5M = "engine:servescope_kv_cache_usage:avg5m"
+AVG1D = "engine:servescope_kv_cache_usage:avg1d"
+STDDEV1D = "engine:servescope_kv_cache_usage:stddev1d"
+# Engine C carries the exact checks of the recording rules.
+ENGINE_C = {**TARGET, "model_name": "deepseek", "engine": "2", "endpoint": "http://10.0.0.1:8002/metrics"}
+C_LABELS = "{" + ",".join(f'{k}="{v}"' for k, v in sorted(ENGINE_C.items())) + "}"
+
+
+def record(name: str, eval_time: str, value: float) -> dict[str, Any]:
+    """The record `name` of engine C at `eval_time` (a recorded series keeps its name)."""
+    return {
+        "expr": f'{name}{{engine="2"}}',
+        "eval_time": eval_time,
+        "exp_samples": [{"labels": name + C_LABELS, "value": value}],
+    }
+
+
+# Engine C: kv(0) = 0.25, kv(5m) = 0.25, kv(10m) = 0.75, kv(15m) = 0.25, then 0.75 from 20m on.
+RECORDS = [
+    # avg5m(10m) = (kv(5m) + kv(10m)) / 2 = (0.25 + 0.75) / 2 = 0.5
+    record(AVG5M, "10m", 0.5),
+    # avg5m(15m) = (kv(10m) + kv(15m)) / 2 = (0.75 + 0.25) / 2 = 0.5
+    record(AVG5M, "15m", 0.5),
+    # avg5m so far: 0m 0.25 (kv(0) alone), 5m 0.25, 10m 0.5, 15m 0.5.
+    # avg1d(15m) = (0.25 + 0.25 + 0.5 + 0.5) / 4 = 1.5 / 4 = 0.375
+    record(AVG1D, "15m", 0.375),
+    # deviations from 0.375: -0.125, -0.125, +0.125, +0.125; variance = 4 x 0.125^2 / 4 = 0.015625;
+    # stddev1d(15m) = sqrt(0.015625) = 0.125
+    record(STDDEV1D, "15m", 0.125),
+    # avg5m(20m) = (0.25 + 0.75) / 2 = 0.5, then 0.75 from 25m on. At 24h25m the 1d window
+    # [0h25m, 24h25m] holds 0.75 only: avg1d = 0.75, stddev1d = 0 (the early samples have left it).
+    record(AVG1D, "24h25m", 0.75),
+    record(STDDEV1D, "24h25m", 0.0),
+]
+
+# --- ServescopeKvCacheAnomaly (|avg5m - avg1d| / max(stddev1d, 0.02) > 3 for 15m) ----------------------
+# Baseline day of engines A and B: 30% from 0h00 to 11h55 (144 samples), 50% from 12h00 to 23h55 (144).
+# avg5m: 144 x 0.3 (0h00-11h55), 0.4 (12h00), 143 x 0.5 (12h05-23h55). Over a day: mean ~0.40, stddev ~0.10.
+#
+# Engine A jumps to 81% from 24h00 to 24h55 (12 samples), then 50% again. avg5m(24h00) = (0.5 + 0.81) / 2
+# = 0.655, then 0.81. At 24h30 the 1d window [0h30, 24h30] holds 289 samples: 138 x 0.3, 0.4, 143 x 0.5,
+# 0.655, 6 x 0.81. Sum = 41.4 + 0.4 + 71.5 + 0.655 + 4.86 = 118.815, mean = 118.815 / 289 = 0.411125;
+# sum of squares = 12.42 + 0.16 + 35.75 + 0.429025 + 3.9366 = 52.695625,
+# variance = 52.695625 / 289 - 0.411125^2 = 0.0133144, stddev = 0.115388;
+# z = (0.81 - 0.411125) / 0.115388 = 3.457.
+#   z by evaluation: 24h00 2.53, 24h05 3.94, 24h10 3.83, 24h15 3.73, 24h20 3.63, 24h25 3.54, 24h30 3.46,
+#   ... 24h55 3.11, 25h00 1.85 (avg5m 0.655), then ~0.6.
+# promtool evaluates the rule groups in no fixed order: when servescope-serving runs before
+# servescope-kv-baseline, the alert reads the records of the previous evaluation (5m late). So: pending
+# from 24h05 (or 24h10), firing from 24h20 (or 24h25); at 24h30 the value is z(24h30) = 3.46 or
+# z(24h25) = 3.54, both "3.5"; resolved at 25h00 (or 25h05).
+# Engine B stays in its band (50%, 30%, 45%): z <= 1.05; every check below lists engine A only, so
+# engine B is asserted silent at each of them.
+# Both are silent at 12h30: without a 23h-old baseline the switch to 50% at 12h would read as an
+# anomaly (z ~ 4.8 at 12h30 against a half-day baseline of 30%).
+ANOMALY = "ServescopeKvCacheAnomaly"
+BASELINE_DAY = "0.3x143 0.5x143"
+ANOMALY_CASE = {
+    "name": f"{ANOMALY} and the KV baseline records",
+    "interval": "5m",
+    "input_series": [
+        series(KV, ENGINE_A, f"{BASELINE_DAY} 0.81x11 0.5x11"),
+        series(KV, ENGINE_B, f"{BASELINE_DAY} 0.5x5 0.3x5 0.45x11"),
+        series(KV, ENGINE_C, "0.25 0.25 0.75 0.25 0.75x300"),
+    ],
+    "alert_rule_test": [
+        check(ANOMALY, "12h30m"),  # a half-day baseline: no verdict yet
+        check(ANOMALY, "24h15m"),  # anomalous since 24h05 (or 24h10): pending
+        check(
+            ANOMALY,
+            "24h30m",
+            firing(
+                ANOMALY,
+                ENGINE_A,
+                f"{ON_A}: KV usage is 3.5 daily standard deviations away from its mean of the last day.",
+            ),
+        ),
+        check(ANOMALY, "25h10m"),  # back to 50%
+    ],
+    "promql_expr_test": RECORDS,
+}
+
+CASES_5M: list[dict[str, Any]] = [ANOMALY_CASE]
+CASES: list[dict[str, Any]] = [*CASES_1M, *CASES_5M]
+
+
+def test_serving_alerts(tmp_path: Path) -> None:
+    run_promtool(CASES_1M, tmp_path)
+
+
+def test_kv_baseline(tmp_path: Path) -> None:
+    run_promtool(CASES_5M, tmp_path, evaluation_interval="5m")
