@@ -20,12 +20,13 @@ demo: $(STAMP)
 	$(BIN)/servescope serve --simulate --gpus 8 --engines 4 --scenario memory-leak
 
 lint: $(STAMP)
-	$(BIN)/ruff check exporter alerts tests bench
-	$(BIN)/ruff format --check exporter alerts tests bench
+	$(BIN)/ruff check exporter alerts dashboards tests bench
+	$(BIN)/ruff format --check exporter alerts dashboards tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy exporter
 	$(BIN)/mypy alerts
+	$(BIN)/mypy dashboards/common.py dashboards/build.py dashboards/cli.py dashboards/push.py
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest

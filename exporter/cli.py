@@ -40,6 +40,7 @@ log = logging.getLogger("servescope")
 
 def _register_subcommands() -> None:
     from servescope.alerts.cli import app as alerts_app  # alerts/ is mapped into the package
+    from servescope.dashboards.cli import app as dashboards_app  # so is dashboards/
 
     from .advisor.cli import app as advise_app
     from .dcgm.cli import app as dcgm_app
@@ -49,6 +50,7 @@ def _register_subcommands() -> None:
     app.add_typer(vllm_app, name="vllm")
     app.add_typer(advise_app, name="advise")
     app.add_typer(alerts_app, name="alerts")
+    app.add_typer(dashboards_app, name="dashboards")
 
 
 def setting(area: type[BaseSettings], field: str) -> Any:

@@ -52,7 +52,26 @@ def alerts_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-GENERATORS = {"settings": settings_table, "metrics": metrics_table, "alerts": alerts_table}
+def dashboards_table() -> str:
+    import json
+
+    from servescope.dashboards.build import names, render_all  # dashboards/ is mapped into the package
+
+    files = render_all()
+    rows = ["| dashboard | uid | panels |", "| --- | --- | --- |"]
+    for name in names():
+        data = json.loads(files[f"{name}.json"])
+        titles = ", ".join(_cell(panel["title"]) for panel in data["panels"])
+        rows.append(f"| {_cell(data['title'])} | `{data['uid']}` | {titles} |")
+    return "\n".join(rows) + "\n"
+
+
+GENERATORS = {
+    "settings": settings_table,
+    "metrics": metrics_table,
+    "alerts": alerts_table,
+    "dashboards": dashboards_table,
+}
 
 
 def render_readme(text: str) -> str:

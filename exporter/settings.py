@@ -175,6 +175,9 @@ class VllmSettings(BaseSettings):
         return value
 
 
+Scenario = Literal["none", "steady", "memory-leak", "traffic-ramp", "kv-pressure", "hardware-faults"]
+
+
 class SimulatorSettings(BaseSettings):
     model_config = area_config("sim")
 
@@ -212,13 +215,14 @@ class SimulatorSettings(BaseSettings):
         "from its own process (found and joined like real ones).",
     )
 
-    scenario: Literal["none", "steady", "memory-leak", "traffic-ramp", "kv-pressure"] = Field(
+    scenario: Scenario = Field(
         "none",
         json_schema_extra={"cli": "--scenario"},
-        description="What the simulated fleet and engines go through: none (a slow daily-like load wave), "
-        "steady (flat noisy load, allocator sawtooth), memory-leak (steady, and GPU 0 leaks 40 MiB/min "
-        "until OOM), traffic-ramp (load and memory rise together for an hour: not a leak), kv-pressure "
-        "(long requests fill the KV cache).",
+        description="What the simulated fleet and engines go through: none (a slow daily-like load "
+        "wave), steady (flat noisy load, allocator sawtooth), memory-leak (steady, and GPU 0 leaks "
+        "40 MiB/min until OOM), traffic-ramp (load and memory rise together for an hour: not a leak), "
+        "kv-pressure (long requests fill the KV cache), hardware-faults (from 20 s: NVLink CRC errors, "
+        "PCIe replays, XID 48, and XID 79 loses GPU 2).",
     )
 
     @field_validator("gpu_model")

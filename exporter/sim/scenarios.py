@@ -31,7 +31,7 @@ kills an engine and only the memory-leak scenario ends in OOM.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from .fleet import SimGpu, SimulatedFleet
@@ -44,7 +44,7 @@ SAWTOOTH_BYTES = 128 * MIB
 SAWTOOTH_PERIOD_S = 45.0
 NOISE_BYTES = 8 * MIB
 
-SCENARIOS: tuple[str, ...] = ("steady", "memory-leak", "traffic-ramp", "kv-pressure")
+SCENARIOS: tuple[str, ...] = ("steady", "memory-leak", "traffic-ramp", "kv-pressure", "hardware-faults")
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,44 @@ class KvPressure(Scenario):
         return EngineLoad(arrival_rate=0.0, concurrency=clients, prompt_tokens=4096, output_tokens=1024)
 
 
+FAULTS_START_SECONDS = 20.0
+
+
+@dataclass
+class HardwareFaults(Scenario):
+    """Steady serving, and from 20 s: NVLink CRC errors on GPU 1, PCIe replays on GPU 0, XID 48 on GPU 3
+    and XID 79 on GPU 2 (which then falls off the bus). For dashboards and alerts about faults."""
+
+    name: ClassVar[str] = "hardware-faults"
+    description: ClassVar[str] = (
+        "steady load; NVLink CRC errors, PCIe replays, XID 48 and a GPU lost (XID 79)"
+    )
+    emitted: set[tuple[int, int]] = field(default_factory=set)
+
+    def gpu_load(self, t: float) -> float:
+        return 0.6
+
+    def engine_load(self, t: float) -> EngineLoad:
+        return EngineLoad(arrival_rate=4.0)
+
+    def apply(self, fleet: SimulatedFleet, t: float) -> None:
+        super().apply(fleet, t)
+        if t < FAULTS_START_SECONDS:
+            return
+        with fleet.lock:
+            faulty = fleet.gpus[: min(4, len(fleet.gpus))]
+            if len(faulty) > 1:
+                fleet.nvlink_crc_burst(1, 0, 5.0)
+            # Counters are set from t, not incremented per call: apply stays idempotent.
+            faulty[0].pcie_replays = max(faulty[0].pcie_replays, int(3 * (t - FAULTS_START_SECONDS)))
+            for index, xid in ((3, 48), (2, 79)):
+                if index < len(faulty) and (index, xid) not in self.emitted:
+                    self.emitted.add((index, xid))
+                    fleet.emit_xid(index, xid)
+                    if xid == 79:
+                        fleet.lose_gpu(index)
+
+
 def make_scenario(
     name: str, *, gpu: int = 0, leak_mib_per_minute: float = 40.0, ramp_seconds: float = 3600.0
 ) -> Scenario:
@@ -180,4 +218,6 @@ def make_scenario(
         return TrafficRamp(ramp_seconds=ramp_seconds)
     if name == "kv-pressure":
         return KvPressure()
+    if name == "hardware-faults":
+        return HardwareFaults()
     raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")

@@ -154,3 +154,18 @@ def test_make_scenario_rejects_bad_parameters() -> None:
         make_scenario("traffic-ramp", ramp_seconds=-1.0)
     with pytest.raises(ValueError, match="fleet has 2 GPUs"):
         next(run(make_scenario("memory-leak", gpu=5), 10.0))
+
+
+def test_hardware_faults_start_at_20_s_and_xids_are_emitted_once() -> None:
+    fleet = SimulatedFleet(4, "H200")
+    scenario = make_scenario("hardware-faults")
+    scenario.apply(fleet, 10.0)
+    assert fleet.xid_queue == [] and fleet.gpus[0].pcie_replays == 0
+    scenario.apply(fleet, 25.0)
+    scenario.apply(fleet, 26.0)
+    assert sorted(fleet.xid_queue) == [(2, 79), (3, 48)]
+    assert fleet.gpus[2].lost
+    assert fleet.gpus[1].crc_rates == {0: 5.0}
+    assert fleet.gpus[0].pcie_replays == 18
+    scenario.apply(fleet, 26.0)  # the same second again: nothing more
+    assert fleet.gpus[0].pcie_replays == 18 and len(fleet.xid_queue) == 2

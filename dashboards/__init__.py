@@ -1,0 +1,1 @@
+"""Grafana dashboards as code (grafanalib): one `<name>.dashboard.py` per dashboard, built to JSON."""
