@@ -44,6 +44,7 @@ def _register_subcommands() -> None:
 
     from .advisor.cli import app as advise_app
     from .dcgm.cli import app as dcgm_app
+    from .runbook.cli import app as runbook_app
     from .vllm.cli import app as vllm_app
 
     app.add_typer(dcgm_app, name="dcgm")
@@ -51,6 +52,7 @@ def _register_subcommands() -> None:
     app.add_typer(advise_app, name="advise")
     app.add_typer(alerts_app, name="alerts")
     app.add_typer(dashboards_app, name="dashboards")
+    app.add_typer(runbook_app, name="runbook")
 
 
 def setting(area: type[BaseSettings], field: str) -> Any:

@@ -1,0 +1,181 @@
+"""Shared by the runbook tests: runbook files, a recording HTTP server, a fake kubectl, hostile labels."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+
+from tests.e2e.conftest import Served, start_servescope, stop
+
+FRONT = """---
+alert: {alert}
+severity: {severity}
+summary: {summary}
+---
+# {alert}
+
+## Meaning
+What the alert means.
+
+## Impact
+What it costs.
+
+## Diagnosis
+Look first.
+
+"""
+
+
+def step(step_id: str, kind: str, action: str, params: str = "", title: str = "A step") -> str:
+    body = f"action: {action}\n"
+    if params:
+        body += "params:\n" + textwrap.indent(textwrap.dedent(params).strip("\n"), "  ") + "\n"
+    return f'```step id={step_id} kind={kind} title="{title}"\n{body}```\n\n'
+
+
+def runbook_text(
+    alert: str = "TestAlert",
+    steps: str = "",
+    mitigation: str = "",
+    severity: str = "warning",
+    summary: str = "Something happened.",
+) -> str:
+    if not steps:
+        steps = step("snapshot", "read", "gpu_snapshot", 'gpu: "{{ labels.gpu }}"')
+    return (
+        FRONT.format(alert=alert, severity=severity, summary=summary)
+        + steps
+        + "## Mitigation\nAct.\n\n"
+        + mitigation
+    )
+
+
+def write_runbook(folder: Path, alert: str = "TestAlert", **kwargs: Any) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{alert}.md"
+    path.write_text(runbook_text(alert, **kwargs), encoding="utf-8")
+    return path
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    body: bytes
+
+
+@dataclass
+class FakeHttp:
+    """A loopback HTTP server answering every request with `reply(request)` and recording requests."""
+
+    base: str
+    requests: list[Recorded] = field(default_factory=list)
+
+
+Reply = Callable[[Recorded], tuple[int, Any]]
+
+
+@contextmanager
+def fake_http(reply: Reply) -> Iterator[FakeHttp]:
+    holder: dict[str, FakeHttp] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            parts = urlsplit(self.path)
+            request = Recorded(self.command, parts.path, parse_qs(parts.query), self.rfile.read(length))
+            holder["fake"].requests.append(request)
+            status, payload = reply(request)
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = _answer  # noqa: N815 (http.server's names)
+        do_POST = _answer  # noqa: N815
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    holder["fake"] = FakeHttp(f"http://127.0.0.1:{server.server_address[1]}")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield holder["fake"]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def start_simulated_exporter() -> Served:
+    """`servescope serve --simulate --gpus 4 --engines 2`, once both engines have batch advice and GPUs."""
+    served = start_servescope(
+        "--simulate", "--gpus", "4", "--engines", "2", "--vllm-interval", "1", "--derived-interval", "1"
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        lines = httpx.get(f"{served.base}/metrics").text.splitlines()
+
+        def count(prefix: str, lines: list[str] = lines) -> int:
+            return sum(1 for line in lines if line.startswith(prefix + "{"))
+
+        if (
+            count("servescope_serving_recommended_max_num_seqs") == 2
+            and count("servescope_engine_gpu_info") == 4
+        ):
+            return served
+        time.sleep(0.2)
+    stop(served)
+    raise AssertionError("the simulated exporter did not export advice and GPUs of both engines within 30 s")
+
+
+def fake_kubectl(folder: Path) -> tuple[Path, Path]:
+    """An executable that records its argv (JSON) in a marker file: (program, marker)."""
+    marker = folder / "kubectl-ran.json"
+    program = folder / "kubectl"
+    program.write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys\n"
+        f"open({str(marker)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        "print('done')\n"
+    )
+    program.chmod(0o755)
+    return program, marker
+
+
+def corpus(sentinel: Path) -> list[str]:
+    """Hostile label values: shell metacharacters (each would create `sentinel`), paths, sizes, odd text."""
+    return [
+        f"; touch {sentinel}",
+        "; rm -rf /",
+        f"$(touch {sentinel})",
+        f"`touch {sentinel}`",
+        f"0\ntouch {sentinel}",
+        f"0 && touch {sentinel}",
+        f"| touch {sentinel}",
+        "../../etc/passwd",
+        "x" * 10_000,
+        "GPU-é\u202e日本",
+        "٣",
+        "0\x00",
+        '0"} or vector(1) #',
+        "--kubeconfig=/tmp/evil",
+        "-rf",
+        "",
+    ]

@@ -1,0 +1,328 @@
+"""`servescope runbook list|show|run`: output, exit codes, dry runs, --execute, --json, hostile labels."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from servescope.cli import app
+from servescope.runbook.actions import RunContext
+from servescope.runbook.document import ENV_RUNBOOKS, load_runbooks
+from servescope.runbook.runner import run
+from tests.e2e.conftest import stop
+from tests.runbook.fakes import corpus, fake_http, fake_kubectl, start_simulated_exporter, step, write_runbook
+
+REAL_RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
+
+DIAGNOSIS = (
+    step("gpu-snapshot", "read", "gpu_snapshot", 'gpu: "{{ labels.gpu }}"', title="Look at the GPU")
+    + step("curve", "read", "memory_curve", 'gpu: "{{ labels.uuid }}"\nwindow: 2m', title="Memory curve")
+    + step("engines", "read", "serving_snapshot", 'model_name: "{{ labels.model_name }}"', title="Engines")
+    + step("capacity", "read", "capacity_advice", title="Spare capacity")
+)
+MITIGATION = (
+    step("cordon", "change", "cordon_node", 'node: "{{ labels.hostname }}"', title="Cordon the node")
+    + step(
+        "scale",
+        "change",
+        "scale_deployment",
+        'namespace: serving\ndeployment: "{{ labels.deployment }}"\nreplicas: 3',
+        title="Add a worker",
+    )
+    + step(
+        "silence",
+        "change",
+        "create_silence",
+        'alertname: TestAlert\nmatchers:\n  gpu: "{{ labels.gpu }}"\ncomment: "{{ labels.comment }}"',
+        title="Silence it",
+    )
+    + step("lower", "change", "lower_max_num_seqs", 'model_name: "{{ labels.model_name }}"\nvalue: 64')
+)
+
+
+@dataclass
+class Env:
+    runbooks: Path
+    kubectl: Path
+    marker: Path
+    exporter: str
+    labels: dict[str, str]
+
+
+def invoke(*args: str) -> Any:
+    return CliRunner().invoke(app, ["runbook", *args], env={"COLUMNS": "200"})
+
+
+def label_args(labels: dict[str, str]) -> list[str]:
+    return [arg for k, v in labels.items() for arg in ("--label", f"{k}={v}")]
+
+
+@pytest.fixture(scope="module")
+def exporter() -> Iterator[str]:
+    served = start_simulated_exporter()
+    yield served.base
+    stop(served)
+
+
+@pytest.fixture
+def env(tmp_path: Path, exporter: str) -> Env:
+    folder = tmp_path / "runbooks"
+    write_runbook(folder, "TestAlert", steps=DIAGNOSIS, mitigation=MITIGATION)
+    kubectl, marker = fake_kubectl(tmp_path)
+    gpus = httpx.get(f"{exporter}/api/v1/gpus").json()["gpus"]
+    labels = {
+        "gpu": "0",
+        "uuid": gpus[0]["uuid"],
+        "hostname": "gpu-node-07",
+        "model_name": "deepseek-ai/DeepSeek-V3",
+        "deployment": "vllm-deepseek",
+        "comment": "mitigating",
+    }
+    return Env(folder, kubectl, marker, exporter, labels)
+
+
+def run_args(env: Env, *args: str) -> list[str]:
+    return [
+        "run",
+        "TestAlert",
+        "--runbooks",
+        str(env.runbooks),
+        "--exporter-url",
+        env.exporter,
+        "--kubectl",
+        str(env.kubectl),
+        *args,
+    ]
+
+
+# --- list and show ---------------------------------------------------------------------------------
+def test_list_shows_alert_severity_and_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_runbook(tmp_path, "TestAlert", steps=DIAGNOSIS, mitigation=MITIGATION)
+    write_runbook(tmp_path, "OtherAlert", severity="critical")
+    result = invoke("list", "--runbooks", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "alert       severity  steps",
+        "OtherAlert  critical  1 read, 0 change",
+        "TestAlert   warning   4 read, 4 change",
+    ]
+    monkeypatch.setenv(ENV_RUNBOOKS, str(tmp_path))
+    assert invoke("list").stdout == result.stdout
+    write_runbook(tmp_path, "BrokenAlert", steps=step("x", "read", "no_such_action"))
+    broken = invoke("list", "--runbooks", str(tmp_path))
+    assert broken.exit_code == 1 and "TestAlert" in broken.stdout
+    assert f"{tmp_path / 'BrokenAlert.md'}:18: step x: unknown action 'no_such_action'" in broken.stderr
+
+
+def test_list_without_a_runbooks_folder_names_the_option(tmp_path: Path) -> None:
+    result = invoke("list", "--runbooks", str(tmp_path / "nowhere"))
+    assert result.exit_code == 2 and "--runbooks" in result.stderr and "not a folder" in result.stderr
+
+
+def test_show_prints_prose_and_steps_with_bound_params(env: Env) -> None:
+    result = invoke("show", "TestAlert", "--runbooks", str(env.runbooks), "--label", "gpu=3")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert out.startswith("TestAlert (warning): Something happened.\n")
+    assert "## Meaning\nWhat the alert means." in out and "## Mitigation\nAct." in out
+    assert "  [read] gpu-snapshot: Look at the GPU\n      gpu_snapshot(gpu='3')" in out
+    assert "memory_curve(gpu={{ labels.uuid }}, window='2m')   # needs --label uuid=..." in out
+    assert "  [change] cordon: Cordon the node" in out
+    bad = invoke("show", "TestAlert", "--runbooks", str(env.runbooks), "--label", "gpu=$(reboot)")
+    assert bad.exit_code == 2
+    assert "! step gpu-snapshot: invalid parameter 'gpu' (from label 'gpu' = '$(reboot)')" in bad.stdout
+
+
+# --- run: usage errors exit 2 before anything is read ----------------------------------------------
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "NoSuchAlert"], "no runbook for alert 'NoSuchAlert'"),
+        (["run", "TestAlert", "--step", "nope"], "TestAlert has no step 'nope' (steps: gpu-snapshot (read)"),
+        (
+            ["run", "TestAlert"],
+            "step gpu-snapshot: parameter 'gpu' takes the alert label 'gpu', which was not given",
+        ),
+        (
+            ["run", "TestAlert", "--label", "gpu=0", "--label", "uuid=GPU-1", "--label", "model_name=m;ls"],
+            "step engines: invalid parameter 'model_name' (from label 'model_name' = 'm;ls'): "
+            "expected a model name",
+        ),
+        (["run", "TestAlert", "--step", "cordon"], "parameter 'node' takes the alert label 'hostname'"),
+        (
+            ["run", "TestAlert", "--step", "scale", "--label", "deployment=../../etc/passwd"],
+            "invalid parameter 'deployment' (from label 'deployment' = '../../etc/passwd'): "
+            "expected a Kubernetes name",
+        ),
+        (["run", "TestAlert", "--execute"], "--execute acts on one change step: name it with --step ID"),
+        (["run", "TestAlert", "--label", "gpu"], "--label 'gpu': expected name=value"),
+        (["run", "TestAlert", "--label", "9x=1"], "--label '9x=1': expected name=value"),
+        (["run", "TestAlert", "--label", "gpu=0", "--label", "gpu=1"], "--label gpu: given twice"),
+        (["run", "TestAlert", "--exporter-url", "file:///etc/passwd"], "--exporter-url 'file:///etc/passwd'"),
+        (["run", "TestAlert", "--timeout", "0"], "--timeout 0.0"),
+    ],
+)
+def test_run_usage_errors_exit_2_and_read_nothing(tmp_path: Path, args: list[str], message: str) -> None:
+    write_runbook(tmp_path, "TestAlert", steps=DIAGNOSIS, mitigation=MITIGATION)
+    kubectl, marker = fake_kubectl(tmp_path)
+    with fake_http(lambda r: (200, {})) as exporter:
+        result = (
+            invoke(
+                *args, "--runbooks", str(tmp_path), "--kubectl", str(kubectl), "--exporter-url", exporter.base
+            )
+            if "--exporter-url" not in args
+            else invoke(*args, "--runbooks", str(tmp_path))
+        )
+        assert result.exit_code == 2, result.output
+        assert message in result.stderr, result.stderr
+        assert result.stderr.startswith("servescope: error: ")
+        assert not exporter.requests and not marker.exists()
+
+
+# --- run: read steps, change steps ------------------------------------------------------------------
+def test_run_runs_every_read_step_and_lists_change_steps(env: Env) -> None:
+    result = invoke(*run_args(env, *label_args(env.labels)))
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    for header in (
+        "== [read] gpu-snapshot: Look at the GPU (gpu_snapshot) OK",
+        "== [read] curve: Memory curve (memory_curve) OK",
+        "== [read] engines: Engines (serving_snapshot) OK",
+        "== [read] capacity: Spare capacity (capacity_advice) OK",
+    ):
+        assert header in out
+    assert "(SVG of " in out
+    assert "Change steps (not run; run one with --step ID, dry unless --execute):" in out
+    assert "  [change] cordon: Cordon the node\n      cordon_node(node='gpu-node-07')" in out
+    assert "== [change]" not in out and not env.marker.exists()
+
+
+def test_run_json_prints_the_step_results(env: Env, tmp_path: Path) -> None:
+    result = invoke(*run_args(env, *label_args(env.labels), "--json", "--svg-dir", str(tmp_path / "svg")))
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["alert"] == "TestAlert" and report["labels"] == env.labels
+    assert [r["step"] for r in report["results"]] == ["gpu-snapshot", "curve", "engines", "capacity"]
+    for item in report["results"]:
+        assert item["ok"] and item["kind"] == "read" and item["title"] and item["output"] and item["data"]
+        assert set(item) >= {"ok", "title", "output", "data", "svg", "command", "step", "action", "params"}
+    curve = report["results"][1]
+    assert curve["svg"].startswith("<svg") and curve["params"] == {"gpu": env.labels["uuid"], "window": "2m"}
+    assert [s["step"] for s in report["not_run"]] == ["cordon", "scale", "silence", "lower"]
+    assert report["not_run"][0]["params"] == {"node": "{{ labels.hostname }}"}
+    svg_run = invoke(
+        *run_args(env, *label_args(env.labels), "--step", "curve", "--svg-dir", str(tmp_path / "svg"))
+    )
+    assert svg_run.exit_code == 0 and (tmp_path / "svg" / "curve.svg").read_text().startswith("<svg")
+
+
+def test_a_change_step_is_a_dry_run_unless_executed(env: Env) -> None:
+    labels = label_args(env.labels)
+    dry = invoke(*run_args(env, *labels, "--step", "scale"))
+    assert dry.exit_code == 0, dry.output
+    assert "== [change] scale: Add a worker (scale_deployment) OK (dry run)" in dry.stdout
+    assert f"{env.kubectl} scale deployment/vllm-deepseek --namespace=serving --replicas=3" in dry.stdout
+    assert not env.marker.exists()
+    done = invoke(*run_args(env, *labels, "--step", "scale", "--execute"))
+    assert done.exit_code == 0, done.output
+    assert "(dry run)" not in done.stdout
+    assert [json.loads(line) for line in env.marker.read_text().splitlines()] == [
+        ["scale", "deployment/vllm-deepseek", "--namespace=serving", "--replicas=3"]
+    ]
+    as_json = json.loads(invoke(*run_args(env, *labels, "--step", "cordon", "--json")).stdout)
+    assert as_json["results"][0]["command"] == [str(env.kubectl), "cordon", "gpu-node-07"]
+    assert as_json["results"][0]["dry_run"] is True and len(env.marker.read_text().splitlines()) == 1
+
+
+def test_create_silence_through_the_cli(env: Env) -> None:
+    with fake_http(lambda r: (200, {"silenceID": "abc"})) as alertmanager:
+        args = run_args(
+            env, *label_args(env.labels), "--step", "silence", "--alertmanager-url", alertmanager.base
+        )
+        dry = invoke(*args)
+        assert dry.exit_code == 0 and '"comment": "mitigating"' in dry.stdout and not alertmanager.requests
+        done = invoke(*args, "--execute")
+        assert done.exit_code == 0, done.output
+        assert "created silence abc" in done.stdout and len(alertmanager.requests) == 1
+
+
+def test_a_failed_step_exits_1(env: Env) -> None:
+    args = run_args(env, *label_args(env.labels), "--step", "gpu-snapshot")
+    args[args.index("--exporter-url") + 1] = "http://127.0.0.1:1"
+    result = invoke(*args)
+    assert result.exit_code == 1
+    assert "FAILED" in result.stdout and "cannot reach the exporter at http://127.0.0.1:1" in result.stdout
+
+
+def test_hostile_labels_are_refused_before_anything_runs(env: Env, tmp_path: Path) -> None:
+    sentinel = tmp_path / "SENTINEL"
+    with fake_http(lambda r: (200, {})) as exporter:
+        for payload in corpus(sentinel):
+            for label, step_id in (("gpu", None), ("hostname", "cordon"), ("deployment", "scale")):
+                labels = {**env.labels, label: payload}
+                args = run_args(env, *label_args(labels), "--execute" if step_id else "--json")
+                args[args.index("--exporter-url") + 1] = exporter.base
+                if step_id:
+                    args += ["--step", step_id]
+                result = CliRunner().invoke(app, ["runbook", *args])
+                assert result.exit_code == 2, (label, payload[:40], result.output[:300])
+                assert f"from label '{label}'" in result.stderr or "expected name=value" in result.stderr
+        assert not exporter.requests
+    assert not env.marker.exists() and not sentinel.exists()
+
+
+# --- the real runbooks -------------------------------------------------------------------------
+@pytest.mark.skipif(not REAL_RUNBOOKS.is_dir(), reason="no runbooks/ folder in this checkout yet")
+def test_every_read_step_of_the_real_runbooks_runs_green(
+    exporter: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bound from labels as the simulated node's alerts would carry them; PromQL answered by a fake
+    Prometheus, dcgmi by the bundled fake (paced at 1 ms so `count: 5` takes no time)."""
+    monkeypatch.setenv("SERVESCOPE_FAKE_DCGMI_GPUS", "4")
+    dcgmi = tmp_path / "dcgmi"
+    dcgmi.write_text(
+        f"#!{sys.executable}\nimport sys\nfrom servescope.dcgm.fake_dcgmi import main\n"
+        "sys.exit(main(sys.argv[1:] + ['-d', '1']))\n"
+    )
+    dcgmi.chmod(0o755)
+    metrics = httpx.get(f"{exporter}/metrics").text
+    engine = next(line for line in metrics.splitlines() if line.startswith("servescope_engine_gpu_info{"))
+    endpoint = engine.split('endpoint="')[1].split('"')[0]
+    gpu = engine.split('gpu="')[1].split('"')[0]
+    uuid = engine.split('uuid="')[1].split('"')[0]
+    labels = {
+        "instance": exporter.removeprefix("http://"),
+        "job": "servescope",
+        "hostname": "vm",
+        "gpu": gpu,
+        "uuid": uuid,
+        "xid": "79",
+        "model_name": "deepseek-ai/DeepSeek-V3",
+        "engine": "0",
+        "endpoint": endpoint,
+        "source": "nvml",
+    }
+    found, errors = load_runbooks(REAL_RUNBOOKS)
+    assert not errors, errors
+    empty = {"status": "success", "data": {"resultType": "vector", "result": []}}
+    failures = []
+    with fake_http(lambda r: (200, empty)) as prometheus:
+        ctx = RunContext(exporter_url=exporter, prometheus_url=prometheus.base, dcgmi=str(dcgmi))
+        for runbook in found:
+            for result in run(runbook, labels, ctx).results:
+                if not result.ok:
+                    failures.append(f"{runbook.alert} {result.step}: {result.output[:300]}")
+    assert not failures, "\n".join(failures)
+    result = invoke(
+        "run", "ServescopeGpuSaturated", *label_args(labels), "--exporter-url", exporter, "--json"
+    )
+    assert result.exit_code in (0, 1), result.output  # promql steps fail here: no --prometheus-url
+    assert json.loads(result.stdout)["alert"] == "ServescopeGpuSaturated"
