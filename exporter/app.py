@@ -25,8 +25,12 @@ _INDEX = """<!doctype html><html><head><meta charset="utf-8"><title>servescope</
 </ul></body></html>"""
 
 
-def create_app(runtime: Runtime, *, manage_runtime: bool = True) -> FastAPI:
-    """Build the app around a runtime; with `manage_runtime` the app starts and stops its sources."""
+def create_app(runtime: Runtime, *, manage_runtime: bool = True, runbooks: bool = True) -> FastAPI:
+    """Build the app around a runtime; with `manage_runtime` the app starts and stops its sources.
+
+    With `runbooks` (and a runbooks folder found: SERVESCOPE_RUNBOOKS or the checkout's) it also serves
+    /runbooks, whose read steps ask this exporter itself; see `servescope runbook-server` for the options.
+    """
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -42,6 +46,12 @@ def create_app(runtime: Runtime, *, manage_runtime: bool = True) -> FastAPI:
     app.state.runtime = runtime
     if runtime.derived is not None:
         app.include_router(MemoryApi(runtime.history, runtime.derived, runtime.api_rejections).router())
+    if runbooks:
+        from .runbook.server import mounted_router
+
+        router = mounted_router()
+        if router is not None:
+            app.include_router(router)
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics(request: Request) -> Response:

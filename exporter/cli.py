@@ -45,6 +45,7 @@ def _register_subcommands() -> None:
     from .advisor.cli import app as advise_app
     from .dcgm.cli import app as dcgm_app
     from .runbook.cli import app as runbook_app
+    from .runbook.cli import server_command
     from .vllm.cli import app as vllm_app
 
     app.add_typer(dcgm_app, name="dcgm")
@@ -53,6 +54,7 @@ def _register_subcommands() -> None:
     app.add_typer(alerts_app, name="alerts")
     app.add_typer(dashboards_app, name="dashboards")
     app.add_typer(runbook_app, name="runbook")
+    app.command("runbook-server")(server_command)
 
 
 def setting(area: type[BaseSettings], field: str) -> Any:

@@ -7,7 +7,9 @@ Exit status: 0 when every step that ran succeeded, 1 when a step failed (or a ru
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,6 +18,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from .actions import HttpUrl, RunContext
 from .actions.base import DEFAULT_EXPORTER_URL
+from .audit import DEFAULT_AUDIT_LOG
 from .binding import render
 from .document import (
     ENV_RUNBOOKS,
@@ -30,6 +33,7 @@ from .document import (
     runbooks_dir,
 )
 from .runner import ParamError, Report, UnknownStepError, bind_step, run
+from .server import ENV_TOKEN
 
 app = typer.Typer(
     help="Executable runbooks: one per alert, read steps run, change steps dry-run unless --execute.",
@@ -295,3 +299,139 @@ def run_command(  # noqa: PLR0917 (typer: one parameter per option)
         _print_text(report, labels, svg_dir)
     if not all(r.ok for r in report.results):
         raise typer.Exit(1)
+
+
+def _token(token_file: Path | None) -> str | None:
+    if token_file is not None:
+        try:
+            text = token_file.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise _usage(f"--token-file {token_file}: cannot read: {exc}") from None
+        if not text:
+            raise _usage(f"--token-file {token_file}: the file is empty")
+        return text
+    return os.environ.get(ENV_TOKEN, "").strip() or None
+
+
+def server_command(  # noqa: PLR0917 (typer: one parameter per option)
+    listen: Annotated[
+        str, typer.Option("--listen", help="HOST:PORT to serve on ([IPv6]:PORT, :PORT for all interfaces).")
+    ] = "127.0.0.1:9110",
+    runbooks: RunbooksOption = None,
+    exporter_url: Annotated[
+        str,
+        typer.Option(
+            "--exporter-url",
+            envvar="SERVESCOPE_RUNBOOK_EXPORTER_URL",
+            show_envvar=True,
+            help="The servescope exporter read actions ask.",
+        ),
+    ] = DEFAULT_EXPORTER_URL,
+    prometheus_url: Annotated[
+        str | None,
+        typer.Option(
+            "--prometheus-url",
+            envvar="SERVESCOPE_RUNBOOK_PROMETHEUS_URL",
+            show_envvar=True,
+            help="Prometheus for promql steps.",
+        ),
+    ] = None,
+    alertmanager_url: Annotated[
+        str | None,
+        typer.Option(
+            "--alertmanager-url",
+            envvar="SERVESCOPE_RUNBOOK_ALERTMANAGER_URL",
+            show_envvar=True,
+            help="Alertmanager for create_silence steps.",
+        ),
+    ] = None,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--token-file",
+            help=f"File holding the bearer token change steps need (else ${ENV_TOKEN}; "
+            "with neither, change steps are refused).",
+        ),
+    ] = None,
+    audit_log: Annotated[
+        Path, typer.Option("--audit-log", help="JSON Lines file recording every change-step request.")
+    ] = Path(DEFAULT_AUDIT_LOG),
+    incidents_db: Annotated[
+        Path,
+        typer.Option("--incidents-db", help="SQLite file (WAL) keeping incidents and their step outputs."),
+    ] = Path("servescope-incidents.sqlite"),
+    webhook_token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--webhook-token-file",
+            help="File holding the bearer token Alertmanager sends (else $SERVESCOPE_WEBHOOK_TOKEN; "
+            "neither: the webhook refuses every post).",
+        ),
+    ] = None,
+    kubectl: Annotated[
+        str,
+        typer.Option(
+            "--kubectl", envvar="SERVESCOPE_RUNBOOK_KUBECTL", help="kubectl to run change steps with."
+        ),
+    ] = "kubectl",
+    dcgmi: Annotated[
+        str, typer.Option("--dcgmi", envvar="SERVESCOPE_RUNBOOK_DCGMI", help="dcgmi for dcgm_sample steps.")
+    ] = "dcgmi",
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds each request or command may take.")
+    ] = 10.0,
+) -> None:
+    """Serve the runbooks to browsers: pages with Run buttons; change steps need a token and are audited.
+    Also receives Alertmanager's webhook (POST /alertmanager/webhook) and keeps incidents (/incidents)."""
+    import uvicorn
+
+    from ..listen import ListenError, bind, bound_address, parse_listen
+    from .audit import AuditLog
+    from .incidents import IncidentStore
+    from .server import create_runbook_app
+    from .webhook import WebhookAuth, incident_router
+
+    if not 0 < timeout <= 600:
+        raise _usage(f"--timeout {timeout}: expected seconds between 0 and 600")
+    folder = _folder(runbooks)
+    ctx = RunContext(
+        exporter_url=_url("--exporter-url", exporter_url) or DEFAULT_EXPORTER_URL,
+        prometheus_url=_url("--prometheus-url", prometheus_url),
+        alertmanager_url=_url("--alertmanager-url", alertmanager_url),
+        kubectl=kubectl,
+        dcgmi=dcgmi,
+        timeout_seconds=timeout,
+    )
+    token = _token(token_file)
+    try:
+        sock = bind(parse_listen(listen))
+    except (ValueError, ListenError) as exc:
+        raise _usage(str(exc)) from None
+    try:
+        auth = (
+            WebhookAuth.from_token_file(webhook_token_file) if webhook_token_file else WebhookAuth.from_env()
+        )
+    except (OSError, ValueError) as exc:
+        raise _usage(f"--webhook-token-file: {exc}") from None
+    store = IncidentStore(incidents_db)
+    webhook = incident_router(store, folder, lambda: ctx, auth=auth)
+    app = create_runbook_app(folder, ctx, token=token, audit=AuditLog(audit_log), incidents=store.latest)
+    # Alertmanager posts here; read steps of firing alerts run in the router's bounded pool.
+    app.include_router(webhook)
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=3
+    )
+    changes = (
+        "change steps need the token" if token else f"change steps refused (no --token-file, no ${ENV_TOKEN})"
+    )
+    hook = "webhook needs its token" if auth.token else "webhook refuses all (no --webhook-token-file)"
+    typer.echo(
+        f"servescope runbook server on {bound_address(sock)}\n  {changes}; audit log: {audit_log}\n"
+        f"  {hook}; incidents: {incidents_db}"
+    )
+    sys.stdout.flush()
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        webhook.service.close()
+        store.close()

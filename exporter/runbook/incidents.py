@@ -1,0 +1,238 @@
+"""Incidents from Alertmanager notifications, kept in SQLite (WAL): the alerts, their read steps' outputs,
+and the (fingerprint, status, startsAt) keys already handled, so a re-send is recognised even after a
+restart.
+
+Everything stored from an alert (labels, annotations) is untrusted text: it is stored as data (JSON) and
+only ever shown escaped.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import sqlite3
+import threading
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS incidents (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    fingerprint TEXT NOT NULL,
+    alertname TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('firing', 'resolved')),
+    starts_at TEXT NOT NULL,
+    ends_at TEXT,
+    labels TEXT NOT NULL,
+    annotations TEXT NOT NULL,
+    note TEXT,
+    received_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    UNIQUE (fingerprint, starts_at)
+);
+CREATE INDEX IF NOT EXISTS incidents_alertname ON incidents (alertname, id);
+CREATE TABLE IF NOT EXISTS step_results (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    incident_id INTEGER NOT NULL REFERENCES incidents (id),
+    step_id TEXT NOT NULL,
+    title TEXT,
+    action TEXT,
+    ok INTEGER NOT NULL,
+    output TEXT NOT NULL,
+    data TEXT NOT NULL,
+    finished_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS step_results_incident ON step_results (incident_id, id);
+CREATE TABLE IF NOT EXISTS seen (
+    fingerprint TEXT NOT NULL,
+    status TEXT NOT NULL,
+    starts_at TEXT NOT NULL,
+    seen_at TEXT NOT NULL,
+    PRIMARY KEY (fingerprint, status, starts_at)
+);
+"""
+
+_INSERTED = (
+    "fingerprint, alertname, status, starts_at, ends_at, labels, annotations, note, received_at, updated_at"
+)
+_COLUMNS = "id, " + _INSERTED
+NEVER = "0001-01-01T00:00:00Z"  # Alertmanager's endsAt while an alert fires
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+class IncidentStore:
+    """One SQLite database; one connection shared by all threads behind a lock."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def journal_mode(self) -> str:
+        with self._lock:
+            return str(self._db.execute("PRAGMA journal_mode").fetchone()[0])
+
+    # --- dedup --------------------------------------------------------------------------------------
+    def seen(self, fingerprint: str, status: str, starts_at: str) -> bool:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT 1 FROM seen WHERE fingerprint = ? AND status = ? AND starts_at = ?",
+                (fingerprint, status, starts_at),
+            ).fetchone()
+        return row is not None
+
+    def remember(self, fingerprint: str, status: str, starts_at: str) -> bool:
+        """Mark the key handled; False when it already was."""
+        with self._lock:
+            cursor = self._db.execute(
+                "INSERT OR IGNORE INTO seen (fingerprint, status, starts_at, seen_at) VALUES (?, ?, ?, ?)",
+                (fingerprint, status, starts_at, _now()),
+            )
+        return cursor.rowcount == 1
+
+    # --- incidents ----------------------------------------------------------------------------------
+    def record_firing(self, alert: Mapping[str, Any], note: str | None = None) -> tuple[int, bool]:
+        """The incident of a firing alert: (id, created); one per (fingerprint, startsAt)."""
+        return self._upsert(alert, "firing", note)
+
+    def mark_resolved(self, alert: Mapping[str, Any], note: str | None = None) -> int:
+        """Resolve the alert's incident (one is created if its firing was never received); its id."""
+        incident_id, _ = self._upsert(alert, "resolved", note)
+        return incident_id
+
+    def _upsert(self, alert: Mapping[str, Any], status: str, note: str | None) -> tuple[int, bool]:
+        labels = dict(alert.get("labels") or {})
+        fingerprint = str(alert["fingerprint"])
+        starts_at = str(alert["startsAt"])
+        ends_at = alert.get("endsAt")
+        ends_at = None if ends_at in (None, "", NEVER) else str(ends_at)
+        now = _now()
+        with self._lock, self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            row = self._db.execute(
+                "SELECT id, status FROM incidents WHERE fingerprint = ? AND starts_at = ?",
+                (fingerprint, starts_at),
+            ).fetchone()
+            if row is not None:
+                if status == "resolved":
+                    self._db.execute(
+                        "UPDATE incidents SET status = 'resolved', ends_at = ?, updated_at = ? WHERE id = ?",
+                        (ends_at, now, row["id"]),
+                    )
+                return int(row["id"]), False
+            cursor = self._db.execute(
+                f"INSERT INTO incidents ({_INSERTED}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    fingerprint,
+                    str(labels.get("alertname", "")),
+                    status,
+                    starts_at,
+                    ends_at if status == "resolved" else None,
+                    _dumps(labels),
+                    _dumps(dict(alert.get("annotations") or {})),
+                    note,
+                    now,
+                    now,
+                ),
+            )
+            assert cursor.lastrowid is not None
+            return int(cursor.lastrowid), True
+
+    def set_note(self, incident_id: int, note: str) -> None:
+        with self._lock:
+            self._db.execute(
+                "UPDATE incidents SET note = ?, updated_at = ? WHERE id = ?", (note, _now(), incident_id)
+            )
+
+    def add_step_result(
+        self,
+        incident_id: int,
+        step_id: str,
+        ok: bool,
+        output: str,
+        data: Mapping[str, Any] | None = None,
+        *,
+        title: str | None = None,
+        action: str | None = None,
+    ) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO step_results (incident_id, step_id, title, action, ok, output, data,"
+                " finished_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (incident_id, step_id, title, action, int(ok), output, _dumps(dict(data or {})), _now()),
+            )
+
+    @staticmethod
+    def _incident(row: sqlite3.Row) -> dict[str, Any]:
+        item = dict(row)
+        item["labels"] = json.loads(item["labels"])
+        item["annotations"] = json.loads(item["annotations"])
+        item["url"] = f"/incidents/{item['id']}"
+        return item
+
+    def get(self, incident_id: int) -> dict[str, Any] | None:
+        """The incident with its step results (`steps`, in the order they finished), or None."""
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT {_COLUMNS} FROM incidents WHERE id = ?", (incident_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            steps = self._db.execute(
+                "SELECT step_id, title, action, ok, output, data, finished_at FROM step_results"
+                " WHERE incident_id = ? ORDER BY id",
+                (incident_id,),
+            ).fetchall()
+        item = self._incident(row)
+        item["steps"] = [{**dict(s), "ok": bool(s["ok"]), "data": json.loads(s["data"])} for s in steps]
+        return item
+
+    def list(self, limit: int = 50, status: str | None = None) -> list[dict[str, Any]]:
+        """The newest incidents first (without step results)."""
+        query = f"SELECT {_COLUMNS} FROM incidents"
+        args: tuple[Any, ...] = ()
+        if status is not None:
+            query += " WHERE status = ?"
+            args = (status,)
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY id DESC LIMIT ?", (*args, limit)).fetchall()
+        return [self._incident(r) for r in rows]
+
+    def latest(self, alert: str, limit: int = 5) -> builtins.list[dict[str, Any]]:
+        """The newest incidents of one alert: id, status, starts_at, labels and url."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, status, starts_at, labels FROM incidents WHERE alertname = ?"
+                " ORDER BY id DESC LIMIT ?",
+                (alert, limit),
+            ).fetchall()
+        return [
+            {
+                "id": r["id"],
+                "status": r["status"],
+                "starts_at": r["starts_at"],
+                "labels": json.loads(r["labels"]),
+                "url": f"/incidents/{r['id']}",
+            }
+            for r in rows
+        ]

@@ -1,0 +1,186 @@
+"""A real browser (headless Chromium) on a runbook page served by `servescope runbook-server`.
+
+Needs Playwright for Python (the `test` extras) and Debian's `chromium` (scripts/install-debian-tools.sh);
+the browser Playwright would download is not used.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import SERVESCOPE, Served, start_servescope, stop
+
+pytestmark = pytest.mark.e2e
+ALERT = "ServescopeGpuMemoryLeakSuspected"
+SCREENSHOT = Path("/tmp/runbook-page.png")
+
+
+def _chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.fail("chromium is not installed: `make test` installs Debian's chromium package")
+    return path
+
+
+@pytest.fixture(scope="module")
+def exporter() -> Iterator[Served]:
+    served = start_servescope(
+        "--simulate", "--gpus", "2", "--engines", "1", "--seed", "5", "--derived-interval", "1"
+    )
+    yield served
+    stop(served)
+
+
+WEBHOOK_TOKEN = "webhook-test-token"
+
+
+@pytest.fixture(scope="module")
+def runbook_server(exporter: Served, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    folder = tmp_path_factory.mktemp("runbook-server")
+    (folder / "webhook-token").write_text(WEBHOOK_TOKEN + "\n")
+    process = subprocess.Popen(
+        [
+            SERVESCOPE,
+            "runbook-server",
+            "--listen",
+            "127.0.0.1:0",
+            "--exporter-url",
+            exporter.base,
+            "--audit-log",
+            str(folder / "audit.jsonl"),
+            "--webhook-token-file",
+            str(folder / "webhook-token"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=folder,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert process.stdout is not None
+    base = None
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and base is None:
+        line = process.stdout.readline()
+        if not line:
+            break
+        found = re.search(r"servescope runbook server on 127\.0\.0\.1:(\d+)", line)
+        if found:
+            base = f"http://127.0.0.1:{found.group(1)}"
+    if base is None:
+        process.kill()
+        raise AssertionError(f"the runbook server did not start: {process.communicate()[1]}")
+    try:
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def test_runbook_page_in_chromium(exporter: Served, runbook_server: str, tmp_path: Path) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install the test extras (playwright)")
+    gpus = httpx.get(f"{exporter.base}/api/v1/gpus", timeout=10).json()["gpus"]
+    uuid = next(g["uuid"] for g in gpus if str(g.get("gpu", g.get("index"))) == "0")
+    labels = {
+        "instance": exporter.base.removeprefix("http://"),
+        "hostname": "node-1",
+        "gpu": "0",
+        "uuid": uuid,
+    }
+    url = f"{runbook_server}/runbooks/{ALERT}?{urlencode(labels)}"
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=_chromium(), headless=True, args=["--no-sandbox"]
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(url)
+            assert page.title() == f"{ALERT} runbook"
+            page.click("#run-gpu-snapshot")
+            output = page.locator("#out-gpu-snapshot")
+            sync_api.expect(output).to_contain_text("OK", timeout=20_000)
+            sync_api.expect(output).to_contain_text(uuid)
+            image = page.locator("#memory-curve")
+            image.scroll_into_view_if_needed()
+            page.wait_for_function(
+                "() => { const i = document.getElementById('memory-curve');"
+                " return i.complete && i.naturalWidth > 0; }",
+                timeout=20_000,
+            )
+            assert image.evaluate("i => i.naturalWidth") > 0
+            page.locator("#step-gpu-snapshot").scroll_into_view_if_needed()
+            shot = page.screenshot(full_page=True)
+            assert not errors, errors
+        finally:
+            browser.close()
+    (tmp_path / "runbook-page.png").write_bytes(shot)
+    SCREENSHOT.write_bytes(shot)
+
+
+def test_alertmanager_webhook_makes_an_incident_shown_on_the_runbook_page(
+    exporter: Served, runbook_server: str
+) -> None:
+    # The standalone server wires the webhook, the incident store and the pages together.
+    uuid = httpx.get(f"{exporter.base}/api/v1/gpus").json()["gpus"][0]["uuid"]
+    labels = {
+        "alertname": "ServescopeGpuMemoryLeakSuspected",
+        "severity": "warning",
+        "instance": exporter.base.removeprefix("http://"),
+        "hostname": "node-1",
+        "gpu": "0",
+        "uuid": uuid,
+    }
+    alert = {
+        "status": "firing",
+        "labels": labels,
+        "annotations": {"summary": "GPU memory grows steadily while the load is flat."},
+        "startsAt": "2026-11-29T10:00:00Z",
+        "endsAt": "0001-01-01T00:00:00Z",
+        "generatorURL": "http://prometheus/graph",
+        "fingerprint": "a1b2c3d4e5f60718",
+    }
+    payload = {
+        "version": "4",
+        "groupKey": '{}:{alertname="ServescopeGpuMemoryLeakSuspected"}',
+        "truncatedAlerts": 0,
+        "status": "firing",
+        "receiver": "servescope-runbooks",
+        "groupLabels": {"alertname": labels["alertname"]},
+        "commonLabels": labels,
+        "commonAnnotations": {},
+        "externalURL": "http://alertmanager",
+        "alerts": [alert],
+    }
+    url = f"{runbook_server}/alertmanager/webhook"
+    assert httpx.post(url, json=payload).status_code == 401
+    headers = {"Authorization": f"Bearer {WEBHOOK_TOKEN}"}
+    assert httpx.post(url, json=payload, headers=headers).status_code == 200
+    assert httpx.post(url, json=payload, headers=headers).status_code == 200  # Alertmanager re-sends
+    incidents = httpx.get(f"{runbook_server}/incidents").json()
+    (incident,) = [i for i in incidents if i["alertname"] == labels["alertname"]]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        detail = httpx.get(f"{runbook_server}/incidents/{incident['id']}").json()
+        if detail.get("steps"):
+            break
+        time.sleep(0.5)
+    assert detail["steps"], "the read steps of the firing alert never ran"
+    assert any(step["ok"] for step in detail["steps"])
+    page = httpx.get(f"{runbook_server}/runbooks/ServescopeGpuMemoryLeakSuspected", params=labels).text
+    assert f"/incidents/{incident['id']}" in page

@@ -1,0 +1,237 @@
+"""The runbook server: index, pages (escaped), read steps, change steps behind a token, the audit log."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from servescope.runbook.actions import RunContext
+from servescope.runbook.audit import AuditLog, fingerprint
+from servescope.runbook.document import load_runbooks, runbooks_dir
+from servescope.runbook.server import create_runbook_app, markdown, runbook_router
+from tests.e2e.conftest import Served, start_servescope, stop
+
+from .fakes import corpus, fake_kubectl, step, write_runbook
+
+TOKEN = "s3cret-Token-value-4242"
+ALERT = "TestAlert"
+SCALE = step(
+    "scale-out",
+    "change",
+    "scale_deployment",
+    'namespace: "{{ labels.namespace }}"\ndeployment: vllm\nreplicas: 5',
+    title="Add workers",
+)
+READ = step("snapshot", "read", "gpu_snapshot", 'gpu: "{{ labels.gpu }}"', title="Look at the GPU")
+
+
+@pytest.fixture(scope="module")
+def exporter() -> Iterator[Served]:
+    served = start_servescope("--simulate", "--gpus", "2", "--engines", "1", "--seed", "3")
+    yield served
+    stop(served)
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    runbooks = tmp_path / "runbooks"
+    write_runbook(runbooks, ALERT, steps=READ, mitigation=SCALE)
+    return runbooks
+
+
+def _client(
+    folder: Path, tmp_path: Path, exporter_url: str, token: str | None, **kwargs: Any
+) -> tuple[TestClient, AuditLog, Path]:
+    program, marker = fake_kubectl(tmp_path)
+    audit = AuditLog(tmp_path / "audit.jsonl")
+    ctx = RunContext(exporter_url=exporter_url, kubectl=str(program), timeout_seconds=5)
+    app = create_runbook_app(folder, ctx, token=token, audit=audit, **kwargs)
+    return TestClient(app), audit, marker
+
+
+def _run(client: TestClient, step_id: str, labels: dict[str, str], **kwargs: Any) -> Any:
+    execute = kwargs.pop("execute", False)
+    return client.post(
+        f"/runbooks/{ALERT}/steps/{step_id}/run", json={"labels": labels, "execute": execute}, **kwargs
+    )
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_index_lists_every_runbook(tmp_path: Path) -> None:
+    folder = runbooks_dir(None)
+    found, errors = load_runbooks(folder)
+    assert not errors and len(found) > 10
+    client, _, _ = _client(folder, tmp_path, "http://127.0.0.1:9", None)
+    answer = client.get("/runbooks")
+    assert answer.status_code == 200
+    for runbook in found:
+        assert f'href="runbooks/{runbook.alert}"' in answer.text
+    assert client.get("/runbooks/NoSuchAlert").status_code == 404
+    assert client.get("/runbooks/%3Cscript%3E").status_code == 404
+    assert "<script>" not in client.get("/runbooks/%3Cscript%3E").text
+
+
+def test_page_binds_and_escapes(folder: Path, tmp_path: Path) -> None:
+    incidents = [
+        {"id": "<b>i1</b>", "status": "firing", "starts_at": "now", "labels": {}, "url": "javascript:x"}
+    ]
+    client, _, _ = _client(folder, tmp_path, "http://127.0.0.1:9", None, incidents=lambda alert: incidents)
+    hostile = "<script>alert(1)</script>"
+    answer = client.get(f"/runbooks/{ALERT}", params={"gpu": "0", "namespace": hostile, "x": '"></a>'})
+    assert answer.status_code == 200
+    text = answer.text
+    assert "<script>alert(1)" not in text and '"></a>' not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert "gpu_snapshot(gpu=&#x27;0&#x27;)" in text  # bound from the label
+    assert "invalid parameter &#x27;namespace&#x27;" in text  # the hostile value, refused by its type
+    assert 'id="memory-curve"' in text and "TestAlert/memory.svg?gpu=0" in text
+    assert "&lt;b&gt;i1&lt;/b&gt;" in text and "javascript:" not in text
+    assert "Dry run" in text and 'class="execute"' in text
+    assert "nonce-" in answer.headers["content-security-policy"]
+    # a missing label is named
+    missing = client.get(f"/runbooks/{ALERT}").text
+    assert "needs the alert label(s) &#x27;gpu&#x27;" in missing and 'id="memory-curve"' not in missing
+
+
+def test_markdown_escapes_everything() -> None:
+    out = markdown("# T <i>\n\n- a `<b>` **x**\n- b\n\n1. one\n\n```\n<script>\n```\ntext & <img>")
+    assert "<h3>T &lt;i&gt;</h3>" in out
+    assert "<ul><li>a <code>&lt;b&gt;</code> <strong>x</strong></li><li>b</li></ul>" in out
+    assert "<ol><li>one</li></ol>" in out
+    assert "<pre><code>&lt;script&gt;</code></pre>" in out
+    assert "<p>text &amp; &lt;img&gt;</p>" in out
+
+
+def test_read_step_runs_without_token(folder: Path, tmp_path: Path, exporter: Served) -> None:
+    client, audit, _ = _client(folder, tmp_path, exporter.base, TOKEN)
+    answer = _run(client, "snapshot", {"gpu": "0"})
+    assert answer.status_code == 200, answer.text
+    result = answer.json()
+    assert result["ok"] is True and result["step"] == "snapshot" and result["kind"] == "read"
+    assert "GPU 0" in result["output"]
+    assert audit.records() == []  # read steps are not audited
+    assert _run(client, "nope", {"gpu": "0"}).status_code == 404
+    missing = _run(client, "snapshot", {})
+    assert missing.status_code == 422 and "'gpu'" in missing.json()["detail"]
+
+
+def test_memory_svg_is_proxied(folder: Path, tmp_path: Path, exporter: Served) -> None:
+    client, _, _ = _client(folder, tmp_path, exporter.base, None)
+    answer = client.get(f"/runbooks/{ALERT}/memory.svg", params={"gpu": "0"})
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"].startswith("image/svg+xml")
+    assert answer.text.lstrip().startswith("<svg") or "<svg" in answer.text[:200]
+    assert client.get(f"/runbooks/{ALERT}/memory.svg", params={"gpu": "$(id)"}).status_code == 422
+
+
+def test_change_step_refused_without_configured_token(folder: Path, tmp_path: Path) -> None:
+    client, audit, marker = _client(folder, tmp_path, "http://127.0.0.1:9", None)
+    answer = _run(client, "scale-out", {"namespace": "serving"}, execute=True, headers=_bearer(TOKEN))
+    assert answer.status_code == 403
+    assert "--token-file" in answer.json()["detail"] and "SERVESCOPE_RUNBOOK_TOKEN" in answer.json()["detail"]
+    assert not marker.exists()
+    (record,) = audit.records()
+    assert record["outcome"] == "refused_not_configured" and record["execute"] is True
+
+
+def test_change_step_missing_or_wrong_token(folder: Path, tmp_path: Path) -> None:
+    client, audit, marker = _client(folder, tmp_path, "http://127.0.0.1:9", TOKEN)
+    assert _run(client, "scale-out", {"namespace": "serving"}, execute=True).status_code == 401
+    wrong = _run(client, "scale-out", {"namespace": "serving"}, execute=True, headers=_bearer("guess"))
+    assert wrong.status_code == 401
+    basic = _run(client, "scale-out", {"namespace": "serving"}, headers={"Authorization": f"Basic {TOKEN}"})
+    assert basic.status_code == 401
+    assert not marker.exists()
+    outcomes = [r["outcome"] for r in audit.records()]
+    assert outcomes == ["refused_no_token", "refused_bad_token", "refused_no_token"]
+    assert audit.records()[1]["caller"]["token"] == fingerprint("guess")
+
+
+def test_change_step_dry_run_then_execute(folder: Path, tmp_path: Path) -> None:
+    client, audit, marker = _client(folder, tmp_path, "http://127.0.0.1:9", TOKEN)
+    dry = _run(client, "scale-out", {"namespace": "serving"}, headers=_bearer(TOKEN))
+    assert dry.status_code == 200, dry.text
+    assert dry.json()["ok"] is True and dry.json()["dry_run"] is True
+    assert "--replicas=5" in dry.json()["output"]
+    assert not marker.exists()
+    done = _run(client, "scale-out", {"namespace": "serving"}, execute=True, headers=_bearer(TOKEN))
+    assert done.status_code == 200, done.text
+    assert done.json()["ok"] is True and done.json()["dry_run"] is False
+    assert json.loads(marker.read_text().splitlines()[0]) == [
+        "scale",
+        "deployment/vllm",
+        "--namespace=serving",
+        "--replicas=5",
+    ]
+    records = audit.records()
+    assert [r["outcome"] for r in records] == ["dry_run", "executed"]
+    assert records[1]["parameters"] == {"namespace": "serving", "deployment": "vllm", "replicas": 5}
+    assert records[1]["caller"] == {"host": "testclient", "token": fingerprint(TOKEN)}
+
+
+def test_audit_lines_are_json_without_the_token(folder: Path, tmp_path: Path) -> None:
+    client, audit, _ = _client(folder, tmp_path, "http://127.0.0.1:9", TOKEN)
+    _run(client, "scale-out", {"namespace": "serving"}, headers=_bearer(TOKEN))
+    _run(client, "scale-out", {"namespace": "serving"}, headers=_bearer(TOKEN + "x"))
+    _run(client, "scale-out", {"namespace": "serving"})
+    _run(client, "scale-out", {"namespace": "serving", "note": TOKEN}, headers=_bearer(TOKEN))
+    raw = audit.path.read_text()
+    lines = raw.splitlines()
+    assert len(lines) == 4
+    fields = {"time", "caller", "alert", "step", "parameters", "execute", "outcome", "message"}
+    for line in lines:
+        record = json.loads(line)
+        assert fields <= set(record)
+        assert record["time"].endswith("Z") and record["alert"] == ALERT and record["step"] == "scale-out"
+    # the token only appears where the caller put it into a label, never from the Authorization header
+    assert raw.count(TOKEN) == 1 and '"note": "' + TOKEN in raw
+
+
+def test_injection_labels_are_refused(folder: Path, tmp_path: Path) -> None:
+    client, audit, marker = _client(folder, tmp_path, "http://127.0.0.1:9", TOKEN)
+    sentinel = tmp_path / "SENTINEL"
+    for value in corpus(sentinel):
+        if value == "-rf":  # a valid Kubernetes name would be scaled (dry run): not an injection
+            continue
+        for execute in (False, True):
+            answer = _run(client, "scale-out", {"namespace": value}, execute=execute, headers=_bearer(TOKEN))
+            assert answer.status_code == 422, (value[:40], answer.text)
+        read = _run(client, "snapshot", {"gpu": value})
+        assert read.status_code == 422, (value[:40], read.text)
+    assert not sentinel.exists() and not marker.exists()
+    assert {r["outcome"] for r in audit.records()} == {"failed"}
+    assert all(r["message"].startswith("invalid parameters") for r in audit.records())
+
+
+def test_router_mounts_in_another_app(folder: Path, tmp_path: Path) -> None:
+    app = FastAPI()
+    audit = AuditLog(tmp_path / "audit.jsonl")
+    app.include_router(runbook_router(folder, lambda _: RunContext(), token=None, audit=audit))
+    client = TestClient(app)
+    assert client.get("/runbooks").status_code == 200
+    assert client.get(f"/runbooks/{ALERT}?gpu=0").status_code == 200
+
+
+def test_exporter_serves_runbooks(exporter: Served) -> None:
+    import httpx
+
+    index = httpx.get(f"{exporter.base}/runbooks")
+    assert index.status_code == 200 and "ServescopeGpuSaturated" in index.text
+    svg = httpx.get(f"{exporter.base}/runbooks/ServescopeGpuMemoryLeakSuspected/memory.svg?gpu=0", timeout=20)
+    assert svg.status_code == 200 and "<svg" in svg.text
+    # read steps ask the exporter itself (a change step is not tried here: its audit log is the cwd's)
+    answer = httpx.post(
+        f"{exporter.base}/runbooks/ServescopeGpuSaturated/steps/gpu-snapshot/run",
+        json={"labels": {"gpu": "0"}, "execute": False},
+        timeout=20,
+    )
+    assert answer.status_code == 200 and answer.json()["ok"] is True, answer.text
