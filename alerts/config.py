@@ -13,9 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 _DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
 MIB = 1024 * 1024
 
-# XIDs that mean the GPU or its driver state is broken (NVIDIA's XID catalogue): 48 DBE, 62/63/64 ECC
-# page retirement and row remapping events, 74 NVLink, 79 fallen off the bus, 92 high SBE rate,
-# 94/95 contained/uncontained ECC, 119/120 GSP errors.
+# XIDs that mean the GPU or its driver state is broken (NVIDIA's XID catalogue): 48 double-bit ECC,
+# 62 internal micro-controller halt, 63/64 ECC page retirement or row remapping event/failure, 74 NVLink
+# error, 79 fallen off the bus, 92 high single-bit ECC rate, 94/95 contained/uncontained ECC error,
+# 119/120 GSP errors.
 CRITICAL_XIDS = (48, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120)
 
 
