@@ -50,6 +50,42 @@ RunbooksOption = Annotated[
         help="Folder of <AlertName>.md runbooks (default: runbooks/ of the checkout).",
     ),
 ]
+# Where steps read from and what they run: the same options for `run` and `runbook-server`.
+ExporterUrlOption = Annotated[
+    str,
+    typer.Option(
+        "--exporter-url",
+        envvar="SERVESCOPE_RUNBOOK_EXPORTER_URL",
+        show_envvar=True,
+        help="The servescope exporter read actions ask.",
+    ),
+]
+PrometheusUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--prometheus-url",
+        envvar="SERVESCOPE_RUNBOOK_PROMETHEUS_URL",
+        show_envvar=True,
+        help="Prometheus for promql steps.",
+    ),
+]
+AlertmanagerUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--alertmanager-url",
+        envvar="SERVESCOPE_RUNBOOK_ALERTMANAGER_URL",
+        show_envvar=True,
+        help="Alertmanager for create_silence steps.",
+    ),
+]
+KubectlOption = Annotated[
+    str,
+    typer.Option("--kubectl", envvar="SERVESCOPE_RUNBOOK_KUBECTL", help="kubectl to run change steps with."),
+]
+DcgmiOption = Annotated[
+    str, typer.Option("--dcgmi", envvar="SERVESCOPE_RUNBOOK_DCGMI", help="dcgmi for dcgm_sample steps.")
+]
+TimeoutOption = Annotated[float, typer.Option("--timeout", help="Seconds each request or command may take.")]
 LabelOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -105,6 +141,29 @@ def _url(option: str, value: str | None) -> str | None:
 
 def _counts(runbook: Runbook) -> str:
     return f"{len(runbook.read_steps)} read, {len(runbook.change_steps)} change"
+
+
+def _context(  # noqa: PLR0917 (the options of two commands, one place)
+    exporter_url: str,
+    prometheus_url: str | None,
+    alertmanager_url: str | None,
+    kubectl: str,
+    dcgmi: str,
+    timeout: float,
+    *,
+    execute: bool = False,
+) -> RunContext:
+    if not 0 < timeout <= 600:
+        raise _usage(f"--timeout {timeout}: expected seconds between 0 and 600")
+    return RunContext(
+        exporter_url=_url("--exporter-url", exporter_url) or DEFAULT_EXPORTER_URL,
+        prometheus_url=_url("--prometheus-url", prometheus_url),
+        alertmanager_url=_url("--alertmanager-url", alertmanager_url),
+        kubectl=kubectl,
+        dcgmi=dcgmi,
+        timeout_seconds=timeout,
+        execute=execute,
+    )
 
 
 @app.command("list")
@@ -229,45 +288,12 @@ def run_command(  # noqa: PLR0917 (typer: one parameter per option)
         bool, typer.Option("--execute", help="Really run the change step named by --step (default: dry run).")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the step results as JSON.")] = False,
-    exporter_url: Annotated[
-        str,
-        typer.Option(
-            "--exporter-url",
-            envvar="SERVESCOPE_RUNBOOK_EXPORTER_URL",
-            show_envvar=True,
-            help="The servescope exporter read actions ask.",
-        ),
-    ] = DEFAULT_EXPORTER_URL,
-    prometheus_url: Annotated[
-        str | None,
-        typer.Option(
-            "--prometheus-url",
-            envvar="SERVESCOPE_RUNBOOK_PROMETHEUS_URL",
-            show_envvar=True,
-            help="Prometheus for promql steps.",
-        ),
-    ] = None,
-    alertmanager_url: Annotated[
-        str | None,
-        typer.Option(
-            "--alertmanager-url",
-            envvar="SERVESCOPE_RUNBOOK_ALERTMANAGER_URL",
-            show_envvar=True,
-            help="Alertmanager for create_silence steps.",
-        ),
-    ] = None,
-    kubectl: Annotated[
-        str,
-        typer.Option(
-            "--kubectl", envvar="SERVESCOPE_RUNBOOK_KUBECTL", help="kubectl to run change steps with."
-        ),
-    ] = "kubectl",
-    dcgmi: Annotated[
-        str, typer.Option("--dcgmi", envvar="SERVESCOPE_RUNBOOK_DCGMI", help="dcgmi for dcgm_sample steps.")
-    ] = "dcgmi",
-    timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds each request or command may take.")
-    ] = 10.0,
+    exporter_url: ExporterUrlOption = DEFAULT_EXPORTER_URL,
+    prometheus_url: PrometheusUrlOption = None,
+    alertmanager_url: AlertmanagerUrlOption = None,
+    kubectl: KubectlOption = "kubectl",
+    dcgmi: DcgmiOption = "dcgmi",
+    timeout: TimeoutOption = 10.0,
     svg_dir: Annotated[
         Path | None, typer.Option("--svg-dir", help="Write SVGs (memory curves) here.")
     ] = None,
@@ -277,17 +303,7 @@ def run_command(  # noqa: PLR0917 (typer: one parameter per option)
     labels = _labels(label)
     if execute and step is None:
         raise _usage("--execute acts on one change step: name it with --step ID")
-    if not 0 < timeout <= 600:
-        raise _usage(f"--timeout {timeout}: expected seconds between 0 and 600")
-    ctx = RunContext(
-        exporter_url=_url("--exporter-url", exporter_url) or DEFAULT_EXPORTER_URL,
-        prometheus_url=_url("--prometheus-url", prometheus_url),
-        alertmanager_url=_url("--alertmanager-url", alertmanager_url),
-        kubectl=kubectl,
-        dcgmi=dcgmi,
-        timeout_seconds=timeout,
-        execute=execute,
-    )
+    ctx = _context(exporter_url, prometheus_url, alertmanager_url, kubectl, dcgmi, timeout, execute=execute)
     runbook = _runbook(_folder(runbooks), alert)
     try:
         report = run(runbook, labels, ctx, step)
@@ -318,33 +334,9 @@ def server_command(  # noqa: PLR0917 (typer: one parameter per option)
         str, typer.Option("--listen", help="HOST:PORT to serve on ([IPv6]:PORT, :PORT for all interfaces).")
     ] = "127.0.0.1:9110",
     runbooks: RunbooksOption = None,
-    exporter_url: Annotated[
-        str,
-        typer.Option(
-            "--exporter-url",
-            envvar="SERVESCOPE_RUNBOOK_EXPORTER_URL",
-            show_envvar=True,
-            help="The servescope exporter read actions ask.",
-        ),
-    ] = DEFAULT_EXPORTER_URL,
-    prometheus_url: Annotated[
-        str | None,
-        typer.Option(
-            "--prometheus-url",
-            envvar="SERVESCOPE_RUNBOOK_PROMETHEUS_URL",
-            show_envvar=True,
-            help="Prometheus for promql steps.",
-        ),
-    ] = None,
-    alertmanager_url: Annotated[
-        str | None,
-        typer.Option(
-            "--alertmanager-url",
-            envvar="SERVESCOPE_RUNBOOK_ALERTMANAGER_URL",
-            show_envvar=True,
-            help="Alertmanager for create_silence steps.",
-        ),
-    ] = None,
+    exporter_url: ExporterUrlOption = DEFAULT_EXPORTER_URL,
+    prometheus_url: PrometheusUrlOption = None,
+    alertmanager_url: AlertmanagerUrlOption = None,
     token_file: Annotated[
         Path | None,
         typer.Option(
@@ -368,18 +360,9 @@ def server_command(  # noqa: PLR0917 (typer: one parameter per option)
             "neither: the webhook refuses every post).",
         ),
     ] = None,
-    kubectl: Annotated[
-        str,
-        typer.Option(
-            "--kubectl", envvar="SERVESCOPE_RUNBOOK_KUBECTL", help="kubectl to run change steps with."
-        ),
-    ] = "kubectl",
-    dcgmi: Annotated[
-        str, typer.Option("--dcgmi", envvar="SERVESCOPE_RUNBOOK_DCGMI", help="dcgmi for dcgm_sample steps.")
-    ] = "dcgmi",
-    timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds each request or command may take.")
-    ] = 10.0,
+    kubectl: KubectlOption = "kubectl",
+    dcgmi: DcgmiOption = "dcgmi",
+    timeout: TimeoutOption = 10.0,
 ) -> None:
     """Serve the runbooks to browsers: pages with Run buttons; change steps need a token and are audited.
     Also receives Alertmanager's webhook (POST /alertmanager/webhook) and keeps incidents (/incidents)."""
@@ -391,17 +374,8 @@ def server_command(  # noqa: PLR0917 (typer: one parameter per option)
     from .server import create_runbook_app
     from .webhook import WebhookAuth, incident_router
 
-    if not 0 < timeout <= 600:
-        raise _usage(f"--timeout {timeout}: expected seconds between 0 and 600")
     folder = _folder(runbooks)
-    ctx = RunContext(
-        exporter_url=_url("--exporter-url", exporter_url) or DEFAULT_EXPORTER_URL,
-        prometheus_url=_url("--prometheus-url", prometheus_url),
-        alertmanager_url=_url("--alertmanager-url", alertmanager_url),
-        kubectl=kubectl,
-        dcgmi=dcgmi,
-        timeout_seconds=timeout,
-    )
+    ctx = _context(exporter_url, prometheus_url, alertmanager_url, kubectl, dcgmi, timeout)
     token = _token(token_file)
     try:
         sock = bind(parse_listen(listen))
