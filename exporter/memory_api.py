@@ -74,7 +74,7 @@ class MemoryApi:
         return JSONResponse({"error": exc.message}, status_code=exc.status)
 
     def summary(self, track: Track, now: float) -> dict[str, Any]:
-        report = self.derived.trend(track, now)
+        report = self.derived.latest_trend(track, now)
         latest = track.memory.latest()
         used = latest[1] if latest else None
         return {
@@ -124,7 +124,7 @@ class MemoryApi:
         seconds = parse_window(window, self.history.retention_seconds)
         now = time.monotonic()
         times, values = self.history.window(track, seconds, now)
-        report = self.derived.trend(track, now)
+        report = self.derived.latest_trend(track, now)
         window_name = "5m" if "5m" in report.slopes else "30m"
         slope = report.slopes.get(window_name)
         title = f"GPU {track.labels[0]} ({track.labels[1]}) on {track.labels[2]}: memory used, last {window}"

@@ -60,6 +60,12 @@ class DerivedSource:
             report = self._trends[key] = trend_report(times, values, now, load, kv)
         return report
 
+    def latest_trend(self, track: Track, now: float) -> TrendReport:
+        """For the HTTP API: the report this source keeps fresh every TREND_SECONDS, computed only when
+        none exists yet, so a request never refits Theil-Sen on the event loop."""
+        report = self._trends.get(track.labels)
+        return report if report is not None else self.trend(track, now)
+
     def _load_of(self, uuid: str, now: float) -> tuple[Series | None, Series | None]:
         """The serving load on a GPU: its engines' tokens/s and KV usage, else NVML utilisation."""
         engines = self.board.engines_on(uuid)

@@ -114,3 +114,17 @@ def test_parse_window() -> None:
         parse_window("2h", 3600)
     with pytest.raises(ApiError, match="expected a duration"):
         parse_window("$(reboot)", 3600)
+
+
+def test_requests_reuse_the_sources_trend_report(
+    client: TestClient, runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert client.get("/api/v1/gpus").status_code == 200  # no report yet: computed once
+    assert runtime.derived is not None
+
+    def refit(*_: object) -> None:
+        raise AssertionError("a request refitted the trend")
+
+    monkeypatch.setattr(runtime.derived, "trend", refit)
+    assert client.get("/api/v1/gpus/0/memory").json()["leak"]["suspected"] is True
+    assert client.get("/api/v1/gpus/0/memory.svg").status_code == 200
