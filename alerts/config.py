@@ -53,7 +53,14 @@ class AlertsConfig(BaseModel):
     # --- latency SLO (seed guide: P99 under 500 ms) ------------------------------------------------
     slo_objective: float = Field(0.99, gt=0, lt=1, description="Share of requests under slo_latency_le.")
     slo_latency_le: str = Field(
-        "0.5", description="The latency bound: an existing bucket boundary, written with a dot."
+        "0.5",
+        description="The time-to-first-token bound: an existing bucket boundary, written with a dot.",
+    )
+    slo_e2e_latency_le: str = Field(
+        "60.0",
+        description="The end-to-end bound. Not the TTFT bound: end-to-end includes the whole decode, so a "
+        "sub-second bound misses every answer longer than a few tokens. 60 s holds a 1,000-token answer at "
+        "50 ms a token; set it to what the product promises.",
     )
     slo_fast_for: str = "2m"
     slo_slow_for: str = "15m"
@@ -105,7 +112,7 @@ class AlertsConfig(BaseModel):
     absent_for: str = "15m"
     # --- Alertmanager ------------------------------------------------------------------------------
     webhook_url: str = Field(
-        "http://servescope-runbooks.monitoring.svc:9110/api/v1/alertmanager",
+        "http://servescope-runbooks.monitoring.svc:9110/alertmanager/webhook",
         description="servescope's runbook service: every alert is posted here.",
     )
     webhook_credentials_file: str = Field(
@@ -123,16 +130,18 @@ class AlertsConfig(BaseModel):
                     raise ValueError(f"{name}: {value!r} is not a Prometheus duration such as 30s, 5m, 1h")
         return self
 
-    @field_validator("slo_latency_le")
+    @field_validator("slo_latency_le", "slo_e2e_latency_le")
     @classmethod
     def _le(cls, value: str) -> str:
         # Prometheus 3 writes le values as floats ("0.5", "1.0"); a bound without a dot would not match.
         float(value)
         if "." not in value:
-            raise ValueError(
-                f"slo_latency_le {value!r}: write it with a dot (e.g. 1.0), as vLLM's buckets are"
-            )
+            raise ValueError(f"{value!r}: write the bound with a dot (e.g. 1.0), as vLLM's buckets are")
         return value
+
+    def slo_bound(self, sli: str) -> str:
+        """The `le` bucket boundary of an SLI: "ttft" or "e2e"."""
+        return self.slo_e2e_latency_le if sli == "e2e" else self.slo_latency_le
 
     @property
     def error_budget(self) -> float:

@@ -37,7 +37,7 @@ def _burn(cfg: AlertsConfig, sli: str, pairs: tuple[tuple[float, str, str], ...]
 def records(cfg: AlertsConfig) -> Group:
     rules = []
     for sli, (metric, _, _) in SLIS.items():
-        good = sel(cfg, f"{metric}_bucket", f'le="{cfg.slo_latency_le}"')
+        good = sel(cfg, f"{metric}_bucket", f'le="{cfg.slo_bound(sli)}"')
         total = sel(cfg, f"{metric}_count")
         for window in WINDOWS:
             rules.append(
@@ -52,8 +52,8 @@ def records(cfg: AlertsConfig) -> Group:
 
 def alerts(cfg: AlertsConfig) -> Group:
     rules: list[Alert] = []
-    objective = f"{cfg.slo_objective:.2%} of requests under {cfg.slo_latency_le} s"
     for sli, (_, title, words) in SLIS.items():
+        objective = f"{cfg.slo_objective:.2%} of requests under {cfg.slo_bound(sli)} s"
         rules += [
             Alert(
                 f"Servescope{title}SloBurnFast",

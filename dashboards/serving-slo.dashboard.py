@@ -1,7 +1,8 @@
 """Serving SLO: traffic, latency percentile curves, SLO attainment and error-budget burn, queue and KV cache.
 
-Latency SLIs are ratio SLIs (the share of requests under ALERTS.slo_latency_le, a bucket boundary), the
-same ones the burn-rate alerts are built from; burn rates read the alert bundle's recording rules.
+Latency SLIs are ratio SLIs (the share of requests under a bucket boundary: ALERTS.slo_latency_le for
+time to first token, ALERTS.slo_e2e_latency_le end to end), the same ones the burn-rate alerts are
+built from; burn rates read the alert bundle's recording rules.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ BY_ENGINE = "instance, model_name, engine, endpoint"
 ENGINE_LEGEND = "{{model_name}} {{instance}} {{endpoint}} [{{engine}}]"
 BUDGET = f"{ALERTS.error_budget:g}"
 LE = ALERTS.slo_latency_le
-LE_MATCHER = f'le="{LE}"'
+E2E_LE = ALERTS.slo_e2e_latency_le
 QUANTILES = (0.5, 0.9, 0.99)
 # (key, histogram, words): key matches ALERTS.p99_histogram, whose panel carries the P99 threshold.
 LATENCIES = (
@@ -26,6 +27,8 @@ LATENCIES = (
     ("e2e", c.E2E.name, "End-to-end latency"),
 )
 SLIS = (("ttft", c.TTFT.name, "TTFT"), ("e2e", c.E2E.name, "e2e"))
+# Each SLI has its own bound: end to end includes the whole decode.
+BOUND = {c.TTFT.name: LE, c.E2E.name: E2E_LE}
 
 
 def rate(metric: str, *matchers: str) -> str:
@@ -36,14 +39,19 @@ def quantile(q: float, histogram: str, by: str = "model_name") -> str:
     return f"histogram_quantile({q:g}, sum by (le, {by}) ({rate(histogram + '_bucket')}))"
 
 
+def le(histogram: str) -> str:
+    """The matcher of the SLO's good bucket for this histogram."""
+    return f'le="{BOUND[histogram]}"'
+
+
 def attainment(histogram: str, by: str = "model_name") -> str:
     """Share of requests under the SLO bound: a ratio of rates, good (le bucket) over all (_count)."""
-    good = f"sum by ({by}) ({rate(histogram + '_bucket', LE_MATCHER)})"
+    good = f"sum by ({by}) ({rate(histogram + '_bucket', le(histogram))})"
     return f"{good} / sum by ({by}) ({rate(histogram + '_count')})"
 
 
 def attainment_all(histogram: str) -> str:
-    good = f"sum({rate(histogram + '_bucket', LE_MATCHER)})"
+    good = f"sum({rate(histogram + '_bucket', le(histogram))})"
     return f"{good} / sum({rate(histogram + '_count')})"
 
 
@@ -80,8 +88,9 @@ def burn_panel(sli: str, words: str) -> object:
         [(f"{m(error_ratio(sli, w), ENGINE)} / {BUDGET}", f"{{{{model_name}}}} {w}") for w in _BURN_WINDOWS],
         "none",
         thresholds=sorted(factor for factor, _, _ in PAGE),
-        description=f"Share of requests over {LE} s divided by the error budget ({BUDGET}, objective "
-        f"{ALERTS.slo_objective:.2%}): 1 spends the 30-day budget in exactly 30 days. The fast-burn page "
+        description=f"Share of requests over {ALERTS.slo_bound(sli)} s divided by the error budget "
+        f"({BUDGET}, objective {ALERTS.slo_objective:.2%}): 1 spends the 30-day budget in exactly 30 "
+        "days. The fast-burn page "
         + " or ".join(f"{long} and {short} both above {factor:g}" for factor, long, short in PAGE)
         + " (red lines). Reads the alert bundle's recording rules "
         f"({error_ratio(sli, '<window>')}): empty where those rules are not loaded. A burn computed over a "
@@ -93,7 +102,8 @@ dashboard = make_dashboard(
     "serving-slo",
     "Serving SLO",
     f"Is the serving tier meeting its latency objective ({ALERTS.slo_objective:.2%} of requests under "
-    f"{LE} s)? Traffic, TTFT / ITL / end-to-end percentile curves, SLO attainment and error-budget burn, "
+    f"{LE} s to the first token, {E2E_LE} s end to end)? Traffic, TTFT / ITL / end-to-end percentile "
+    "curves, SLO attainment and error-budget burn, "
     "then the causes: queueing, KV cache pressure, preemptions.",
     [
         stat(
@@ -149,14 +159,14 @@ dashboard = make_dashboard(
         ),
         *(latency_panel(key, histogram, words) for key, histogram, words in LATENCIES),
         ts(
-            f"SLO attainment (share under {LE} s)",
+            f"SLO attainment (TTFT under {LE} s, e2e under {E2E_LE} s)",
             [(attainment(histogram), f"{{{{model_name}}}} {label}") for _, histogram, label in SLIS],
             "percentunit",
             thresholds=[ALERTS.slo_objective],
-            description=f"Share of requests under {LE} s, for time to first token and end-to-end latency: "
-            f'rate of the le="{LE}" bucket over the rate of _count. The objective is '
-            f"{ALERTS.slo_objective:.2%} (red line); below it the error budget burns faster than it refills. "
-            "End-to-end includes the whole decode, so long generations miss a sub-second bound by design.",
+            description=f"Share of requests under the bound, {LE} s for time to first token and {E2E_LE} s "
+            f'end to end: rate of the le="{LE}" (or le="{E2E_LE}") bucket over the rate of _count. The '
+            f"objective is {ALERTS.slo_objective:.2%} (red line); below it the error budget burns faster "
+            "than it refills. End to end has its own bound because it includes the whole decode.",
         ),
         ts(
             "Running vs waiting requests",

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -26,6 +27,7 @@ import yaml
 from servescope.alerts.alertmanager import HEARTBEAT, NULL, PAGER, TICKET, WEBHOOK
 from servescope.alerts.bundle import all_alerts, write
 from servescope.alerts.config import AlertsConfig
+from servescope.runbook.webhook import WEBHOOK_PATH
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILT = ROOT / "alerts" / "build" / "alertmanager.yaml"
@@ -68,6 +70,12 @@ def test_built_config_is_valid() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
     assert f"{len(yaml.safe_load(BUILT.read_text())['inhibit_rules'])} inhibit rules" in result.stdout
+
+
+def test_default_webhook_url_is_where_the_runbook_service_listens() -> None:
+    # Alertmanager posts to webhook_url; the runbook service answers on WEBHOOK_PATH only.
+    assert urlsplit(CONFIG.webhook_url).path == WEBHOOK_PATH
+    assert urlsplit(CONFIG.webhook_url).port == urlsplit(CONFIG.runbook_base_url).port
 
 
 def test_config_with_another_webhook_is_valid(tmp_path: Path) -> None:
