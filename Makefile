@@ -16,8 +16,10 @@ $(STAMP): pyproject.toml
 tools:
 	./scripts/install-debian-tools.sh
 
+# The whole stack on loopback: simulated node, exporter, runbook service, Prometheus, Alertmanager.
 demo: $(STAMP)
-	$(BIN)/servescope serve --simulate --gpus 8 --engines 4 --scenario memory-leak
+	./scripts/install-debian-tools.sh --demo
+	$(BIN)/servescope demo --scenario tour
 
 lint: $(STAMP)
 	$(BIN)/ruff check exporter alerts dashboards tests bench

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from .bundle import FILES, groups, stale, write
 from .config import load_config
 from .lint import lint, lint_rule_file
+from .profiles import PROFILES, with_profile
 
 DEFAULT_OUT = Path("alerts/build")
 app = typer.Typer(help="Alert rules as code.", no_args_is_help=True, add_completion=False)
@@ -32,10 +33,18 @@ def build(
     check: Annotated[
         bool, typer.Option("--check", help="Write nothing; exit 1 when the files in --out are stale.")
     ] = False,
+    profile: Annotated[
+        str,
+        typer.Option(
+            "--profile",
+            help=f"Overrides applied on top of --config: {', '.join(PROFILES)}. `demo` shortens every "
+            "`for` and window so simulated faults fire within minutes (what `servescope demo` loads).",
+        ),
+    ] = "default",
 ) -> None:
     """Generate the alert bundle from the defaults (or --config) into --out."""
     try:
-        cfg = load_config(config)
+        cfg = with_profile(load_config(config), profile)
     except ValidationError as exc:
         error = exc.errors()[0]
         where = ".".join(str(p) for p in error["loc"]) or "config"

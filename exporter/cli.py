@@ -44,6 +44,8 @@ def _register_subcommands() -> None:
 
     from .advisor.cli import app as advise_app
     from .dcgm.cli import app as dcgm_app
+    from .demo.cli import demo
+    from .deploy.cli import app as deploy_app
     from .runbook.cli import app as runbook_app
     from .runbook.cli import server_command
     from .vllm.cli import app as vllm_app
@@ -55,6 +57,8 @@ def _register_subcommands() -> None:
     app.add_typer(dashboards_app, name="dashboards")
     app.add_typer(runbook_app, name="runbook")
     app.command("runbook-server")(server_command)
+    app.command("demo")(demo)
+    app.add_typer(deploy_app, name="deploy")
 
 
 def setting(area: type[BaseSettings], field: str) -> Any:
@@ -124,6 +128,9 @@ def serve(
     seed: Annotated[int, setting(SimulatorSettings, "seed")] = default(SimulatorSettings, "seed"),
     engines: Annotated[int, setting(SimulatorSettings, "engines")] = default(SimulatorSettings, "engines"),
     scenario: Annotated[str, setting(SimulatorSettings, "scenario")] = default(SimulatorSettings, "scenario"),
+    scenario_pace: Annotated[str, setting(SimulatorSettings, "scenario_pace")] = default(
+        SimulatorSettings, "scenario_pace"
+    ),
     derived_interval: Annotated[float, setting(DerivedSettings, "interval_seconds")] = default(
         DerivedSettings, "interval_seconds"
     ),
@@ -187,6 +194,7 @@ def serve(
                 seed=seed,
                 engines=engines,
                 scenario=scenario,
+                scenario_pace=scenario_pace,
             ),
             derived=DerivedSettings(
                 interval_seconds=derived_interval,

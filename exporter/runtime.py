@@ -29,7 +29,7 @@ from .nvml.collector import NvmlSource
 from .nvml.library import NvmlLibrary
 from .publisher import Publisher
 from .settings import Settings
-from .sim.engines import SimEngine, start_engines, stop_engines
+from .sim.engines import SimEngine, gpu_groups, start_engines, stop_engines
 from .sim.fleet import SimulatedFleet
 from .sim.pynvml_module import SimulatedPynvml
 from .sim.scenario_driver import ScenarioDriver
@@ -148,7 +148,8 @@ def build_runtime(settings: Settings) -> Runtime:
             )
             lib = NvmlLibrary(SimulatedPynvml(runtime.fleet))
             if sim.scenario != "none":
-                runtime.scenario = make_scenario(sim.scenario)
+                layout = gpu_groups(sim.gpus, sim.engines)
+                runtime.scenario = make_scenario(sim.scenario, pace=sim.scenario_pace, layout=layout)
             log.warning(
                 "serving a SIMULATED fleet of %d %s GPUs (seed %d): not real data",
                 sim.gpus,

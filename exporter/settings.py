@@ -175,7 +175,18 @@ class VllmSettings(BaseSettings):
         return value
 
 
-Scenario = Literal["none", "steady", "memory-leak", "traffic-ramp", "kv-pressure", "hardware-faults"]
+Scenario = Literal[
+    "none",
+    "steady",
+    "memory-leak",
+    "traffic-ramp",
+    "kv-pressure",
+    "hardware-faults",
+    "nvlink-crc",
+    "gpu-lost",
+    "vllm-down",
+    "tour",
+]
 
 
 class SimulatorSettings(BaseSettings):
@@ -221,8 +232,16 @@ class SimulatorSettings(BaseSettings):
         description="What the simulated fleet and engines go through: none (a slow daily-like load "
         "wave), steady (flat noisy load, allocator sawtooth), memory-leak (steady, and GPU 0 leaks "
         "40 MiB/min until OOM), traffic-ramp (load and memory rise together for an hour: not a leak), "
-        "kv-pressure (long requests fill the KV cache), hardware-faults (from 20 s: NVLink CRC errors, "
-        "PCIe replays, XID 48, and XID 79 loses GPU 2).",
+        "kv-pressure (long requests fill engine 0's KV cache, its GPUs saturated), hardware-faults (from "
+        "20 s: NVLink CRC errors, PCIe replays, XID 48, and XID 79 loses GPU 2), nvlink-crc (from 20 s: "
+        "CRC errors on GPU 1), gpu-lost (at 20 s: XID 79, GPU 2 off the bus), vllm-down (from 20 s: engine "
+        "1 answers 503), tour (every fault in turn).",
+    )
+    scenario_pace: Literal["real", "demo"] = Field(
+        "real",
+        json_schema_extra={"cli": "--scenario-pace"},
+        description="real: the timings detectors are tested against (KV ramp 30 min, leak 40 MiB/min); "
+        "demo: compressed so faults show within minutes (KV ramp 90 s, leak 2 GiB/min, tour phases 4 min).",
     )
 
     @field_validator("gpu_model")

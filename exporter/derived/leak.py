@@ -30,6 +30,10 @@ class LeakThresholds:
     max_load_change: float = 0.20
     # KV usage is already a fraction of the cache, and often near 0: compared in absolute points.
     max_kv_change: float = 0.05
+    # The growth must also exceed the memory's own swing around its trend (the p10-p90 spread of the
+    # residuals: an allocator's sawtooth, noise). Over a few minutes, a sawtooth cut at an awkward
+    # phase fits a slope of tens of MiB/min; a real leak soon outgrows the sawtooth, a phase never does.
+    min_growth_to_swing: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,7 @@ def leak_suspected(
     *,
     first_half_slope: float,
     second_half_slope: float,
+    swing_bytes: float = 0.0,
     thresholds: LeakThresholds = LeakThresholds(),
 ) -> LeakVerdict:
     """Decide from precomputed slopes and load/KV changes between the window's halves."""
@@ -56,6 +61,12 @@ def leak_suspected(
         return LeakVerdict(False, f"memory slope {memory_slope_bytes_per_s * 60 / MIB:.2f} MiB/min too low")
     if memory_window_growth_bytes < th.min_growth_bytes:
         return LeakVerdict(False, f"memory grew only {memory_window_growth_bytes / MIB:.1f} MiB")
+    if memory_window_growth_bytes < th.min_growth_to_swing * swing_bytes:
+        return LeakVerdict(
+            False,
+            f"memory grew {memory_window_growth_bytes / MIB:.1f} MiB, within its own swing of "
+            f"{swing_bytes / MIB:.1f} MiB (sawtooth, noise)",
+        )
     if first_half_slope <= 0 or second_half_slope <= 0:
         return LeakVerdict(False, "memory growth not sustained over both halves of the window")
     ratio = max(first_half_slope, second_half_slope) / min(first_half_slope, second_half_slope)
@@ -130,5 +141,15 @@ def assess_leak(
         half_change_absolute(kv_usage) if kv_usage is not None else None,
         first_half_slope=first,
         second_half_slope=second,
+        swing_bytes=swing(times, memory, slope),
         thresholds=thresholds,
     )
+
+
+def swing(times: Sequence[float], values: Sequence[float], slope: float) -> float:
+    """The p10-p90 spread of the values around a line of `slope` (the trend taken out)."""
+    detrended = sorted(v - slope * t for t, v in zip(times, values, strict=True))
+    if len(detrended) < 2:
+        return 0.0
+    last = len(detrended) - 1
+    return detrended[round(0.9 * last)] - detrended[round(0.1 * last)]

@@ -86,6 +86,16 @@ DcgmiOption = Annotated[
     str, typer.Option("--dcgmi", envvar="SERVESCOPE_RUNBOOK_DCGMI", help="dcgmi for dcgm_sample steps.")
 ]
 TimeoutOption = Annotated[float, typer.Option("--timeout", help="Seconds each request or command may take.")]
+PerInstanceOption = Annotated[
+    bool,
+    typer.Option(
+        "--exporter-per-instance",
+        envvar="SERVESCOPE_RUNBOOK_EXPORTER_PER_INSTANCE",
+        show_envvar=True,
+        help="Ask the exporter named by the alert's `instance` label (host:port, on the --exporter-url "
+        "port) instead of --exporter-url: what a central runbook service in front of a DaemonSet needs.",
+    ),
+]
 LabelOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -152,6 +162,7 @@ def _context(  # noqa: PLR0917 (the options of two commands, one place)
     timeout: float,
     *,
     execute: bool = False,
+    per_instance: bool = False,
 ) -> RunContext:
     if not 0 < timeout <= 600:
         raise _usage(f"--timeout {timeout}: expected seconds between 0 and 600")
@@ -163,6 +174,7 @@ def _context(  # noqa: PLR0917 (the options of two commands, one place)
         dcgmi=dcgmi,
         timeout_seconds=timeout,
         execute=execute,
+        exporter_per_instance=per_instance,
     )
 
 
@@ -294,6 +306,7 @@ def run_command(  # noqa: PLR0917 (typer: one parameter per option)
     kubectl: KubectlOption = "kubectl",
     dcgmi: DcgmiOption = "dcgmi",
     timeout: TimeoutOption = 10.0,
+    exporter_per_instance: PerInstanceOption = False,
     svg_dir: Annotated[
         Path | None, typer.Option("--svg-dir", help="Write SVGs (memory curves) here.")
     ] = None,
@@ -303,7 +316,16 @@ def run_command(  # noqa: PLR0917 (typer: one parameter per option)
     labels = _labels(label)
     if execute and step is None:
         raise _usage("--execute acts on one change step: name it with --step ID")
-    ctx = _context(exporter_url, prometheus_url, alertmanager_url, kubectl, dcgmi, timeout, execute=execute)
+    ctx = _context(
+        exporter_url,
+        prometheus_url,
+        alertmanager_url,
+        kubectl,
+        dcgmi,
+        timeout,
+        execute=execute,
+        per_instance=exporter_per_instance,
+    ).for_labels(labels)
     runbook = _runbook(_folder(runbooks), alert)
     try:
         report = run(runbook, labels, ctx, step)
@@ -363,6 +385,7 @@ def server_command(  # noqa: PLR0917 (typer: one parameter per option)
     kubectl: KubectlOption = "kubectl",
     dcgmi: DcgmiOption = "dcgmi",
     timeout: TimeoutOption = 10.0,
+    exporter_per_instance: PerInstanceOption = False,
 ) -> None:
     """Serve the runbooks to browsers: pages with Run buttons; change steps need a token and are audited.
     Also receives Alertmanager's webhook (POST /alertmanager/webhook) and keeps incidents (/incidents)."""
@@ -375,7 +398,15 @@ def server_command(  # noqa: PLR0917 (typer: one parameter per option)
     from .webhook import WebhookAuth, incident_router
 
     folder = _folder(runbooks)
-    ctx = _context(exporter_url, prometheus_url, alertmanager_url, kubectl, dcgmi, timeout)
+    ctx = _context(
+        exporter_url,
+        prometheus_url,
+        alertmanager_url,
+        kubectl,
+        dcgmi,
+        timeout,
+        per_instance=exporter_per_instance,
+    )
     token = _token(token_file)
     try:
         sock = bind(parse_listen(listen))

@@ -426,7 +426,7 @@ def runbook_router(  # noqa: PLR0915 (the routes are closures over the configura
             return JSONResponse(
                 {"detail": f"{alert} has no step {step_id[:80]!r} (steps: {known})"}, status_code=404
             )
-        ctx = ctx_factory(request)
+        ctx = ctx_factory(request).for_labels(body.labels)
         if step.kind == "read":
             try:
                 bound = bind_step(step, body.labels)

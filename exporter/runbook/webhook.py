@@ -236,7 +236,7 @@ class IncidentService:
 
     def _run_steps(self, incident_id: int, steps: list[Any], labels: dict[str, str]) -> None:
         try:
-            ctx = self.ctx_factory().model_copy(update={"execute": False})
+            ctx = self.ctx_factory().for_labels(labels).model_copy(update={"execute": False})
             for step in steps:
                 self._run_step(incident_id, step, labels, ctx)
             self.store.set_note(incident_id, f"{len(steps)} read step(s) run")

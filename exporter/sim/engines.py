@@ -48,6 +48,7 @@ def start_engines(fleet: SimulatedFleet, engines: int, seed: int) -> list[SimEng
             "0",
             "--seed",
             str(seed * 1000 + i),
+            "--exit-with-parent",  # a SIGKILLed exporter must not leave engines behind
         ]
         process = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True

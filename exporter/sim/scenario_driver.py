@@ -23,7 +23,7 @@ class ScenarioDriver:
         self.scenario, self.fleet, self.engines = scenario, fleet, engines
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._sent: EngineLoad | None = None
+        self._sent: dict[int, EngineLoad] = {}
         self._client = httpx.Client(timeout=2.0)
 
     def start(self) -> None:
@@ -41,20 +41,22 @@ class ScenarioDriver:
         self.fleet.advance()
         t = self.fleet.elapsed
         self.scenario.apply(self.fleet, t)
-        load = self.scenario.engine_load(t)
+        loads = self.scenario.engine_loads(t, len(self.engines))
         # set_load redraws the next arrival: only send a change, or the engines' randomness would depend
         # on how often this loop runs.
-        if load != self._sent:
-            for engine in self.engines:
-                if engine.url:
-                    self._send(engine.url.removesuffix("/metrics") + "/control", load)
-            self._sent = load
+        for index, (engine, load) in enumerate(zip(self.engines, loads, strict=True)):
+            control = engine.url.removesuffix("/metrics") + "/control"
+            if engine.url and load != self._sent.get(index) and self._send(control, load):
+                self._sent[index] = load
 
-    def _send(self, url: str, load: EngineLoad) -> None:
+    def _send(self, url: str, load: EngineLoad) -> bool:
+        """True when the engine took the load; a failed send is retried on the next tick."""
         try:
             self._client.post(url, json=dataclasses.asdict(load)).raise_for_status()
         except httpx.HTTPError as exc:
             log.warning("scenario %s: could not set the load of %s: %s", self.scenario.name, url, exc)
+            return False
+        return True
 
     def _loop(self) -> None:
         while not self._stop.wait(TICK_SECONDS):

@@ -18,10 +18,19 @@ traffic-ramp
     the workspace (6 GiB at full load) and engines' arrivals rise from 1 to 8 req/s. Memory grows,
     but it follows traffic: a detector must NOT call it a leak (it should see load explain the growth).
 kv-pressure
-    Load 0.9 and long requests (4096/1024 tokens) from closed-loop clients whose number grows from 8 to
-    240 over 30 minutes, so vLLM's KV-cache usage climbs to ~0.95. Device memory stays flat, because vLLM
-    preallocates its KV pool: a detector must flag KV saturation from the engine's metrics and must
-    NOT call device memory a leak.
+    Long requests (4096/1024 tokens) from closed-loop clients whose number grows from 8 to 240 over 30
+    minutes, so one engine's KV-cache usage climbs to ~0.95 while its GPUs run at 0.95 (every GPU at 0.9
+    when the scenario is not told which GPUs the engine holds). Device memory stays flat, because vLLM
+    preallocates its KV pool: a detector must flag KV saturation from the engine's metrics, on that
+    engine and its GPUs only, and must NOT call device memory a leak.
+nvlink-crc, gpu-lost, vllm-down, tour
+    One fault on steady serving, from 20 s (60 s at the demo pace): a CRC error storm on one NVLink,
+    a GPU falling off the bus (XID 79), an engine that answers 503; and all the faults one after
+    another (fault_scenarios.py).
+
+The `demo` pace (see `Pace`) compresses the slow ones so that a demo or an end-to-end test sees alerts
+within minutes: the KV ramp takes 90 s instead of 30 min, the leak grows 2 GiB/min instead of 40 MiB,
+and the single faults wait a minute for a baseline.
 
 The memory workspace (activations at full load) is 6 GiB, or a tenth of a smaller GPU. It lies inside
 vLLM's gpu_memory_utilization budget (the KV pool is sized from what it leaves), so traffic alone never
@@ -44,7 +53,40 @@ SAWTOOTH_BYTES = 128 * MIB
 SAWTOOTH_PERIOD_S = 45.0
 NOISE_BYTES = 8 * MIB
 
-SCENARIOS: tuple[str, ...] = ("steady", "memory-leak", "traffic-ramp", "kv-pressure", "hardware-faults")
+SCENARIOS: tuple[str, ...] = (
+    "steady",
+    "memory-leak",
+    "traffic-ramp",
+    "kv-pressure",
+    "hardware-faults",
+    "nvlink-crc",
+    "gpu-lost",
+    "vllm-down",
+    "tour",
+)
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How fast the slow scenarios unfold. `real` is what detectors are tested against; `demo` makes
+    faults visible within minutes and is what `servescope demo` plays."""
+
+    name: str
+    kv_ramp_seconds: float
+    leak_mib_per_minute: float
+    # Tour: how long each fault lasts before the next one starts.
+    phase_seconds: float
+    # nvlink-crc, gpu-lost, vllm-down: when the fault starts.
+    fault_start_seconds: float
+
+
+PACES = {
+    "real": Pace("real", 1800.0, 40.0, phase_seconds=1800.0, fault_start_seconds=20.0),
+    # 2 GiB/min fills an H200's ~16 GiB of headroom in about 8.4 min: the leak verdict needs 4 min of
+    # history, so an alert still comes minutes before the OOM. Faults start after a minute, so that
+    # Prometheus holds a healthy baseline (and the engines' GPU join) before them.
+    "demo": Pace("demo", 90.0, 2048.0, phase_seconds=240.0, fault_start_seconds=60.0),
+}
 
 
 @dataclass(frozen=True)
@@ -60,6 +102,10 @@ class EngineLoad:
     concurrency: int = 0
     prompt_tokens: int = 512
     output_tokens: int = 128
+    down: bool = False  # the engine answers 503 (its engine core died; the API server still listens)
+
+
+STEADY_ENGINE = EngineLoad(arrival_rate=4.0)
 
 
 def workspace_for(gpu: SimGpu) -> float:
@@ -80,6 +126,10 @@ class Scenario(ABC):
     @abstractmethod
     def engine_load(self, t: float) -> EngineLoad:
         """What each simulated engine should be running at simulated second `t`."""
+
+    def engine_loads(self, t: float, engines: int) -> list[EngineLoad]:
+        """What each of `engines` engines runs at `t`; the same for all unless a scenario targets one."""
+        return [self.engine_load(t)] * engines
 
     def apply(self, fleet: SimulatedFleet, t: float) -> None:
         """Set the fleet's loads and memory profiles for simulated second `t` (idempotent)."""
@@ -105,7 +155,7 @@ class Steady(Scenario):
         return 0.6
 
     def engine_load(self, t: float) -> EngineLoad:
-        return EngineLoad(arrival_rate=4.0)
+        return STEADY_ENGINE
 
 
 @dataclass(frozen=True)
@@ -151,15 +201,31 @@ KV_RAMP_SECONDS = 1800.0
 class KvPressure(Scenario):
     name: ClassVar[str] = "kv-pressure"
     description: ClassVar[str] = "long requests, rising concurrency: KV cache climbs toward saturation"
+    engine: int = 0
+    # The GPUs `engine` serves from; None when unknown: then every GPU is busy (0.9), as every engine.
+    gpus: tuple[int, ...] | None = None
+    ramp_seconds: float = KV_RAMP_SECONDS
 
     def gpu_load(self, t: float) -> float:
-        return 0.9
+        return 0.9 if self.gpus is None else 0.6
+
+    def apply(self, fleet: SimulatedFleet, t: float) -> None:
+        with fleet.lock:
+            super().apply(fleet, t)
+            for index in self.gpus or ():
+                if index < len(fleet.gpus):
+                    fleet.set_load(index, 0.95)
 
     def engine_load(self, t: float) -> EngineLoad:
-        progress = min(1.0, max(0.0, t / KV_RAMP_SECONDS))
+        progress = min(1.0, max(0.0, t / self.ramp_seconds))
         clients = round(KV_CLIENTS_START + (KV_CLIENTS_END - KV_CLIENTS_START) * progress)
         # Closed loop only: the client count, not an arrival rate, sets how much KV is held.
         return EngineLoad(arrival_rate=0.0, concurrency=clients, prompt_tokens=4096, output_tokens=1024)
+
+    def engine_loads(self, t: float, engines: int) -> list[EngineLoad]:
+        if self.gpus is None:
+            return [self.engine_load(t)] * engines
+        return [self.engine_load(t) if i == self.engine else STEADY_ENGINE for i in range(engines)]
 
 
 FAULTS_START_SECONDS = 20.0
@@ -180,7 +246,7 @@ class HardwareFaults(Scenario):
         return 0.6
 
     def engine_load(self, t: float) -> EngineLoad:
-        return EngineLoad(arrival_rate=4.0)
+        return STEADY_ENGINE
 
     def apply(self, fleet: SimulatedFleet, t: float) -> None:
         super().apply(fleet, t)
@@ -201,23 +267,42 @@ class HardwareFaults(Scenario):
 
 
 def make_scenario(
-    name: str, *, gpu: int = 0, leak_mib_per_minute: float = 40.0, ramp_seconds: float = 3600.0
+    name: str,
+    *,
+    gpu: int = 0,
+    leak_mib_per_minute: float | None = None,
+    ramp_seconds: float = 3600.0,
+    pace: str = "real",
+    layout: list[list[int]] | None = None,
 ) -> Scenario:
-    """The scenario called `name`; ValueError naming the known ones for any other name."""
+    """The scenario called `name`; ValueError naming the known ones for any other name.
+
+    `layout` is the GPUs of each simulated engine (as `engines.gpu_groups` lays them out): scenarios
+    that hit one engine (kv-pressure, vllm-down, tour) then know which GPUs go with it.
+    """
+    if pace not in PACES:
+        raise ValueError(f"unknown pace {pace!r}; known: {', '.join(PACES)}")
+    speed = PACES[pace]
+    leak = speed.leak_mib_per_minute if leak_mib_per_minute is None else leak_mib_per_minute
     if gpu < 0:
         raise ValueError(f"gpu must be >= 0, got {gpu}")
-    if not 0 < leak_mib_per_minute < float("inf"):
-        raise ValueError(f"leak_mib_per_minute must be > 0, got {leak_mib_per_minute}")
+    if not 0 < leak < float("inf"):
+        raise ValueError(f"leak_mib_per_minute must be > 0, got {leak}")
     if not 0 < ramp_seconds < float("inf"):
         raise ValueError(f"ramp_seconds must be > 0, got {ramp_seconds}")
     if name == "steady":
         return Steady()
     if name == "memory-leak":
-        return MemoryLeak(gpu=gpu, leak_mib_per_minute=leak_mib_per_minute)
+        return MemoryLeak(gpu=gpu, leak_mib_per_minute=leak)
     if name == "traffic-ramp":
         return TrafficRamp(ramp_seconds=ramp_seconds)
     if name == "kv-pressure":
-        return KvPressure()
+        gpus = tuple(layout[0]) if layout else None
+        return KvPressure(engine=0, gpus=gpus, ramp_seconds=speed.kv_ramp_seconds)
     if name == "hardware-faults":
         return HardwareFaults()
+    if name in SCENARIOS:
+        from .fault_scenarios import fault_scenario  # they build on this module's classes
+
+        return fault_scenario(name, speed, layout or [], leak)
     raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")

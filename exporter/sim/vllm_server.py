@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -66,10 +68,16 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts)
 
 
-def _lifespan(engine: SimulatedEngine, clock: Callable[[], float]) -> Callable[[FastAPI], Any]:
+def _lifespan(
+    engine: SimulatedEngine, clock: Callable[[], float], parent: int | None = None
+) -> Callable[[FastAPI], Any]:
     async def tick() -> None:
         while True:
             engine.advance_to(clock())
+            if parent is not None and os.getppid() != parent:
+                # The process that started this engine is gone (even SIGKILLed): do not outlive it.
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
             await asyncio.sleep(TICK_SECONDS)
 
     @asynccontextmanager
@@ -131,9 +139,12 @@ def _add_control_routes(app: FastAPI, engine: SimulatedEngine, clock: Callable[[
         return JSONResponse(settings(engine))
 
 
-def create_app(engine: SimulatedEngine, generation: Generation, clock: Callable[[], float]) -> FastAPI:
-    """The HTTP face of one engine; `clock` gives the engine's time (time.monotonic in production)."""
-    app = FastAPI(title="sim-vllm", lifespan=_lifespan(engine, clock))
+def create_app(
+    engine: SimulatedEngine, generation: Generation, clock: Callable[[], float], parent: int | None = None
+) -> FastAPI:
+    """The HTTP face of one engine; `clock` gives the engine's time (time.monotonic in production).
+    With `parent`, the engine stops when its parent process changes (the one that started it died)."""
+    app = FastAPI(title="sim-vllm", lifespan=_lifespan(engine, clock, parent))
     _add_vllm_routes(app, engine, generation, clock)
     _add_control_routes(app, engine, clock)
     return app
@@ -152,6 +163,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--generation", choices=GENERATIONS, default="current", help="metric names")
     parser.add_argument("--num-gpu-blocks", type=int, default=65_536)
     parser.add_argument("--block-size", type=int, default=16)
+    parser.add_argument(
+        "--exit-with-parent", action="store_true", help="stop when the process that started this one exits"
+    )
     return parser
 
 
@@ -182,7 +196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         wall_start=time.time(),
     )
     print(f"sim-vllm serving on {bound_address(sock)}", flush=True)
-    app = create_app(engine, args.generation, time.monotonic)
+    parent = os.getppid() if args.exit_with_parent else None
+    app = create_app(engine, args.generation, time.monotonic, parent)
     server_config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=3)
     uvicorn.Server(server_config).run(sockets=[sock])
     return 0

@@ -28,6 +28,10 @@ log = logging.getLogger(__name__)
 JOIN_REFRESH_SECONDS = 30.0
 JOIN_RETRY_SECONDS = 10.0  # sooner while an endpoint has no GPU yet (NVML may not have listed it)
 DISCOVERY_SECONDS = 60.0
+# An endpoint discovery found once and no longer finds (its process died, or answers errors) stays, as
+# down, this long after its last good scrape: long enough for ServescopeServingEndpointDown to fire,
+# short enough that an engine moved away for good stops being reported.
+DISCOVERY_GRACE_SECONDS = 900.0
 
 
 @dataclass
@@ -72,6 +76,7 @@ class VllmSource:
         self._states: dict[str, EndpointState] = {url: EndpointState(url) for url in self._configured}
         self._discovered_at = float("-inf")
         self._gpu_pids: frozenset[int] = frozenset()
+        self._missing: set[str] = set()  # kept after discovery lost them, already logged
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="vllm-scrape")
 
     # --- endpoints ---------------------------------------------------------------------------------
@@ -90,9 +95,18 @@ class VllmSource:
         found = [
             url for url in candidate_urls(self._procfs, self._directory, own) if self._speaks_engine(url)
         ]
+        now = self._wall()
+        kept = [
+            url
+            for url, state in self._states.items()
+            if url not in found and state.last_success and now - state.last_success < DISCOVERY_GRACE_SECONDS
+        ]
         if set(found) != set(self._states):
             log.info("serving endpoints discovered on this node: %s", ", ".join(found) or "none")
-        self._states = {url: self._states.get(url) or EndpointState(url) for url in found}
+        for url in set(kept) - self._missing:
+            log.warning("endpoint %s no longer found: reported down until it returns or is forgotten", url)
+        self._missing = set(kept)
+        self._states = {url: self._states.get(url) or EndpointState(url) for url in [*found, *kept]}
 
     def _speaks_engine(self, url: str) -> bool:
         try:

@@ -8,8 +8,15 @@ import random
 import pytest
 
 from servescope.derived.leak import LeakThresholds, assess_leak, leak_suspected
+from servescope.derived.memory_signals import trend_report
 from servescope.derived.ring import BYTES_PER_SAMPLE, MemoryRing
-from servescope.derived.trend import bucket_medians, robust_slope, seconds_to_exhaustion, theil_sen_slope
+from servescope.derived.trend import (
+    ROBUST_POINTS,
+    bucket_medians,
+    robust_slope,
+    seconds_to_exhaustion,
+    theil_sen_slope,
+)
 
 MIB = 1024**2
 GIB = 1024**3
@@ -157,10 +164,11 @@ def test_leak_verdict_false_for_warm_up() -> None:
 
 def test_leak_verdict_with_load_sampled_on_its_own_clock() -> None:
     # Memory every second, tokens/s every 5 s from scrapes: only the halves' means are compared.
-    times, memory = _leaky_memory(600, start=80 * GIB, period=120, hold=40, offset=80)
-    load_times = [float(t) for t in range(0, 600, 5)]
-    assert assess_leak(times, memory, (load_times, _flat(120, 4000, 0.25, 9))).suspected
-    ramp = [2000 + 4000 * t / 600 for t in load_times]
+    # 15 minutes: the 40 MiB/min leak (600 MiB) has outgrown the 512 MiB allocator pulses.
+    times, memory = _leaky_memory(900, start=80 * GIB, period=120, hold=40, offset=80)
+    load_times = [float(t) for t in range(0, 900, 5)]
+    assert assess_leak(times, memory, (load_times, _flat(180, 4000, 0.25, 9))).suspected
+    ramp = [2000 + 4000 * t / 900 for t in load_times]
     assert not assess_leak(times, memory, (load_times, ramp)).suspected
 
 
@@ -190,3 +198,33 @@ def test_leak_verdict_notes_unknown_load() -> None:
     )
     assert verdict.suspected
     assert "load unknown" in verdict.reason
+
+
+def _sawtooth(rate: float, seconds: int, phase: float, *, height: float = 512 * MIB, period: float = 90.0):
+    rng = random.Random(int(phase))
+    times = [float(t) for t in range(seconds)]
+    values = [
+        60 * GIB + rate * t + height * (((t + phase) / period) % 1.0) + rng.gauss(0, 8 * MIB) for t in times
+    ]
+    return times, values
+
+
+@pytest.mark.parametrize(("seconds", "phase"), [(360, 0), (360, 5), (360, 80), (360, 85), (420, 15)])
+def test_a_sawtooth_cut_at_an_awkward_phase_is_within_its_swing_not_a_leak(
+    seconds: int, phase: float
+) -> None:
+    # A flat 512 MiB / 90 s allocator sawtooth: over 6-7 minutes, cut at these phases, the bucket
+    # medians fit 14-33 MiB/min of "growth", all of it phase.
+    times, values = _sawtooth(0.0, seconds, phase)
+    bucket = (times[-1] - times[0]) / ROBUST_POINTS
+    without = assess_leak(
+        *bucket_medians(times, values, bucket), thresholds=LeakThresholds(min_growth_to_swing=0)
+    )
+    assert without.suspected  # what the verdict said before it compared growth with the swing
+    verdict = trend_report(times, values, times[-1]).verdict
+    assert not verdict.suspected and "within its own swing" in verdict.reason, verdict.reason
+
+
+def test_a_leak_is_found_once_it_outgrows_the_sawtooth() -> None:
+    times, values = _sawtooth(LEAK_BYTES_PER_S * 4, 420, 60)  # 160 MiB/min: 1.1 GiB in 7 minutes
+    assert trend_report(times, values, times[-1]).verdict.suspected

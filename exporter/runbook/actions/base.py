@@ -14,9 +14,10 @@ import math
 import re
 import shlex
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Generic, Literal, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator
@@ -147,6 +148,30 @@ class RunContext(BaseModel):
     dcgmi: str = "dcgmi"
     timeout_seconds: float = Field(10.0, gt=0, le=600)
     execute: bool = False
+    # One exporter per node: a central runbook service asks the exporter the alert came from.
+    exporter_per_instance: bool = False
+
+    def for_labels(self, labels: Mapping[str, str]) -> RunContext:
+        """This context, reading from the alert's own exporter when `exporter_per_instance` is on.
+
+        The `instance` label (host:port, as Prometheus scraped it) replaces the exporter URL's host only
+        when it is a plain host name or IP address and its port is the configured exporter's port: labels
+        are untrusted, and this keeps them from pointing requests anywhere but at exporters.
+        """
+        if not self.exporter_per_instance:
+            return self
+        instance = labels.get("instance", "")
+        found = _INSTANCE.fullmatch(instance)
+        configured = urlsplit(self.exporter_url)
+        if found is None or configured.port is None or int(found.group("port")) != configured.port:
+            return self
+        return self.model_copy(update={"exporter_url": f"{configured.scheme}://{instance}"})
+
+
+# host:port where host is a DNS name, an IPv4 address, or a bracketed IPv6 address.
+_INSTANCE = re.compile(
+    r"(?P<host>[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\]):(?P<port>[0-9]{1,5})"
+)
 
 
 class StepResult(BaseModel):

@@ -1,0 +1,1 @@
+"""`servescope demo`: the whole stack on one machine, on a simulated fleet."""

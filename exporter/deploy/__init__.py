@@ -1,0 +1,1 @@
+"""Kubernetes manifests for servescope, rendered from options: `servescope deploy render`."""

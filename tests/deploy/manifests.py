@@ -1,0 +1,72 @@
+"""Shared helpers: rendered documents, lookups by kind and name, and the option sets worth checking."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from servescope.deploy.options import DeployOptions
+from servescope.deploy.render import documents
+from servescope.deploy.runbooks import RunbookTokens
+
+ROOT = Path(__file__).parent.parent.parent
+DEPLOY = ROOT / "deploy"
+BASE = DEPLOY / "base"
+
+Doc = dict[str, Any]
+
+# Each variant turns on what the defaults leave off, so every branch of the renderer is checked.
+VARIANTS: dict[str, DeployOptions] = {
+    "default": DeployOptions(),
+    "no-attribution": DeployOptions(process_attribution=False, create_namespace=False),
+    "host-network": DeployOptions(
+        host_network=True, runtime_class="nvidia", dcgm_exporter_url="http://$(NODE_IP):9400/metrics"
+    ),
+    "elsewhere": DeployOptions(
+        namespace="observability",
+        release="prom",
+        alertmanager_namespace="alerting",
+        prometheus_namespace="metrics",
+        people_namespace="ingress-nginx",
+        incidents_pvc="servescope-incidents",
+        runbook_url="https://runbooks.example.com",
+        node_selector={"node-role.example.com/gpu": ""},
+    ),
+}
+TOKENS = RunbookTokens(webhook="w" * 64, change="c" * 64)
+
+
+@cache
+def rendered(variant: str = "default", with_tokens: bool = False) -> tuple[Doc, ...]:
+    return tuple(documents(VARIANTS[variant], TOKENS if with_tokens else None))
+
+
+def find(
+    docs: tuple[Doc, ...] | list[Doc], kind: str, name: str | None = None, namespace: str | None = None
+) -> Doc:
+    matches = [
+        d
+        for d in docs
+        if d["kind"] == kind
+        and (name is None or d["metadata"]["name"] == name)
+        and (namespace is None or d["metadata"].get("namespace") == namespace)
+    ]
+    assert len(matches) == 1, f"expected one {kind} {name or ''}, found {len(matches)}"
+    return matches[0]
+
+
+def pod_spec(workload: Doc) -> Doc:
+    spec: Doc = workload["spec"]["template"]["spec"]
+    return spec
+
+
+def container(workload: Doc) -> Doc:
+    containers = pod_spec(workload)["containers"]
+    assert len(containers) == 1
+    first: Doc = containers[0]
+    return first
+
+
+def matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(key) == value for key, value in selector.items())

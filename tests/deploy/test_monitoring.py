@@ -1,0 +1,160 @@
+"""The objects Prometheus, Grafana and Alertmanager load: ServiceMonitors, PrometheusRule, dashboards,
+and the Alertmanager snippet, checked field by field (kubernetes-validate has no schema for CRDs)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from servescope.alerts.config import AlertsConfig
+from servescope.deploy.monitoring import alertmanager_receiver
+from servescope.deploy.options import DeployOptions
+from servescope.deploy.render import RECEIVER
+from servescope.deploy.runbooks import ALERTMANAGER_TOKEN_FILE
+from servescope.runbook.webhook import WEBHOOK_PATH
+from tests.deploy.manifests import DEPLOY, ROOT, VARIANTS, find, matches, rendered
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("name", ["servescope", "servescope-runbooks"])
+def test_service_monitor_selects_its_service_and_a_port_it_has(variant: str, name: str) -> None:
+    options, docs = VARIANTS[variant], rendered(variant)
+    monitor, service = find(docs, "ServiceMonitor", name), find(docs, "Service", name)
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == options.release
+    assert matches(monitor["spec"]["selector"]["matchLabels"], service["metadata"]["labels"])
+    assert service["metadata"]["namespace"] in monitor["spec"]["namespaceSelector"]["matchNames"]
+    port_names = {p["name"] for p in service["spec"]["ports"]}
+    for endpoint in monitor["spec"]["endpoints"]:
+        assert endpoint["port"] in port_names
+        assert endpoint["interval"] == options.scrape_interval
+        assert endpoint["path"].startswith("/")
+
+
+def test_the_job_label_prometheus_gives_the_exporter_is_the_one_the_rules_select() -> None:
+    # prometheus-operator names the job after the Service (no jobLabel set).
+    monitor = find(rendered(), "ServiceMonitor", "servescope")
+    assert "jobLabel" not in monitor["spec"]
+    assert AlertsConfig().selector == f'job="{find(rendered(), "Service", "servescope")["metadata"]["name"]}"'
+
+
+def test_exporter_targets_keep_their_address_gain_the_node_and_keep_the_engines_endpoint_label() -> None:
+    relabelings = find(rendered(), "ServiceMonitor", "servescope")["spec"]["endpoints"][0]["relabelings"]
+    by_target = {r.get("targetLabel"): r for r in relabelings if r.get("action") == "replace"}
+    assert by_target["node"]["sourceLabels"] == ["__meta_kubernetes_pod_node_name"]
+    # instance stays host:port, the address the runbook service reads each alert's exporter at.
+    assert "instance" not in by_target
+    assert {"action": "labeldrop", "regex": "endpoint"} in relabelings
+
+
+def test_the_runbook_service_reads_each_alerts_own_exporter() -> None:
+    deployment = find(rendered(), "Deployment", "servescope-runbooks")
+    assert "--exporter-per-instance" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_prometheus_rule_shape_labels_and_runbook_links(variant: str) -> None:
+    options = VARIANTS[variant]
+    rule = find(rendered(variant), "PrometheusRule", "servescope")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["namespace"] == options.namespace
+    assert rule["metadata"]["labels"]["release"] == options.release
+    groups = rule["spec"]["groups"]
+    assert groups and len({g["name"] for g in groups}) == len(groups)
+    alerts = 0
+    for group in groups:
+        assert set(group) <= {"name", "interval", "rules"} and group["rules"]
+        for item in group["rules"]:
+            assert ("alert" in item) != ("record" in item), item
+            assert isinstance(item["expr"], str) and item["expr"].strip()
+            if "alert" in item:
+                alerts += 1
+                assert item["labels"]["severity"] in {"critical", "warning", "info"}
+                assert item["annotations"]["runbook_url"].startswith(
+                    f"{options.runbook_base_url()}/runbooks/{item['alert']}"
+                ), item["alert"]
+                assert item["annotations"]["summary"]
+    assert alerts >= 10
+
+
+def test_default_prometheus_rule_is_the_alert_bundle_s_own() -> None:
+    committed = yaml.safe_load((ROOT / "alerts" / "build" / "prometheusrule.yaml").read_text())
+    assert find(rendered(), "PrometheusRule") == committed
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
+def test_promtool_accepts_the_rules_rendered_for_another_namespace(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(yaml.safe_dump(find(rendered("elsewhere"), "PrometheusRule")["spec"]))
+    result = subprocess.run(
+        ["promtool", "check", "rules", str(rules)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("variant", ["default", "elsewhere"])
+def test_one_dashboard_configmap_per_built_dashboard_for_the_grafana_sidecar(variant: str) -> None:
+    built = {p.stem: p for p in sorted((ROOT / "dashboards" / "build").glob("*.json"))}
+    maps = [d for d in rendered(variant) if d["kind"] == "ConfigMap"]
+    assert sorted(m["metadata"]["name"] for m in maps) == sorted(f"servescope-dashboard-{n}" for n in built)
+    for configmap in maps:
+        assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+        assert configmap["metadata"]["namespace"] == VARIANTS[variant].namespace
+        ((key, text),) = configmap["data"].items()
+        dashboard, expected = json.loads(text), json.loads(built[key.removesuffix(".json")].read_text())
+        # The one difference a deployment makes: the link to the runbooks goes where they are served.
+        (link,) = [link for link in dashboard["links"] if link["title"] == "Runbooks"]
+        assert link["url"] == f"{VARIANTS[variant].runbook_base_url()}/runbooks"
+        (expected_link,) = [link for link in expected["links"] if link["title"] == "Runbooks"]
+        expected_link["url"] = link["url"]
+        assert dashboard == expected
+
+
+def test_alertmanager_snippet_posts_to_the_runbook_service_with_the_mounted_token() -> None:
+    options = DeployOptions()
+    snippet = alertmanager_receiver(options)
+    assert set(snippet) == {"route", "receivers", "inhibit_rules"}
+    (webhook,) = next(r for r in snippet["receivers"] if r["name"] == "servescope-runbooks")[
+        "webhook_configs"
+    ]
+    url = urlsplit(webhook["url"])
+    service = find(rendered(), "Service", "servescope-runbooks")
+    assert url.hostname == f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
+    assert url.port == service["spec"]["ports"][0]["port"]
+    assert url.path == WEBHOOK_PATH
+    assert webhook["http_config"]["authorization"]["credentials_file"] == ALERTMANAGER_TOKEN_FILE
+    assert webhook["send_resolved"] is True
+
+
+def test_every_route_names_a_receiver_of_the_snippet() -> None:
+    snippet = alertmanager_receiver(DeployOptions())
+    names = {r["name"] for r in snippet["receivers"]}
+    routes = [snippet["route"], *snippet["route"]["routes"]]
+    assert {r["receiver"] for r in routes} <= names
+    # The runbook service sees every alert first, and the alert goes on to people's receivers after it.
+    first = snippet["route"]["routes"][0]
+    assert first["receiver"] == "servescope-runbooks" and first["continue"] is True
+
+
+def test_committed_snippet_parses_to_the_rendered_one_and_says_where_the_secret_goes() -> None:
+    text = (DEPLOY / RECEIVER).read_text()
+    assert yaml.safe_load(text) == alertmanager_receiver(DeployOptions())
+    assert "alertmanagerSpec.secrets" in text
+
+
+@pytest.mark.skipif(shutil.which("amtool") is None, reason="amtool is not installed")
+def test_amtool_accepts_the_snippet_as_a_configuration() -> None:
+    result = subprocess.run(
+        ["amtool", "check-config", str(DEPLOY / RECEIVER)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

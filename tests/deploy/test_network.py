@@ -1,0 +1,106 @@
+"""The NetworkPolicies, evaluated the way Kubernetes does for a given peer, port and direction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from tests.deploy.manifests import VARIANTS, Doc, find, matches, rendered
+
+
+@dataclass(frozen=True)
+class Peer:
+    namespace: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def _peer_matches(selector: Doc, peer: Peer, policy_namespace: str) -> bool:
+    if "ipBlock" in selector:
+        return False
+    if "namespaceSelector" in selector:
+        namespace_labels = {"kubernetes.io/metadata.name": peer.namespace}
+        if not matches(selector["namespaceSelector"].get("matchLabels", {}), namespace_labels):
+            return False
+    elif peer.namespace != policy_namespace:
+        return False
+    return matches(selector.get("podSelector", {}).get("matchLabels", {}), peer.labels)
+
+
+def allows(policy: Doc, direction: str, peer: Peer, port: int, protocol: str = "TCP") -> bool:
+    """Whether one of the policy's rules lets this traffic through (to or from the selected pods)."""
+    key, peers_key = ("ingress", "from") if direction == "ingress" else ("egress", "to")
+    for rule in policy["spec"].get(key, []):
+        ports = rule.get("ports")
+        port_ok = not ports or any(p["port"] == port and p.get("protocol", "TCP") == protocol for p in ports)
+        peers = rule.get(peers_key)
+        peer_ok = not peers or any(_peer_matches(s, peer, policy["metadata"]["namespace"]) for s in peers)
+        if port_ok and peer_ok:
+            return True
+    return False
+
+
+PROMETHEUS = {"app.kubernetes.io/name": "prometheus"}
+ALERTMANAGER = {"app.kubernetes.io/name": "alertmanager"}
+RUNBOOK_PODS = {"app.kubernetes.io/name": "servescope", "app.kubernetes.io/component": "runbooks"}
+EXPORTER_PODS = {"app.kubernetes.io/name": "servescope", "app.kubernetes.io/component": "exporter"}
+
+
+def _policy(variant: str, name: str) -> Doc:
+    return find(rendered(variant), "NetworkPolicy", name)
+
+
+@pytest.mark.parametrize("variant", ["default", "elsewhere"])
+def test_only_prometheus_and_the_runbook_service_reach_the_exporters_port(variant: str) -> None:
+    options = VARIANTS[variant]
+    policy = _policy(variant, "servescope")
+    daemonset = find(rendered(variant), "DaemonSet")
+    assert matches(
+        policy["spec"]["podSelector"]["matchLabels"], daemonset["spec"]["template"]["metadata"]["labels"]
+    )
+    assert policy["spec"]["policyTypes"] == ["Ingress"]  # the exporter may still call its engines and DNS
+    prometheus = Peer(options.prometheus_namespace, PROMETHEUS)
+    assert allows(policy, "ingress", prometheus, 9108)
+    assert not allows(policy, "ingress", prometheus, 9109)
+    assert allows(policy, "ingress", Peer(options.namespace, RUNBOOK_PODS), 9108)
+    assert not allows(policy, "ingress", Peer(options.prometheus_namespace, {"app": "grafana"}), 9108)
+    assert not allows(policy, "ingress", Peer("default", PROMETHEUS), 9108)
+    assert not allows(policy, "ingress", Peer("default", RUNBOOK_PODS), 9108)
+
+
+@pytest.mark.parametrize("variant", ["default", "elsewhere"])
+def test_runbook_service_is_reached_by_alertmanager_prometheus_and_the_people_namespace(variant: str) -> None:
+    options = VARIANTS[variant]
+    policy = _policy(variant, "servescope-runbooks")
+    deployment = find(rendered(variant), "Deployment")
+    assert matches(
+        policy["spec"]["podSelector"]["matchLabels"], deployment["spec"]["template"]["metadata"]["labels"]
+    )
+    assert allows(policy, "ingress", Peer(options.alertmanager_namespace, ALERTMANAGER), 9110)
+    assert allows(policy, "ingress", Peer(options.prometheus_namespace, PROMETHEUS), 9110)
+    assert not allows(policy, "ingress", Peer(options.alertmanager_namespace, ALERTMANAGER), 9108)
+    assert not allows(policy, "ingress", Peer("default", {"app": "curl"}), 9110)
+    people = allows(policy, "ingress", Peer("ingress-nginx", {"app": "controller"}), 9110)
+    assert people == bool(options.people_namespace)
+
+
+@pytest.mark.parametrize("variant", ["default", "elsewhere"])
+def test_runbook_service_may_only_call_dns_the_exporters_prometheus_and_alertmanager(variant: str) -> None:
+    options = VARIANTS[variant]
+    policy = _policy(variant, "servescope-runbooks")
+    assert "Egress" in policy["spec"]["policyTypes"]
+    assert allows(policy, "egress", Peer("kube-system", {"k8s-app": "kube-dns"}), 53, "UDP")
+    assert allows(policy, "egress", Peer("kube-system", {"k8s-app": "kube-dns"}), 53, "TCP")
+    assert allows(policy, "egress", Peer(options.namespace, EXPORTER_PODS), 9108)
+    assert allows(policy, "egress", Peer(options.prometheus_namespace, PROMETHEUS), 9090)
+    assert allows(policy, "egress", Peer(options.alertmanager_namespace, ALERTMANAGER), 9093)
+    assert not allows(policy, "egress", Peer("default", {"app": "web"}), 443)
+    assert not allows(policy, "egress", Peer(options.namespace, EXPORTER_PODS), 22)
+
+
+def test_the_evaluator_refuses_what_no_rule_names() -> None:
+    # The checks above are only as good as this: a policy with no rules lets nothing in.
+    empty = {"metadata": {"namespace": "monitoring"}, "spec": {"ingress": []}}
+    assert not allows(empty, "ingress", Peer("monitoring", PROMETHEUS), 9108)
+    open_rule = {"metadata": {"namespace": "monitoring"}, "spec": {"ingress": [{}]}}
+    assert allows(open_rule, "ingress", Peer("anywhere", {}), 1)

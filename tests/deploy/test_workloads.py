@@ -1,0 +1,191 @@
+"""What an SRE checks in the exporter DaemonSet and the runbook Deployment before applying them."""
+
+from __future__ import annotations
+
+import pytest
+
+from servescope.deploy.names import NONROOT_UID
+from servescope.deploy.runbooks import ALERTMANAGER_TOKEN_FILE
+from servescope.settings import NodeSettings, env_names
+from tests.deploy.manifests import VARIANTS, Doc, container, find, matches, pod_spec, rendered
+
+POD_RESOURCES = "/var/lib/kubelet/pod-resources"
+
+
+def _daemonset(variant: str = "default") -> Doc:
+    return find(rendered(variant), "DaemonSet", "servescope")
+
+
+def _deployment(variant: str = "default") -> Doc:
+    return find(rendered(variant), "Deployment", "servescope-runbooks")
+
+
+def _env(workload: Doc) -> dict[str, Doc]:
+    return {item["name"]: item for item in container(workload).get("env", [])}
+
+
+def _arg(workload: Doc, flag: str) -> str:
+    args = container(workload)["args"]
+    assert args.count(flag) == 1, f"{flag} in {args}"
+    value: str = args[args.index(flag) + 1]
+    return value
+
+
+def test_daemonset_runs_on_gpu_nodes_through_their_taint() -> None:
+    spec = pod_spec(_daemonset())
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+    assert pod_spec(_daemonset("elsewhere"))["nodeSelector"] == {"node-role.example.com/gpu": ""}
+
+
+def test_node_name_comes_from_the_downward_api_and_is_what_the_exporter_reads() -> None:
+    env = _env(_daemonset())
+    assert env["NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    assert "NODE_NAME" in env_names(NodeSettings, "hostname")
+
+
+def test_the_exporter_sees_every_gpu_and_takes_none() -> None:
+    exporter = container(_daemonset())
+    env = _env(_daemonset())
+    assert env["NVIDIA_VISIBLE_DEVICES"]["value"] == "all"
+    assert env["NVIDIA_DRIVER_CAPABILITIES"]["value"] == "utility"
+    resources = exporter["resources"]
+    assert not any(key.startswith("nvidia.com/") for part in resources.values() for key in part)
+
+
+def test_probes_ask_the_container_port_it_listens_on() -> None:
+    exporter = container(_daemonset())
+    ports = {p["name"]: p["containerPort"] for p in exporter["ports"]}
+    assert ports == {"metrics": 9108}
+    assert exporter["args"] == ["serve", "--listen", ":9108"]
+    assert exporter["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert exporter["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    runbooks = container(_deployment())
+    assert {p["name"]: p["containerPort"] for p in runbooks["ports"]} == {"http": 9110}
+    assert _arg(_deployment(), "--listen") == ":9110"
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert runbooks[probe]["httpGet"] == {"path": "/healthz", "port": "http"}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_both_workloads_are_locked_down(variant: str) -> None:
+    for workload in (_daemonset(variant), _deployment(variant)):
+        security = container(workload)["securityContext"]
+        assert security["readOnlyRootFilesystem"] is True
+        assert security["allowPrivilegeEscalation"] is False
+        assert security["capabilities"]["drop"] == ["ALL"]
+        assert pod_spec(workload)["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert pod_spec(workload)["automountServiceAccountToken"] is False
+        mounts = {m["mountPath"]: m["name"] for m in container(workload)["volumeMounts"]}
+        volumes = {v["name"]: v for v in pod_spec(workload)["volumes"]}
+        assert "emptyDir" in volumes[mounts["/tmp"]], "a read-only root needs a writable /tmp"
+        assert set(mounts.values()) <= set(volumes)
+        assert "privileged" not in security
+
+
+def test_without_attribution_the_exporter_is_an_unprivileged_pod() -> None:
+    spec = pod_spec(_daemonset("no-attribution"))
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["runAsUser"] == NONROOT_UID
+    assert "hostPID" not in spec and "hostNetwork" not in spec
+    assert not any("hostPath" in v for v in spec["volumes"])
+    assert "add" not in container(_daemonset("no-attribution"))["securityContext"]["capabilities"]
+    # Without the host's /proc discovery finds nothing: it is turned off rather than left failing.
+    assert _env(_daemonset("no-attribution"))["SERVESCOPE_VLLM_DISCOVERY"]["value"] == "false"
+    assert not any(d["kind"] == "Namespace" for d in rendered("no-attribution"))
+
+
+def test_attribution_gets_host_pids_root_and_only_the_capabilities_it_reads_proc_with() -> None:
+    spec = pod_spec(_daemonset())
+    assert spec["hostPID"] is True
+    assert spec["securityContext"]["runAsUser"] == 0
+    capabilities = container(_daemonset())["securityContext"]["capabilities"]
+    assert capabilities == {"drop": ["ALL"], "add": ["DAC_READ_SEARCH", "SYS_PTRACE"]}
+    namespace = find(rendered(), "Namespace")
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+
+
+def test_pod_resources_are_mounted_read_only_from_the_kubelet() -> None:
+    volumes = {v["name"]: v for v in pod_spec(_daemonset())["volumes"]}
+    mount = next(m for m in container(_daemonset())["volumeMounts"] if m["mountPath"] == POD_RESOURCES)
+    assert mount["readOnly"] is True
+    assert volumes[mount["name"]]["hostPath"]["path"] == POD_RESOURCES
+
+
+def test_host_network_and_runtime_class_and_dcgm_exporter_are_options() -> None:
+    spec = pod_spec(_daemonset("host-network"))
+    assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert spec["runtimeClassName"] == "nvidia"
+    env = _env(_daemonset("host-network"))
+    # $(NODE_IP) is expanded by the kubelet only from a variable defined earlier in the list.
+    names = list(env)
+    assert names.index("NODE_IP") < names.index("SERVESCOPE_DCGM_EXPORTER_URL")
+    assert env["SERVESCOPE_DCGM_EXPORTER_URL"]["value"] == "http://$(NODE_IP):9400/metrics"
+    assert "runtimeClassName" not in pod_spec(_daemonset()) and "hostNetwork" not in pod_spec(_daemonset())
+
+
+def test_requests_and_limits_are_set_and_no_cpu_limit_throttles_collection() -> None:
+    for workload in (_daemonset(), _deployment()):
+        resources = container(workload)["resources"]
+        assert set(resources["requests"]) == {"cpu", "memory"}
+        assert set(resources["limits"]) == {"memory"}
+    assert container(_daemonset())["resources"]["requests"]["memory"] == "128Mi"
+
+
+def test_services_select_their_pods_and_name_existing_ports() -> None:
+    for name, workload in (("servescope", _daemonset()), ("servescope-runbooks", _deployment())):
+        service = find(rendered(), "Service", name)
+        pod_labels = workload["spec"]["template"]["metadata"]["labels"]
+        assert matches(service["spec"]["selector"], pod_labels)
+        assert matches(workload["spec"]["selector"]["matchLabels"], pod_labels)
+        port_names = {p["name"] for p in container(workload)["ports"]}
+        assert {p["targetPort"] for p in service["spec"]["ports"]} <= port_names
+    # Neither Service may pick up the other's pods.
+    assert not matches(
+        find(rendered(), "Service", "servescope")["spec"]["selector"],
+        _deployment()["spec"]["template"]["metadata"]["labels"],
+    )
+
+
+def test_runbook_service_reads_its_tokens_from_the_mounted_secret() -> None:
+    deployment = _deployment()
+    secret = find(rendered(with_tokens=True), "Secret", "servescope-runbooks")
+    volumes = {v["name"]: v for v in pod_spec(deployment)["volumes"]}
+    token_files = [_arg(deployment, "--webhook-token-file"), _arg(deployment, "--token-file")]
+    for path in token_files:
+        folder, _, key = path.rpartition("/")
+        mount = next(m for m in container(deployment)["volumeMounts"] if m["mountPath"] == folder)
+        assert mount["readOnly"] is True
+        assert volumes[mount["name"]]["secret"]["secretName"] == secret["metadata"]["name"]
+        assert key in secret["stringData"]
+    assert token_files[0].endswith("/token")
+    # Alertmanager reads the same key of a Secret of that name, as kube-prometheus-stack mounts it.
+    assert ALERTMANAGER_TOKEN_FILE == "/etc/alertmanager/secrets/servescope-runbooks/token"
+
+
+def test_runbook_service_keeps_its_state_in_a_volume_and_asks_this_deployment_s_services() -> None:
+    deployment = _deployment()
+    state = next(m for m in container(deployment)["volumeMounts"] if m["name"] == "state")["mountPath"]
+    assert _arg(deployment, "--incidents-db").startswith(state + "/")
+    assert _arg(deployment, "--audit-log").startswith(state + "/")
+    assert _arg(deployment, "--exporter-url") == "http://servescope.monitoring.svc:9108"
+    assert (
+        _arg(deployment, "--prometheus-url") == "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
+    )
+    assert (
+        _arg(deployment, "--alertmanager-url")
+        == "http://kube-prometheus-stack-alertmanager.monitoring.svc:9093"
+    )
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+    claim = {v["name"]: v for v in pod_spec(_deployment("elsewhere"))["volumes"]}["state"]
+    assert claim == {"name": "state", "persistentVolumeClaim": {"claimName": "servescope-incidents"}}
+    assert _arg(_deployment("elsewhere"), "--prometheus-url") == "http://prom-prometheus.metrics.svc:9090"
+    assert pod_spec(deployment)["securityContext"]["runAsNonRoot"] is True
+
+
+def test_a_secret_in_alertmanager_s_namespace_carries_only_the_webhook_token() -> None:
+    docs = rendered("elsewhere", with_tokens=True)
+    theirs = find(docs, "Secret", "servescope-runbooks", namespace="alerting")
+    ours = find(docs, "Secret", "servescope-runbooks", namespace="observability")
+    assert theirs["stringData"] == {"token": ours["stringData"]["token"]}
+    assert len([d for d in rendered(with_tokens=True) if d["kind"] == "Secret"]) == 1
