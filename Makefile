@@ -35,12 +35,18 @@ unit: $(STAMP)
 
 test: $(STAMP) tools lint typecheck unit
 
+# About 18 minutes on a 2-core machine: scrape 4, ingest 0.5, dcgm 1.2, derived 1, footprint 10.3,
+# alert quality ~1; bench/results/REPORT.md then compares them, marks each target and says how long each
+# part took. The report counts only results written after this target started.
 bench: $(STAMP)
-	$(BIN)/python bench/scrape.py
-	$(BIN)/python bench/ingest.py
-	$(BIN)/python bench/dcgm.py
-	$(BIN)/python bench/derived.py
-	$(BIN)/python bench/footprint.py
+	started=$$(date +%s) && \
+	$(BIN)/python bench/scrape.py && \
+	$(BIN)/python bench/ingest.py && \
+	$(BIN)/python bench/dcgm.py && \
+	$(BIN)/python bench/derived.py && \
+	$(BIN)/python bench/footprint.py && \
+	$(BIN)/python bench/alert_quality.py && \
+	$(BIN)/python bench/report.py --since $$started
 
 docs: $(STAMP)
 	$(BIN)/servescope docs --readme README.md

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
 import http.client
 import json
+import math
 import os
 import platform
 import re
@@ -14,8 +16,24 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-RESULTS = Path(__file__).parent / "results"
+# Smoke runs point this elsewhere so that they never overwrite the committed results.
+RESULTS = Path(os.environ.get("SERVESCOPE_BENCH_RESULTS", Path(__file__).parent / "results"))
 SERVESCOPE = str(Path(sys.executable).with_name("servescope"))
+TICKS = os.sysconf("SC_CLK_TCK")
+_IMPORTED = time.monotonic()
+
+
+def own_wall_seconds() -> float:
+    """Seconds since this process started, interpreter start-up included (the report sums them)."""
+    try:
+        started_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        elapsed = uptime - started_ticks / TICKS
+        if elapsed >= 0:
+            return elapsed
+    except (OSError, ValueError, IndexError):
+        pass
+    return time.monotonic() - _IMPORTED  # not Linux: from the import of this module
 
 
 def pin(core: int | None) -> None:
@@ -74,13 +92,30 @@ def get(server: Server, path: str) -> tuple[int, bytes]:
         conn.close()
 
 
-def time_requests(server: Server, path: str, count: int, warmup: int = 100) -> dict[str, float]:
-    """Sequential keep-alive GETs from one client: latency percentiles and requests per second."""
-    conn = http.client.HTTPConnection(server.host, server.port, timeout=10)
-    latencies = []
+def time_requests(
+    server: Server,
+    path: str,
+    count: int,
+    warmup: int = 100,
+    *,
+    seconds: float | None = None,
+    minimum: int = 5,
+) -> dict[str, float]:
+    """Sequential keep-alive GETs from one client: latency percentiles and requests per second.
+
+    With `seconds`, timing stops after that long (but not before `minimum` requests), so a slow
+    baseline cannot stretch a benchmark run past its budget.
+    """
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=60)
+    latencies: list[float] = []
     size = 0
+    deadline = math.inf
     try:
         for i in range(warmup + count):
+            if i == warmup and seconds is not None:
+                deadline = time.perf_counter() + seconds
+            if len(latencies) >= minimum and time.perf_counter() >= deadline:
+                break
             started = time.perf_counter()
             conn.request("GET", path)
             response = conn.getresponse()
@@ -96,30 +131,42 @@ def time_requests(server: Server, path: str, count: int, warmup: int = 100) -> d
     latencies.sort()
     return {
         "p50_ms": statistics.median(latencies) * 1000,
-        "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000,
+        # Nearest rank: with fewer than 100 requests the p99 is the slowest one.
+        "p99_ms": latencies[math.ceil(len(latencies) * 0.99) - 1] * 1000,
         "per_second": len(latencies) / sum(latencies),
+        "requests": len(latencies),
         "bytes": size,
     }
 
 
 def machine() -> dict[str, object]:
     model = "unknown"
+    memory_gib = None
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory_gib = round(int(line.split()[1]) / 2**20, 1)
                 break
     except OSError:
         pass
     return {
         "cpu": model,
         "cores": os.cpu_count(),
+        "memory_gib": memory_gib,
         "python": platform.python_version(),
+        "kernel": platform.release(),
         "platform": platform.platform(),
     }
 
 
 def write(name: str, data: dict[str, object], markdown: str) -> None:
+    """Write results/NAME.json and .md; the JSON also records when it finished and how long it ran."""
+    data.setdefault("wall_seconds", round(own_wall_seconds(), 1))
+    data.setdefault("finished_at", datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"))
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=2) + "\n")
     (RESULTS / f"{name}.md").write_text(markdown)

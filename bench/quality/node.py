@@ -1,0 +1,321 @@
+"""A simulated node on a fake clock, exported through the production sources, runners and publisher.
+
+What runs unchanged: the NVML collector over the simulator's pynvml-shaped module, the vLLM source
+(parser, normaliser, series export, engine-GPU join, endpoint health), the derived source, the source
+runners and the publisher that renders `/metrics`. What stands in for the machine: a clock that only
+moves when told to, a scraper that renders in-process engines instead of fetching over HTTP, and a
+/proc that says which engine process listens on which port.
+
+Cadence: NVML is read every `nvml_interval` simulated seconds (its 1 s production default would
+triple the cost for no difference in any alert), and the vLLM and derived sources run at every
+Prometheus scrape. The derived source refits its trends every 30 s whatever its cycle, so its values at
+a scrape are those a 5 s cycle would have served; the vLLM source records one engine sample per scrape
+instead of six, which only thins the serving history the leak verdict and the KV trend read.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from servescope.derived.history import MemoryHistory
+from servescope.derived.serving_board import ServingBoard
+from servescope.derived.source import DerivedSource
+from servescope.gpu_directory import GpuDirectory
+from servescope.nvml.collector import NvmlSource
+from servescope.nvml.library import NvmlLibrary
+from servescope.publisher import Publisher
+from servescope.sim.fleet import SimulatedFleet
+from servescope.sim.pynvml_module import SimulatedPynvml
+from servescope.sim.scenarios import EngineLoad, Scenario
+from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
+from servescope.sim.vllm_metrics import render_metrics
+from servescope.sources.runner import SourceRunner
+from servescope.vllm.procfs import ProcFs
+from servescope.vllm.scrape import ScrapeError
+from servescope.vllm.source import VllmSource
+
+HOSTNAME = "node-a"
+CLOCK_START = 1000.0
+FIRST_PORT = 8000
+FIRST_PID = 52_000
+# The XID watcher waits 500 ms of real time for an event; re-initialising NVML (every 30 simulated
+# seconds while a GPU is lost) joins that thread, so on a fast clock the wait would dominate.
+XID_WAIT_MS = 5
+XID_SETTLE_SECONDS = 5.0
+
+
+class FakeClock:
+    """A monotonic clock that only moves when told to."""
+
+    def __init__(self, start: float = CLOCK_START) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class BoundedWaitPynvml(SimulatedPynvml):
+    """The simulator's NVML, whose event wait gives up after a few real milliseconds."""
+
+    def nvmlEventSetWait_v2(self, event_set: int, timeout_ms: int) -> Any:  # noqa: N802 (pynvml's name)
+        return super().nvmlEventSetWait_v2(event_set, min(timeout_ms, XID_WAIT_MS))
+
+
+@dataclass
+class NodeEngine:
+    """One in-process engine, the GPUs it serves from, and the process that would hold its port."""
+
+    index: int
+    engine: SimulatedEngine
+    gpus: tuple[int, ...]
+    alive: bool = True
+    died_at: float | None = None
+    load: EngineLoad | None = None
+
+    @property
+    def port(self) -> int:
+        return FIRST_PORT + self.index
+
+    @property
+    def pid(self) -> int:
+        return FIRST_PID + 100 * self.index
+
+    @property
+    def url(self) -> str:
+        return engine_url(self.index)
+
+
+def engine_url(index: int) -> str:
+    """The /metrics URL of engine `index`: the `endpoint` label of its series."""
+    return f"http://127.0.0.1:{FIRST_PORT + index}/metrics"
+
+
+class EngineProcs(ProcFs):
+    """/proc as the engine-GPU join reads it: each live engine's PID listens on its port, no children."""
+
+    def __init__(self, engines: list[NodeEngine]) -> None:
+        super().__init__()
+        self._engines = engines
+
+    def pids(self) -> list[int]:
+        return [e.pid for e in self._engines if e.alive]
+
+    def children(self) -> dict[int, list[int]]:
+        return {}
+
+    def listening_pids(self, port: int) -> set[int]:
+        return {e.pid for e in self._engines if e.alive and e.port == port}
+
+
+class EngineScraper:
+    """Stands in for the HTTP scraper: a live engine answers its rendered /metrics, a down one 503."""
+
+    def __init__(self, engines: list[NodeEngine]) -> None:
+        self._by_url = {e.url: e for e in engines}
+
+    def fetch(self, url: str) -> str:
+        node_engine = self._by_url.get(url)
+        if node_engine is None or not node_engine.alive:
+            raise ScrapeError("connect", f"{url}: connection refused")
+        if node_engine.engine.down:
+            raise ScrapeError("http_status", f"{url} answered HTTP 503")
+        return render_metrics(node_engine.engine)
+
+    def close(self) -> None:
+        pass
+
+
+class CountingWall:
+    """The wall clock handed to the XID watcher; counts its calls, one per XID event recorded."""
+
+    def __init__(self, clock: FakeClock, wall_start: float) -> None:
+        self._clock, self._wall_start = clock, wall_start
+        self.calls = 0
+
+    def __call__(self) -> float:
+        self.calls += 1
+        return self.wall()
+
+    def wall(self) -> float:
+        return self._wall_start + self._clock.now - CLOCK_START
+
+
+@dataclass(frozen=True)
+class Timing:
+    nvml_interval: float = 5.0
+    scrape_interval: float = 30.0
+
+
+@dataclass
+class Truth:
+    """Ground truth sampled at every NVML tick: noise-free GPU busyness and each engine's KV usage.
+
+    A GPU's busyness is the load it really carries (the fleet's load trend, without the per-step noise
+    NVML reports), 0 once its engine is gone, None once the GPU is lost; an engine's KV usage is None
+    while it is down or dead.
+    """
+
+    times: list[float] = field(default_factory=list)
+    gpu_busy: list[list[float | None]] = field(default_factory=list)
+    engine_kv: list[list[float | None]] = field(default_factory=list)
+    oom_at: dict[int, float] = field(default_factory=dict)
+    lost_at: dict[int, float] = field(default_factory=dict)
+
+
+class Node:
+    """Steps a fleet and its engines through a scenario and returns the exposition at every scrape."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        layout: tuple[tuple[int, ...], ...],
+        *,
+        gpus: int,
+        seed: int,
+        gpu_model: str,
+        nvlinks: int,
+        wall_start: float,
+        engine_config: EngineConfig,
+        xid_events: bool,
+        timing: Timing = Timing(),
+    ) -> None:
+        self.scenario, self.timing = scenario, timing
+        self.clock = FakeClock()
+        self.wall = CountingWall(self.clock, wall_start)
+        self.fleet = SimulatedFleet(gpus, gpu_model, seed=seed, clock=self.clock, nvlinks=nvlinks)
+        self.engines = [
+            NodeEngine(i, SimulatedEngine(engine_config, seed=seed * 100 + i, wall_start=wall_start), group)
+            for i, group in enumerate(layout)
+        ]
+        for e in self.engines:
+            for index in e.gpus:
+                self.fleet.assign_process(index, e.pid)
+        self.truth = Truth()
+        self.history = MemoryHistory(3600.0)
+        board = ServingBoard(3600.0, timing.scrape_interval)
+        self.publisher = Publisher(simulated=True)
+        self.nvml = NvmlSource(
+            NvmlLibrary(BoundedWaitPynvml(self.fleet)),
+            hostname=HOSTNAME,
+            interval_seconds=timing.nvml_interval,
+            xid_events=xid_events,
+            wall=self.wall,
+            monotonic=self.clock,
+            directory=GpuDirectory(),
+            history=self.history,
+        )
+        vllm = VllmSource(
+            [e.url for e in self.engines],
+            directory=self.nvml.directory,
+            procfs=EngineProcs(self.engines),
+            scraper=EngineScraper(self.engines),  # type: ignore[arg-type]
+            interval_seconds=timing.scrape_interval,
+            passthrough=False,  # the engines' own families: no rule reads them
+            discovery=False,
+            board=board,
+            monotonic=self.clock,
+            wall=self.wall.wall,
+        )
+        derived = DerivedSource(
+            self.history, board, interval_seconds=timing.scrape_interval, monotonic=self.clock
+        )
+        self.runners = [
+            SourceRunner(source, self.publisher, monotonic=self.clock, wall=self.wall.wall)
+            for source in (self.nvml, vllm, derived)
+        ]
+        self._xids_seen = 0
+
+    @property
+    def elapsed(self) -> float:
+        return self.clock.now - CLOCK_START
+
+    def run(self, duration: float, on_scrape: Callable[[float, str], None]) -> None:
+        """Advance to `duration` simulated seconds; `on_scrape(t, body)` gets each scrape's exposition."""
+        ticks_per_scrape = round(self.timing.scrape_interval / self.timing.nvml_interval)
+        tick = 0
+        while self.elapsed < duration:
+            self.clock.advance(self.timing.nvml_interval)
+            tick += 1
+            t = self.elapsed
+            self.scenario.apply(self.fleet, t)
+            self._settle_xids()
+            self.fleet.advance()
+            self._engines_follow(t)
+            if tick % ticks_per_scrape == 0:
+                for runner in self.runners:
+                    runner.run_once()
+                on_scrape(t, self.publisher.current.body.decode())
+            else:
+                self.nvml.collect()  # between scrapes NVML only feeds the 1 s memory history
+            self._record_truth(t)
+
+    def close(self) -> None:
+        for runner in self.runners:
+            runner.stop()
+
+    def _settle_xids(self) -> None:
+        """Wait (real time) until the XID watcher has recorded every queued event: deterministic runs."""
+        queued = len(self.fleet.xid_queue)
+        if not queued or self.nvml is None:
+            return
+        deadline = time.monotonic() + XID_SETTLE_SECONDS
+        while (self.fleet.xid_queue or self.wall.calls < self._xids_seen + queued) and (
+            time.monotonic() < deadline
+        ):
+            time.sleep(0.001)
+        self._xids_seen = self.wall.calls
+
+    def _engines_follow(self, t: float) -> None:
+        """Kill engines whose GPU died (OOM, lost), set each live engine's load, run it up to `t`."""
+        loads = self.scenario.engine_loads(t, len(self.engines))
+        for e, load in zip(self.engines, loads, strict=True):
+            if e.alive and any(self._gpu_dead(i) for i in e.gpus):
+                self._kill(e, t)
+            if not e.alive:
+                continue
+            if load != e.load:
+                e.engine.set_down(load.down)
+                # set_load redraws the next arrival: only call it on a change, as the scenario driver does.
+                e.engine.set_load(
+                    arrival_rate=load.arrival_rate,
+                    concurrency=load.concurrency,
+                    prompt_tokens=load.prompt_tokens,
+                    output_tokens=load.output_tokens,
+                )
+                e.load = load
+            e.engine.advance_to(t)
+
+    def _gpu_dead(self, index: int) -> bool:
+        gpu = self.fleet.gpus[index]
+        return gpu.lost or gpu.oom_at is not None
+
+    def _kill(self, e: NodeEngine, t: float) -> None:
+        # A CUDA OOM or a GPU falling off the bus kills the engine process: its port closes, and every
+        # GPU it held is freed (the fleet already freed the one that failed).
+        e.alive, e.died_at = False, t
+        with self.fleet.lock:
+            for index in e.gpus:
+                self.fleet.gpus[index].serving = False
+
+    def _record_truth(self, t: float) -> None:
+        truth = self.truth
+        truth.times.append(t)
+        busy: list[float | None] = []
+        for gpu in self.fleet.gpus:
+            if gpu.lost:
+                truth.lost_at.setdefault(gpu.index, t)
+                busy.append(None)
+            else:
+                busy.append(gpu.load_trend if gpu.serving else 0.0)
+            if gpu.oom_at is not None:
+                truth.oom_at.setdefault(gpu.index, gpu.oom_at)
+        truth.gpu_busy.append(busy)
+        truth.engine_kv.append(
+            [e.engine.kv_cache_usage if e.alive and not e.engine.down else None for e in self.engines]
+        )
