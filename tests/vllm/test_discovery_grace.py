@@ -7,6 +7,8 @@ fire for a discovered engine.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -37,9 +39,25 @@ class Engine:
         pass
 
 
-def test_a_dead_engine_is_down_for_the_grace_period_then_forgotten(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@dataclass
+class Node:
+    """The source with discovery on, a fake engine and the URLs discovery finds, on fake clocks."""
+
+    source: VllmSource
+    engine: Engine
+    listening: list[str]
+    clocks: tuple[FakeClock, FakeClock]
+
+    def advance(self, seconds: float) -> None:
+        for clock in self.clocks:
+            clock.advance(seconds)
+
+    def up(self) -> list[float]:
+        return values(self.source.collect().samples, "servescope_source_up", source="vllm", endpoint=URL)
+
+
+@pytest.fixture
+def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
     listening = [URL]
     monkeypatch.setattr(source_module, "candidate_urls", lambda *args: list(listening))
     engine, mono, wall = Engine(), FakeClock(), FakeClock(1.7e9)
@@ -51,49 +69,27 @@ def test_a_dead_engine_is_down_for_the_grace_period_then_forgotten(
         monotonic=mono,
         wall=wall,
     )
-    try:
-        up = values(source.collect().samples, "servescope_source_up", source="vllm", endpoint=URL)
-        assert up == [1]
-
-        engine.alive, listening[:] = False, []  # the process is gone: discovery no longer finds it
-        for clock in (mono, wall):
-            clock.advance(DISCOVERY_SECONDS + 1)
-        samples = source.collect().samples
-        assert values(samples, "servescope_source_up", source="vllm", endpoint=URL) == [0]
-        assert values(samples, "servescope_source_errors_total", endpoint=URL, reason="connect") == [1]
-
-        for clock in (mono, wall):
-            clock.advance(DISCOVERY_GRACE_SECONDS)
-        assert source.endpoints() == []
-        assert not values(source.collect().samples, "servescope_source_up", source="vllm", endpoint=URL)
-    finally:
-        source.close()
+    yield Node(source, engine, listening, (mono, wall))
+    source.close()
 
 
-def test_an_engine_that_comes_back_in_the_grace_period_recovers(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    listening = [URL]
-    monkeypatch.setattr(source_module, "candidate_urls", lambda *args: list(listening))
-    engine, mono, wall = Engine(), FakeClock(), FakeClock(1.7e9)
-    source = VllmSource(
-        [],
-        directory=GpuDirectory(),
-        procfs=ProcFs(tmp_path),
-        scraper=engine,
-        monotonic=mono,
-        wall=wall,  # type: ignore[arg-type]
-    )
-    try:
-        source.collect()
-        engine.alive, listening[:] = False, []
-        for clock in (mono, wall):
-            clock.advance(DISCOVERY_SECONDS + 1)
-        source.collect()
-        engine.alive, listening[:] = True, [URL]  # restarted on the same port
-        for clock in (mono, wall):
-            clock.advance(DISCOVERY_SECONDS + 1)
-        up = values(source.collect().samples, "servescope_source_up", source="vllm", endpoint=URL)
-        assert up == [1]
-    finally:
-        source.close()
+def test_a_dead_engine_is_down_for_the_grace_period_then_forgotten(node: Node) -> None:
+    assert node.up() == [1]
+    node.engine.alive, node.listening[:] = False, []  # the process is gone: discovery no longer finds it
+    node.advance(DISCOVERY_SECONDS + 1)
+    samples = node.source.collect().samples
+    assert values(samples, "servescope_source_up", source="vllm", endpoint=URL) == [0]
+    assert values(samples, "servescope_source_errors_total", endpoint=URL, reason="connect") == [1]
+    node.advance(DISCOVERY_GRACE_SECONDS)
+    assert node.source.endpoints() == []
+    assert node.up() == []
+
+
+def test_an_engine_that_comes_back_in_the_grace_period_recovers(node: Node) -> None:
+    node.up()
+    node.engine.alive, node.listening[:] = False, []
+    node.advance(DISCOVERY_SECONDS + 1)
+    assert node.up() == [0]
+    node.engine.alive, node.listening[:] = True, [URL]  # restarted on the same port
+    node.advance(DISCOVERY_SECONDS + 1)
+    assert node.up() == [1]
