@@ -121,38 +121,34 @@ class FaultPlan(Scenario):
                 fleet.lose_gpu(lost.gpu)
 
     def timeline(self) -> list[tuple[float, str]]:
-        """(start second, what happens), in order: what a demo prints so people know what to look for."""
-        events: list[tuple[float, str]] = []
+        """(second, what happens), in order, a fault's end before the next one's start: what a demo
+        prints so people know what to look for and when."""
+        events: list[tuple[float, int, str]] = []
+
+        def add(window: Window, starts: str, ends: str) -> None:
+            events.append((window.start, 1, starts))
+            if window.end < math.inf:
+                events.append((window.end, 0, ends))
+
         if self.kv is not None:
-            events.append(
-                (self.kv.window.start, f"KV-cache pressure on engine {self.kv.engine}, GPUs {_gpus(self.kv)}")
-            )
+            what = f"KV-cache pressure on engine {self.kv.engine} (GPUs {_gpus(self.kv)})"
+            add(self.kv.window, what, f"{what} ends")
         if self.crc is not None:
-            events.append((self.crc.window.start, f"NVLink CRC error storm on GPU {self.crc.gpu}"))
+            what = f"NVLink CRC error storm on GPU {self.crc.gpu}"
+            add(self.crc.window, what, f"{what} ends")
         if self.down is not None:
-            events.append(
-                (
-                    self.down.window.start,
-                    f"engine {self.down.engine} down (503), GPUs {_gpus(self.down)} idle",
-                )
-            )
+            engine = f"engine {self.down.engine}"
+            add(self.down.window, f"{engine} down (503), GPUs {_gpus(self.down)} idle", f"{engine} back up")
         if self.leak is not None:
             rate = self.leak_bytes_per_second * 60 / MIB
-            events.append((self.leak.window.start, f"GPU {self.leak.gpu} leaks {rate:.0f} MiB/min until OOM"))
+            add(self.leak.window, f"GPU {self.leak.gpu} leaks {rate:.0f} MiB/min until OOM", "")
         if self.lost is not None:
-            events.append((self.lost.window.start, f"GPU {self.lost.gpu} falls off the bus (XID 79)"))
-        for fault in (self.kv, self.crc, self.down):
-            if fault is not None and fault.window.end < math.inf:
-                events.append((fault.window.end, f"{_what(fault)} healed"))
-        return sorted(events)
+            add(self.lost.window, f"GPU {self.lost.gpu} falls off the bus (XID 79)", "")
+        return [(t, what) for t, _, what in sorted(events)]
 
 
 def _gpus(fault: EngineFault) -> str:
     return ",".join(str(i) for i in fault.gpus) or "none"
-
-
-def _what(fault: EngineFault | GpuFault) -> str:
-    return f"engine {fault.engine}" if isinstance(fault, EngineFault) else f"GPU {fault.gpu}"
 
 
 class NvlinkCrc(FaultPlan):
