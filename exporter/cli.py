@@ -38,27 +38,82 @@ app = typer.Typer(
 log = logging.getLogger("servescope")
 
 
-def _register_subcommands() -> None:
+def _alerts() -> None:
     from servescope.alerts.cli import app as alerts_app  # alerts/ is mapped into the package
+
+    app.add_typer(alerts_app, name="alerts")
+
+
+def _dashboards() -> None:
     from servescope.dashboards.cli import app as dashboards_app  # so is dashboards/
 
-    from .advisor.cli import app as advise_app
+    app.add_typer(dashboards_app, name="dashboards")
+
+
+def _dcgm() -> None:
     from .dcgm.cli import app as dcgm_app
-    from .demo.cli import demo
-    from .deploy.cli import app as deploy_app
-    from .runbook.cli import app as runbook_app
-    from .runbook.cli import server_command
-    from .vllm.cli import app as vllm_app
 
     app.add_typer(dcgm_app, name="dcgm")
+
+
+def _vllm() -> None:
+    from .vllm.cli import app as vllm_app
+
     app.add_typer(vllm_app, name="vllm")
+
+
+def _advise() -> None:
+    from .advisor.cli import app as advise_app
+
     app.add_typer(advise_app, name="advise")
-    app.add_typer(alerts_app, name="alerts")
-    app.add_typer(dashboards_app, name="dashboards")
+
+
+def _runbook() -> None:
+    from .runbook.cli import app as runbook_app
+
     app.add_typer(runbook_app, name="runbook")
+
+
+def _runbook_server() -> None:
+    from .runbook.cli import server_command
+
     app.command("runbook-server")(server_command)
+
+
+def _demo() -> None:
+    from .demo.cli import demo
+
     app.command("demo")(demo)
+
+
+def _deploy() -> None:
+    from .deploy.cli import app as deploy_app
+
     app.add_typer(deploy_app, name="deploy")
+
+
+# Subcommands are imported only when they run: `serve`, the long-running one, then does not carry the
+# alert, dashboard, deploy and demo code (about 5 MiB of resident memory per exporter).
+SUBCOMMANDS = {
+    "dcgm": _dcgm,
+    "vllm": _vllm,
+    "advise": _advise,
+    "alerts": _alerts,
+    "dashboards": _dashboards,
+    "runbook": _runbook,
+    "runbook-server": _runbook_server,
+    "demo": _demo,
+    "deploy": _deploy,
+}
+_registered: set[str] = set()
+
+
+def register_subcommands(only: str | None = None) -> None:
+    """Add the subcommand `only` to the app, or every subcommand (for --help and for tests)."""
+    for name, register in SUBCOMMANDS.items():
+        if (only is None or name == only) and name not in _registered:
+            register()
+            _registered.add(name)
 
 
 def setting(area: type[BaseSettings], field: str) -> Any:
@@ -276,8 +331,9 @@ def docs(
         fail(f"{readme}: generated tables are stale; run `make docs`")
 
 
-_register_subcommands()
-
-
 def main() -> None:
+    command = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), None)
+    if command not in ("serve", "version", "docs"):
+        # A subcommand gets only itself; anything else (--help, a typo) gets the full list to show.
+        register_subcommands(command if command in SUBCOMMANDS else None)
     app()

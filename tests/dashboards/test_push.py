@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from servescope.cli import app
+from servescope.cli import app, register_subcommands
 from servescope.dashboards.build import write
+
+register_subcommands()  # the CLI imports subcommands when they run; these tests drive them directly
 
 TOKEN = "glsa_secret-token-for-tests_0123456789"
 TOKEN_VARIABLES = ("GRAFANA_TOKEN", "SERVESCOPE_GRAFANA_TOKEN")

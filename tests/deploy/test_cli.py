@@ -10,9 +10,11 @@ import typer
 import yaml
 from typer.testing import CliRunner, Result
 
-from servescope.cli import app
+from servescope.cli import app, register_subcommands
 from servescope.deploy.options import DeployOptions, flag_of
 from servescope.deploy.render import RECEIVER, documents, receiver_text
+
+register_subcommands()  # the CLI imports subcommands when they run; these tests drive them directly
 
 
 def render(*args: str) -> Result:

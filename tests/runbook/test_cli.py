@@ -13,12 +13,14 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from servescope.cli import app
+from servescope.cli import app, register_subcommands
 from servescope.runbook.actions import RunContext
 from servescope.runbook.document import ENV_RUNBOOKS, load_runbooks
 from servescope.runbook.runner import run
 from tests.e2e.conftest import stop
 from tests.runbook.fakes import corpus, fake_http, fake_kubectl, start_simulated_exporter, step, write_runbook
+
+register_subcommands()  # the CLI imports subcommands when they run; these tests drive them directly
 
 REAL_RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 
