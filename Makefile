@@ -35,9 +35,9 @@ unit: $(STAMP)
 
 test: $(STAMP) tools lint typecheck unit
 
-# About 18 minutes on a 2-core machine: scrape 4, ingest 0.5, dcgm 1.2, derived 1, footprint 10.3,
-# alert quality ~1; bench/results/REPORT.md then compares them, marks each target and says how long each
-# part took. The report counts only results written after this target started.
+# Minutes on a 2-core machine: scrape ~4, ingest ~0.5, dcgm ~1.2, derived ~1, footprint ~10.2 (~17 in
+# all), leaving alert quality 3 of the 20-minute budget. bench/results/REPORT.md then compares them, marks
+# each target and says how long each part took; it counts only results written after this target started.
 bench: $(STAMP)
 	started=$$(date +%s) && \
 	$(BIN)/python bench/scrape.py && \

@@ -158,7 +158,6 @@ def health(cfg: AlertsConfig) -> Group:
 def memory(cfg: AlertsConfig) -> Group:
     used_peak = sel(cfg, dm.MEMORY_PEAK.name)
     total = sel(cfg, c.MEMORY_TOTAL.name)
-    exhaustion = sel(cfg, dm.MEMORY_EXHAUSTION.name, f'window="{cfg.exhaustion_window}"')
     return Group(
         "servescope-gpu-memory",
         (
@@ -176,7 +175,7 @@ def memory(cfg: AlertsConfig) -> Group:
             ),
             Alert(
                 "ServescopeGpuMemoryExhaustionSoon",
-                f"{exhaustion} < {cfg.exhaustion_seconds:g}",
+                _exhaustion_expr(cfg),
                 cfg.exhaustion_for,
                 "critical",
                 "GPU memory will run out within the hour at its current growth.",
@@ -211,3 +210,18 @@ def memory(cfg: AlertsConfig) -> Group:
             ),
         ),
     )
+
+
+def _exhaustion_expr(cfg: AlertsConfig) -> str:
+    """Time to exhaustion at the configured window's growth, confirmed by the 5 min window.
+
+    The 30 min growth reads a one-off step (activations sized up when load jumps) as growth for as long
+    as the step is in its window, and pages on a GPU that has stopped growing; the 5 min growth has
+    already gone flat then. A leak is still growing, so both windows agree.
+    """
+    bound = f"{cfg.exhaustion_seconds:g}"
+    exhaustion = sel(cfg, dm.MEMORY_EXHAUSTION.name, f'window="{cfg.exhaustion_window}"')
+    if cfg.exhaustion_window == "5m":
+        return f"{exhaustion} < {bound}"
+    recent = sel(cfg, dm.MEMORY_EXHAUSTION.name, 'window="5m"')
+    return f"{exhaustion} < {bound} and on ({GPU_BY}) {recent} < {bound}"

@@ -88,14 +88,14 @@ def measure(gpus: int, engines: int, args: argparse.Namespace) -> dict[str, obje
         servescope = time_requests(ours, "/metrics", 100_000, warmup=50, seconds=args.seconds)
     finally:
         ours.stop()
-    with tempfile.NamedTemporaryFile("wb", suffix=".prom", delete=False) as snapshot:
-        snapshot.write(body)
-    base = start([sys.executable, str(Path(__file__).with_name("baseline_server.py")), snapshot.name])
-    try:
-        baseline = time_requests(base, "/metrics", 100_000, warmup=2, seconds=args.baseline_seconds)
-    finally:
-        base.stop()
-        Path(snapshot.name).unlink()
+    with tempfile.TemporaryDirectory() as folder:
+        snapshot = Path(folder) / "metrics.prom"
+        snapshot.write_bytes(body)
+        base = start([sys.executable, str(Path(__file__).with_name("baseline_server.py")), str(snapshot)])
+        try:
+            baseline = time_requests(base, "/metrics", 100_000, warmup=2, seconds=args.baseline_seconds)
+        finally:
+            base.stop()
     series = series_count(body)
     return {
         "gpus": gpus,

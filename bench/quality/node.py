@@ -31,11 +31,12 @@ from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.pynvml_module import SimulatedPynvml
 from servescope.sim.scenarios import EngineLoad, Scenario
 from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
-from servescope.sim.vllm_metrics import render_metrics
 from servescope.sources.runner import SourceRunner
 from servescope.vllm.procfs import ProcFs
 from servescope.vllm.scrape import ScrapeError
 from servescope.vllm.source import VllmSource
+
+from .engine_text import EngineText
 
 HOSTNAME = "node-a"
 CLOCK_START = 1000.0
@@ -45,6 +46,7 @@ FIRST_PID = 52_000
 # seconds while a GPU is lost) joins that thread, so on a fast clock the wait would dominate.
 XID_WAIT_MS = 5
 XID_SETTLE_SECONDS = 5.0
+LATENCY_HISTOGRAMS = {"ttft": "time_to_first_token_seconds", "e2e": "e2e_request_latency_seconds"}
 
 
 class FakeClock:
@@ -60,7 +62,7 @@ class FakeClock:
         self.now += seconds
 
 
-class BoundedWaitPynvml(SimulatedPynvml):
+class BoundedWaitPynvml(SimulatedPynvml):  # type: ignore[misc]  # servescope is untyped to mypy here
     """The simulator's NVML, whose event wait gives up after a few real milliseconds."""
 
     def nvmlEventSetWait_v2(self, event_set: int, timeout_ms: int) -> Any:  # noqa: N802 (pynvml's name)
@@ -96,7 +98,7 @@ def engine_url(index: int) -> str:
     return f"http://127.0.0.1:{FIRST_PORT + index}/metrics"
 
 
-class EngineProcs(ProcFs):
+class EngineProcs(ProcFs):  # type: ignore[misc]
     """/proc as the engine-GPU join reads it: each live engine's PID listens on its port, no children."""
 
     def __init__(self, engines: list[NodeEngine]) -> None:
@@ -114,10 +116,11 @@ class EngineProcs(ProcFs):
 
 
 class EngineScraper:
-    """Stands in for the HTTP scraper: a live engine answers its rendered /metrics, a down one 503."""
+    """Stands in for the HTTP scraper: a live engine answers its /metrics text, a down one 503."""
 
     def __init__(self, engines: list[NodeEngine]) -> None:
         self._by_url = {e.url: e for e in engines}
+        self._text = {e.url: EngineText() for e in engines}
 
     def fetch(self, url: str) -> str:
         node_engine = self._by_url.get(url)
@@ -125,7 +128,7 @@ class EngineScraper:
             raise ScrapeError("connect", f"{url}: connection refused")
         if node_engine.engine.down:
             raise ScrapeError("http_status", f"{url} answered HTTP 503")
-        return render_metrics(node_engine.engine)
+        return self._text[url].render(node_engine.engine)
 
     def close(self) -> None:
         pass
@@ -164,6 +167,9 @@ class Truth:
     times: list[float] = field(default_factory=list)
     gpu_busy: list[list[float | None]] = field(default_factory=list)
     engine_kv: list[list[float | None]] = field(default_factory=list)
+    # Per engine, the cumulative bucket counts of its TTFT and e2e histograms (None: down or dead).
+    latency: dict[str, list[list[tuple[int, ...] | None]]] = field(default_factory=dict)
+    bounds: dict[str, tuple[float, ...]] = field(default_factory=dict)
     oom_at: dict[int, float] = field(default_factory=dict)
     lost_at: dict[int, float] = field(default_factory=dict)
 
@@ -179,13 +185,13 @@ class Node:
         gpus: int,
         seed: int,
         gpu_model: str,
-        nvlinks: int,
+        nvlinks: int | None,
         wall_start: float,
         engine_config: EngineConfig,
         xid_events: bool,
-        timing: Timing = Timing(),
+        timing: Timing | None = None,
     ) -> None:
-        self.scenario, self.timing = scenario, timing
+        self.scenario, self.timing = scenario, timing or Timing()
         self.clock = FakeClock()
         self.wall = CountingWall(self.clock, wall_start)
         self.fleet = SimulatedFleet(gpus, gpu_model, seed=seed, clock=self.clock, nvlinks=nvlinks)
@@ -195,11 +201,21 @@ class Node:
         ]
         for e in self.engines:
             for index in e.gpus:
+                # NVML lists the engine's PID on its GPUs: the join finds the GPUs from the port's PID.
                 self.fleet.assign_process(index, e.pid)
         self.truth = Truth()
-        self.history = MemoryHistory(3600.0)
-        board = ServingBoard(3600.0, timing.scrape_interval)
         self.publisher = Publisher(simulated=True)
+        self.runners = [
+            SourceRunner(source, self.publisher, monotonic=self.clock, wall=self.wall.wall)
+            for source in self._sources(xid_events)
+        ]
+        self._xids_seen = 0
+
+    def _sources(self, xid_events: bool) -> tuple[NvmlSource, VllmSource, DerivedSource]:
+        """The exporter's three sources, wired as the runtime wires them, on this node's clocks."""
+        timing = self.timing
+        history = MemoryHistory(3600.0)
+        board = ServingBoard(3600.0, timing.scrape_interval)
         self.nvml = NvmlSource(
             NvmlLibrary(BoundedWaitPynvml(self.fleet)),
             hostname=HOSTNAME,
@@ -208,13 +224,13 @@ class Node:
             wall=self.wall,
             monotonic=self.clock,
             directory=GpuDirectory(),
-            history=self.history,
+            history=history,
         )
         vllm = VllmSource(
             [e.url for e in self.engines],
             directory=self.nvml.directory,
             procfs=EngineProcs(self.engines),
-            scraper=EngineScraper(self.engines),  # type: ignore[arg-type]
+            scraper=EngineScraper(self.engines),
             interval_seconds=timing.scrape_interval,
             passthrough=False,  # the engines' own families: no rule reads them
             discovery=False,
@@ -222,14 +238,8 @@ class Node:
             monotonic=self.clock,
             wall=self.wall.wall,
         )
-        derived = DerivedSource(
-            self.history, board, interval_seconds=timing.scrape_interval, monotonic=self.clock
-        )
-        self.runners = [
-            SourceRunner(source, self.publisher, monotonic=self.clock, wall=self.wall.wall)
-            for source in (self.nvml, vllm, derived)
-        ]
-        self._xids_seen = 0
+        derived = DerivedSource(history, board, interval_seconds=timing.scrape_interval, monotonic=self.clock)
+        return self.nvml, vllm, derived
 
     @property
     def elapsed(self) -> float:
@@ -262,7 +272,7 @@ class Node:
     def _settle_xids(self) -> None:
         """Wait (real time) until the XID watcher has recorded every queued event: deterministic runs."""
         queued = len(self.fleet.xid_queue)
-        if not queued or self.nvml is None:
+        if not queued:
             return
         deadline = time.monotonic() + XID_SETTLE_SECONDS
         while (self.fleet.xid_queue or self.wall.calls < self._xids_seen + queued) and (
@@ -316,6 +326,14 @@ class Node:
             if gpu.oom_at is not None:
                 truth.oom_at.setdefault(gpu.index, gpu.oom_at)
         truth.gpu_busy.append(busy)
+        serving = [e.alive and not e.engine.down for e in self.engines]
         truth.engine_kv.append(
-            [e.engine.kv_cache_usage if e.alive and not e.engine.down else None for e in self.engines]
+            [e.engine.kv_cache_usage if up else None for e, up in zip(self.engines, serving, strict=True)]
         )
+        for sli, name in LATENCY_HISTOGRAMS.items():
+            counts = []
+            for e, up in zip(self.engines, serving, strict=True):
+                histogram = e.engine.stats.histograms[name]
+                truth.bounds.setdefault(sli, histogram.bounds)
+                counts.append(tuple(histogram.counts) if up else None)
+            truth.latency.setdefault(sli, []).append(counts)

@@ -228,7 +228,8 @@ class SimulatedFleet:
         for link, rate in gpu.crc_rates.items():
             key = (link, 2)  # NVML_NVLINK_ERROR_DL_CRC_FLIT
             gpu.nvlink_errors[key] = gpu.nvlink_errors.get(key, 0.0) + rate * dt
-            gpu.nvlink_errors[(link, 0)] = gpu.nvlink_errors.get((link, 0), 0.0) + rate * dt / 4
+            data = (link, 3)  # NVML_NVLINK_ERROR_DL_CRC_DATA
+            gpu.nvlink_errors[data] = gpu.nvlink_errors.get(data, 0.0) + rate * dt / 4
 
     # --- scenario hooks ----------------------------------------------------------------------------
     def set_load(self, index: int, load: float | None) -> None:

@@ -350,6 +350,17 @@ EXHAUSTION_5M_ONLY = _case(
     check(EXHAUSTION, "10m"),
     check(EXHAUSTION, "30m"),
 )
+# Load jumped 20 min ago and activations grew 2.6 GiB at once: the 30 min trend still reads the step as
+# growth (47 min left), the 5 min trend has gone flat. Not a leak, no page.
+EXHAUSTION_STEP = _case(
+    f"{EXHAUSTION}: a one-off step the 5m window has left behind",
+    [
+        series("servescope_gpu_memory_exhaustion_seconds", EXHAUST_30M, "2800x40"),
+        series("servescope_gpu_memory_exhaustion_seconds", EXHAUST_5M, " ".join(["Inf"] * 41)),
+    ],
+    check(EXHAUSTION, "10m"),
+    check(EXHAUSTION, "30m"),
+)
 
 HEADROOM = "ServescopeGpuMemoryHeadroomLow"  # for 15m, free share at the 1 s peak below 5%
 HEADROOM_CASE = _case(
@@ -415,6 +426,7 @@ CASES = [
     LEAK_CASE,
     EXHAUSTION_CASE,
     EXHAUSTION_5M_ONLY,
+    EXHAUSTION_STEP,
     HEADROOM_CASE,
     BUDGET_CASE,
 ]

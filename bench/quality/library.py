@@ -1,0 +1,307 @@
+"""The scenario library: the plans the benchmark plays, each with the incidents it must be heard for.
+
+Timelines start with at least 10 minutes of healthy serving, so that every detector has a baseline,
+and end a few minutes after the last incident, so that alerts with a `for` have time to fire. Every
+threshold and duration of a ground-truth condition comes from the alert configuration, i.e. from
+the operators' definition of the incident (">85 % sustained" is the ratio and the `for`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from servescope.alerts.config import AlertsConfig
+from servescope.alerts.lint import duration_seconds
+from servescope.sim.fault_scenarios import EngineFault, GpuFault, Window
+from servescope.sim.models import MIB
+
+from .scenarios import (
+    GIB,
+    MINUTE,
+    AfterDeath,
+    Both,
+    Busy,
+    Curve,
+    During,
+    Incident,
+    KvAbove,
+    KvClients,
+    LeakToOom,
+    Plan,
+    PlanScenario,
+    SloBreach,
+    flat,
+    steps,
+)
+
+# A KV cache under pressure queues and preempts requests: correct pages about the same incident.
+KV_SYMPTOMS = ("ServescopeRequestQueueBuilding", "ServescopePreemptionsSustained")
+
+
+def latency_truth(cfg: AlertsConfig) -> tuple[Incident, ...]:
+    """Every scenario's latency incidents, from the engines' own histograms (ground truth).
+
+    The SLO alerts are judged against what the requests really took, whatever the scenario: the SLO
+    is breached while more than its error budget (1 %) of the model's requests in the last 30 minutes
+    took longer than the bound, and P99 is over its threshold while more than 1 % did over 5 minutes.
+    Burn-rate alerts read windows of up to days, so they may start up to an hour after the breach.
+    """
+    budget = 1 - cfg.slo_objective
+    ttft, e2e = float(cfg.slo_latency_le), float(cfg.slo_e2e_latency_le)
+    return (
+        Incident(
+            f"TTFT over {ttft:g} s for more than {budget:.0%} of requests (30 min)",
+            SloBreach("ttft", ttft, 30 * MINUTE, budget),
+            expect=(),
+            accept=("ServescopeTtftSloBurnFast", "ServescopeTtftSloBurnSlow"),
+            grace_s=60 * MINUTE,
+        ),
+        Incident(
+            f"P99 TTFT over {cfg.p99_threshold_seconds:g} s (5 min)",
+            SloBreach("ttft", cfg.p99_threshold_seconds, 5 * MINUTE, 0.01),
+            expect=(),
+            accept=("ServescopeTtftP99High",),
+        ),
+        Incident(
+            f"e2e latency over {e2e:g} s for more than {budget:.0%} of requests (30 min)",
+            SloBreach("e2e", e2e, 30 * MINUTE, budget),
+            expect=(),
+            accept=("ServescopeE2eSloBurnFast", "ServescopeE2eSloBurnSlow"),
+            grace_s=60 * MINUTE,
+        ),
+    )
+
+
+def _saturation(cfg: AlertsConfig, gpu: int, name: str = "GPU saturated") -> Incident:
+    return Incident(
+        name,
+        Busy(cfg.gpu_saturated_ratio, duration_seconds(cfg.gpu_saturated_for), gpu),
+        expect=("ServescopeGpuSaturated",),
+        gpu=gpu,
+    )
+
+
+def _fleet_busy(cfg: AlertsConfig) -> Incident:
+    return Incident(
+        "fleet without spare capacity",
+        Busy(1 - cfg.capacity_buffer_ratio, duration_seconds(cfg.capacity_for)),
+        expect=("ServescopeFleetCapacityBufferLow",),
+    )
+
+
+def steady_diurnal(cfg: AlertsConfig) -> Plan:
+    # A compressed day: quiet at 0.3, busy at 0.75, noise from the fleet, memory following the load.
+    curve = Curve(((0.0, 0.525),), wave_amplitude=0.225, wave_period=120 * MINUTE)
+    return Plan(
+        "steady-diurnal",
+        "a day's load compressed into 2 h (0.30 -> 0.75 -> 0.30) with noise; nothing is wrong",
+        120 * MINUTE,
+        PlanScenario(curve=curve),
+    )
+
+
+def traffic_ramp(cfg: AlertsConfig) -> Plan:
+    curve = Curve(((0.0, 0.3), (10 * MINUTE, 0.3), (55 * MINUTE, 0.97)))
+    return Plan(
+        "traffic-ramp",
+        "load 0.30 -> 0.97 over 45 min, then held: memory grows with traffic (no leak), the GPUs saturate",
+        90 * MINUTE,
+        PlanScenario(curve=curve),
+        (_saturation(cfg, 0), _saturation(cfg, 1), _fleet_busy(cfg)),
+    )
+
+
+def bursts(cfg: AlertsConfig) -> Plan:
+    # Bursts of 3, 6 and 9 minutes stay under the 10-minute `for`; the 20-minute one is an incident.
+    shape = tuple(
+        (start * MINUTE, minutes * MINUTE, 0.97) for start, minutes in ((10, 3), (25, 6), (42, 9), (62, 20))
+    )
+    return Plan(
+        "bursts",
+        "load 0.5 with bursts to 0.97 of 3, 6 and 9 min (no incident) and one of 20 min (saturation)",
+        95 * MINUTE,
+        PlanScenario(curve=steps(0.5, shape)),
+        (_saturation(cfg, 0), _saturation(cfg, 1), _fleet_busy(cfg)),
+    )
+
+
+LEAK_START = 10 * MINUTE
+
+
+def leak(cfg: AlertsConfig, mib_per_minute: float, duration: float, *, slow: bool = False) -> Plan:
+    # An L40S with a small activation workspace leaves ~4.4 GiB of headroom under vLLM's 0.9 budget,
+    # so a 40 MiB/min leak reaches OOM in about two hours (an H200 would take almost seven).
+    scenario = PlanScenario(
+        curve=flat(0.6),
+        leak=GpuFault(0, Window(LEAK_START)),
+        leak_bytes_per_second=mib_per_minute * MIB / 60,
+        workspace_bytes=1 * GIB,
+    )
+    leak_incident = Incident(
+        f"GPU 0 leaks {mib_per_minute:g} MiB/min until OOM",
+        LeakToOom(0, LEAK_START),
+        expect=(
+            "ServescopeGpuMemoryLeakSuspected",
+            "ServescopeGpuMemoryExhaustionSoon",
+            "ServescopeEngineOverMemoryBudget",
+        ),
+        accept=("ServescopeGpuMemoryHeadroomLow",),
+        gpu=0,
+        grace_s=0.0,  # after the OOM the memory is gone: nothing can newly fire about the leak
+    )
+    crash = Incident(
+        "engine 0 died of OOM", AfterDeath(0), expect=("ServescopeServingEndpointDown",), engine=0
+    )
+    return Plan(
+        f"leak-{mib_per_minute:g}",
+        f"load 0.6; from 10 min GPU 0 (L40S) leaks {mib_per_minute:g} MiB/min until its engine dies of OOM",
+        duration,
+        scenario,
+        (leak_incident, crash),
+        gpu_model="L40S",
+        nvlinks=None,
+        slow=slow,
+    )
+
+
+def kv_pressure(cfg: AlertsConfig, *, saturate: bool) -> Plan:
+    window = Window(10 * MINUTE, 50 * MINUTE)
+    scenario = PlanScenario(
+        curve=flat(0.5),
+        kv=EngineFault(0, (0,) if saturate else (), window),
+        kv_clients=KvClients(4, 52, 20 * MINUTE),
+    )
+    kv_for = duration_seconds(cfg.kv_pressure_for)
+    pressure = KvAbove(0, cfg.kv_pressure_ratio, kv_for)
+    incidents = [
+        Incident(
+            "engine 0 KV cache under pressure",
+            pressure,
+            expect=("ServescopeKvCachePressure",),
+            accept=KV_SYMPTOMS,
+            engine=0,
+        )
+    ]
+    if saturate:
+        busy = Busy(cfg.gpu_saturated_ratio, 0.0, 0)
+        incidents += [
+            Incident(
+                "engine 0 KV pressure on a saturated GPU 0",
+                Both(pressure, busy, duration_seconds(cfg.combined_for)),
+                expect=("ServescopeGpuSaturatedKvPressure",),
+                engine=0,
+                gpu=0,
+            ),
+            _saturation(cfg, 0),
+        ]
+    what = "while its GPU 0 runs at 0.95" if saturate else "while its GPU stays at 0.5"
+    return Plan(
+        "kv-pressure-saturated" if saturate else "kv-pressure",
+        f"load 0.5; 10-50 min: 4 -> 52 clients of 4096/1024-token requests fill engine 0's KV cache {what}",
+        65 * MINUTE,
+        scenario,
+        tuple(incidents),
+    )
+
+
+def nvlink_crc(cfg: AlertsConfig) -> Plan:
+    window = Window(15 * MINUTE, 40 * MINUTE)
+    return Plan(
+        "nvlink-crc",
+        "load 0.5; 15-40 min NVLink 0 of GPU 1 counts 5 CRC flit errors/s",
+        60 * MINUTE,
+        PlanScenario(curve=flat(0.5), crc=GpuFault(1, window)),
+        (
+            Incident(
+                "NVLink CRC storm on GPU 1",
+                During(window.start, window.end),
+                expect=("ServescopeNvlinkCrcErrors",),
+                # The simulator counts a replay for every fourth CRC error, as a link retrying bad flits does.
+                accept=("ServescopeNvlinkReplayRecovery",),
+                gpu=1,
+            ),
+        ),
+    )
+
+
+def gpu_lost(cfg: AlertsConfig) -> Plan:
+    start = 10 * MINUTE
+    return Plan(
+        "gpu-lost",
+        "load 0.5; at 10 min GPU 1 reports XID 79 and falls off the bus, killing engine 1",
+        35 * MINUTE,
+        PlanScenario(curve=flat(0.5), lost=GpuFault(1, Window(start))),
+        (
+            Incident(
+                "GPU 1 lost (XID 79)",
+                During(start),
+                expect=("ServescopeGpuLost", "ServescopeGpuXidCritical"),
+                gpu=1,
+            ),
+            Incident(
+                "engine 1 died with its GPU",
+                AfterDeath(1),
+                expect=("ServescopeServingEndpointDown",),
+                engine=1,
+            ),
+        ),
+    )
+
+
+def vllm_down(cfg: AlertsConfig) -> Plan:
+    window = Window(10 * MINUTE, 30 * MINUTE)
+    return Plan(
+        "vllm-down",
+        "load 0.5; 10-30 min engine 1 answers 503 (engine core dead), its GPU idle; then it restarts",
+        45 * MINUTE,
+        PlanScenario(curve=flat(0.5), down=EngineFault(1, (1,), window)),
+        (
+            Incident(
+                "engine 1 down",
+                During(window.start, window.end),
+                expect=("ServescopeServingEndpointDown",),
+                engine=1,
+                grace_s=0.0,
+            ),
+        ),
+    )
+
+
+def exporter_unreachable(cfg: AlertsConfig) -> Plan:
+    window = Window(10 * MINUTE, 22 * MINUTE)
+    return Plan(
+        "exporter-unreachable",
+        "load 0.5; 10-22 min Prometheus cannot reach the exporter (the node keeps serving)",
+        40 * MINUTE,
+        PlanScenario(curve=flat(0.5)),
+        (
+            Incident(
+                "exporter unreachable",
+                During(window.start, window.end),
+                expect=("ServescopeExporterDown",),
+                grace_s=0.0,
+            ),
+        ),
+        unreachable=window,
+    )
+
+
+def library(cfg: AlertsConfig | None = None) -> list[Plan]:
+    """Every scenario of the benchmark, with its incidents built from the alert configuration."""
+    cfg = cfg or AlertsConfig()
+    plans = [
+        steady_diurnal(cfg),
+        traffic_ramp(cfg),
+        bursts(cfg),
+        leak(cfg, 20, 243 * MINUTE, slow=True),
+        leak(cfg, 40, 135 * MINUTE),
+        leak(cfg, 120, 60 * MINUTE),
+        kv_pressure(cfg, saturate=True),
+        kv_pressure(cfg, saturate=False),
+        nvlink_crc(cfg),
+        gpu_lost(cfg),
+        vllm_down(cfg),
+        exporter_unreachable(cfg),
+    ]
+    latency = latency_truth(cfg)
+    return [dataclasses.replace(p, incidents=p.incidents + latency) for p in plans]

@@ -1,0 +1,366 @@
+"""The benchmark's results as JSON and as the Markdown page people read."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from .evaluate import LEAK_ALERTS, AlertScore, Episode, Scores
+from .scenarios import Plan
+
+METHOD = """## Method
+
+- **Series.** Each scenario runs on a simulated node (2 GPUs, one engine per GPU) on a fake clock,
+  through the exporter's own code: the NVML collector over the simulator's pynvml module (every 5 s),
+  the vLLM source (parser, normaliser, series export, engine-GPU join, endpoint health; the engines'
+  text is rendered in process and served by a stand-in scraper), the derived source, the source runners
+  and the publisher. Every 30 s the publisher's exposition becomes one OpenMetrics scrape with
+  `instance` and `job="servescope"`; `promtool tsdb create-blocks-from openmetrics` imports it. Runs sit
+  four days apart in one TSDB, so that no rule's range (3 days at most) reaches another run.
+- **Rules.** Every alert of `alerts/build/rules.yaml` is evaluated with `/api/v1/query_range` every
+  30 s over its run. Recording rules are inlined (a record becomes its expression, a range over it a
+  30 s subquery, an `offset` read the last value of a subquery) instead of backfilled. Backfilled data
+  has no staleness markers, so the lookback delta is 1 minute: a series that stops is gone after two
+  missed scrapes, about what staleness does on a live Prometheus. Inhibitions are not applied.
+- **`for` and episodes.** An alert fires at t when its expression held at every evaluation of
+  [t - for, t]; consecutive firing evaluations of one series are one episode.
+- **Truth.** Incident windows are conditions on the simulator's ground truth: noise-free GPU load over
+  the configured ratio for at least the alert's `for`, KV usage (1-minute mean) over its ratio, the leak
+  from its start to the recorded OOM, an engine's death to the end, fixed fault windows; latency
+  incidents come from the engines' own histograms. An episode is true when it starts inside a window
+  that expects or accepts its alert and carries the window's labels (grace after the end: 15 minutes,
+  an hour for burn-rate alerts, none for leaks and outages); anything else is a false positive.
+- **Not exercised.** `ServescopeKvCacheAnomaly` compares with the value 23 hours earlier, which no run
+  has; the ECC, row-remap, thermal, PCIe, DCGM-based and absent-series alerts have no scenario and are
+  evaluated only for false positives. `info` alerts are routed nowhere and are listed, not scored.
+"""
+PRECISION_TARGET = 0.95
+RECALL_TARGET = 1.0
+LEAK_LEAD_TARGET_S = 15 * 60.0
+LEAK_TARGET_RATE = 40.0
+LEAK_TARGET_ALERT = "ServescopeGpuMemoryLeakSuspected"
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    value: str
+    met: bool
+
+
+def targets(scores: Scores, leak_rates: dict[str, float]) -> list[Target]:
+    scored = [s for s in scores.alerts.values() if s.severity != "info"]
+    fired = [s for s in scored if s.episodes]
+    expected = [s for s in scored if s.incidents]
+    worst_precision = min(fired, key=lambda s: s.precision or 0.0, default=None)
+    worst_recall = min(expected, key=lambda s: s.recall or 0.0, default=None)
+    episodes = sum(s.episodes for s in scored)
+    overall = sum(s.true for s in scored) / episodes if episodes else 1.0
+    lead = worst_leak_lead(scores, leak_rates)
+    return [
+        Target(
+            f"precision >= {PRECISION_TARGET} for every alert that fired",
+            "none fired"
+            if worst_precision is None
+            else f"lowest {_ratio(worst_precision.precision)} ({worst_precision.alert})",
+            all((s.precision or 0.0) >= PRECISION_TARGET for s in fired),
+        ),
+        Target(
+            f"precision >= {PRECISION_TARGET} over all scored episodes",
+            f"{overall:.3f} ({episodes} episodes)",
+            overall >= PRECISION_TARGET,
+        ),
+        Target(
+            f"recall {RECALL_TARGET:g} for every alert with incidents",
+            "no incidents"
+            if worst_recall is None
+            else f"lowest {_ratio(worst_recall.recall)} ({worst_recall.alert})",
+            all((s.recall or 0.0) >= RECALL_TARGET for s in expected),
+        ),
+        Target(
+            f"{LEAK_TARGET_ALERT} >= 15 min before OOM at {LEAK_TARGET_RATE:g} MiB/min (worst seed)",
+            "no OOM in the runs" if lead is None else _minutes(lead),
+            lead is not None and lead >= LEAK_LEAD_TARGET_S,
+        ),
+    ]
+
+
+def worst_leak_lead(scores: Scores, leak_rates: dict[str, float]) -> float | None:
+    """The leak alert's smallest lead before an OOM at the target rate; None when no such run OOMed.
+
+    A run where the alert did not fire before the OOM counts as no warning at all: a lead of 0.
+    """
+    leads = [
+        lt.lead or 0.0
+        for lt in scores.lead_times
+        if lt.alert == LEAK_TARGET_ALERT and leak_rates.get(lt.scenario) == LEAK_TARGET_RATE
+    ]
+    return min(leads, default=None)
+
+
+def summary(scores: Scores, leak_rates: dict[str, float]) -> dict[str, float | None]:
+    """The headline figures: precision and recall over every scored alert, the leak alert's worst lead."""
+    scored = [s for s in scores.alerts.values() if s.severity != "info"]
+    episodes, incidents = sum(s.episodes for s in scored), sum(s.incidents for s in scored)
+    worst = worst_leak_lead(scores, leak_rates)
+    return {
+        "precision": sum(s.true for s in scored) / episodes if episodes else None,
+        "recall": sum(s.detected for s in scored) / incidents if incidents else None,
+        "false_positives": float(len(scores.false_positives)),
+        "leak_lead_minutes": None if worst is None else worst / 60,
+    }
+
+
+def to_json(
+    scores: Scores, plans: list[Plan], seeds: list[int], meta: dict[str, Any], found: list[Target]
+) -> dict[str, Any]:
+    return {
+        **meta,
+        "seeds": seeds,
+        "scenarios": [_plan_json(p) for p in plans],
+        "targets": [{"target": t.name, "value": t.value, "met": t.met} for t in found],
+        "alerts": [_alert_json(s) for s in sorted(scores.alerts.values(), key=lambda s: s.alert)],
+        "false_positives": [_episode_json(e) for e in scores.false_positives],
+        "true_positives": [_episode_json(e) for e in scores.true_positives],
+        "missed": [vars(m) for m in scores.missed],
+        "leak_lead_times": [
+            {**vars(lt), "lead_s": lt.lead} for lt in sorted(scores.lead_times, key=_lead_order)
+        ],
+        "info_episodes": [_episode_json(e) for e in scores.info],
+    }
+
+
+def _plan_json(plan: Plan) -> dict[str, Any]:
+    return {
+        "name": plan.name,
+        "description": plan.description,
+        "duration_s": plan.duration,
+        "gpu_model": plan.gpu_model,
+        "layout": [list(group) for group in plan.layout],
+        "incidents": [
+            {
+                "name": i.name,
+                "expect": list(i.expect),
+                "accept": list(i.accept),
+                "gpu": i.gpu,
+                "engine": i.engine,
+            }
+            for i in plan.incidents
+        ],
+    }
+
+
+def _alert_json(s: AlertScore) -> dict[str, Any]:
+    return {
+        "alert": s.alert,
+        "severity": s.severity,
+        "episodes": s.episodes,
+        "true": s.true,
+        "repeats": s.repeats,
+        "false": s.false,
+        "precision": s.precision,
+        "incidents": s.incidents,
+        "detected": s.detected,
+        "recall": s.recall,
+        "latency_p50_s": s.latency_p50,
+        "latency_max_s": s.latency_max,
+    }
+
+
+def _episode_json(e: Episode) -> dict[str, Any]:
+    return {
+        "alert": e.alert,
+        "scenario": e.scenario,
+        "seed": e.seed,
+        "start_s": e.start,
+        "end_s": e.end,
+        "labels": dict(e.labels),
+    }
+
+
+def _lead_order(lt: Any) -> tuple[str, int, str]:
+    return (lt.scenario, lt.seed, lt.alert)
+
+
+# --- Markdown -----------------------------------------------------------------------------------------
+
+
+def markdown(
+    scores: Scores, plans: list[Plan], seeds: list[int], meta: dict[str, Any], found: list[Target]
+) -> str:
+    parts = [
+        "# Alert quality benchmark\n",
+        _headline(meta["summary"], meta["timing_s"]["total"]),
+        f"Machine: {meta['machine']}\n",
+        _summary(plans, seeds, meta),
+        _targets_table(found),
+        _alerts_table(scores),
+        _leads_table(scores),
+        _false_positives(scores.false_positives),
+        _missed(scores),
+        _info(scores.info),
+        _scenarios(plans),
+        METHOD,
+    ]
+    return "\n".join(parts)
+
+
+def _headline(figures: dict[str, float | None], wall: float) -> str:
+    rows = [
+        ("precision, all scored episodes", _ratio(figures["precision"])),
+        ("recall, all expected detections", _ratio(figures["recall"])),
+        ("false positives", f"{figures['false_positives']:g}"),
+        (
+            f"leak alert lead before OOM at {LEAK_TARGET_RATE:g} MiB/min (worst seed)",
+            _minutes(_seconds(figures)),
+        ),
+        ("wall time", f"{wall:.0f} s"),
+    ]
+    return "| measure | value |\n| --- | --- |\n" + "\n".join(f"| {k} | {v} |" for k, v in rows) + "\n"
+
+
+def _seconds(figures: dict[str, float | None]) -> float | None:
+    minutes = figures["leak_lead_minutes"]
+    return None if minutes is None else minutes * 60
+
+
+def _summary(plans: list[Plan], seeds: list[int], meta: dict[str, Any]) -> str:
+    hours = sum(p.duration for p in plans) * len(seeds) / 3600
+    timing = ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in meta["timing_s"].items())
+    stale = " (STALE: differs from a fresh build)" if meta["rules"]["stale"] else ""
+    return (
+        f"{len(plans)} scenarios x {len(seeds)} seeds ({', '.join(map(str, seeds))}): "
+        f"{hours:.1f} simulated hours, "
+        f"{meta['samples']:,} samples. Rules: `{meta['rules']['file']}`{stale}, evaluated by Prometheus "
+        f"{meta['prometheus']} every {meta['step_s']:g} s (lookback {meta['lookback']}), `for` applied per "
+        f"series. Scrapes every {meta['scrape_s']:g} s, NVML every {meta['nvml_s']:g} s.\n\n"
+        f"Wall time: {timing}.\n"
+    )
+
+
+def _targets_table(found: list[Target]) -> str:
+    rows = [f"| {t.name} | {t.value} | {'met' if t.met else 'NOT MET'} |" for t in found]
+    return "## Targets\n\n| target | result | |\n| --- | --- | --- |\n" + "\n".join(rows) + "\n"
+
+
+def _alerts_table(scores: Scores) -> str:
+    rows, silent = [], []
+    for s in sorted(scores.alerts.values(), key=lambda s: (s.severity == "info", s.alert)):
+        if not s.episodes and not s.incidents:
+            silent.append(f"`{s.alert}`")
+            continue
+        rows.append(
+            f"| `{s.alert}` | {s.severity} | {s.episodes} | {s.true} | {s.repeats} | {s.false} | "
+            f"{_ratio(s.precision)} | "
+            f"{s.detected}/{s.incidents} | {_ratio(s.recall)} | {_minutes(s.latency_p50)} | "
+            f"{_minutes(s.latency_max)} |"
+        )
+    header = (
+        "## Per alert\n\nEpisodes: firing episodes (one notification each); true: inside an incident that "
+        "expects or accepts the alert; repeats: true episodes of a series that had already fired for the "
+        "same incident (the alert resolved and fired again: flapping). Latency: first firing minus the "
+        "incident's start.\n\n"
+        "| alert | severity | episodes | true | repeats | false | precision | detected | recall | "
+        "latency p50 | latency max |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+    )
+    tail = f"\nEvaluated, never fired and never expected: {', '.join(silent)}.\n" if silent else ""
+    return header + "\n".join(rows) + "\n" + tail
+
+
+def _leads_table(scores: Scores) -> str:
+    by_run: dict[tuple[str, int], dict[str, Any]] = {}
+    for lt in scores.lead_times:
+        row = by_run.setdefault((lt.scenario, lt.seed), {"oom": lt.oom_at})
+        row[lt.alert] = lt.lead
+    rows = [
+        f"| {scenario} | {seed} | {_minutes(row['oom'])} | "
+        + " | ".join(_minutes(row.get(alert), missing="never") for alert in LEAK_ALERTS)
+        + " |"
+        for (scenario, seed), row in sorted(by_run.items())
+    ]
+    return (
+        "## Leak lead time before the OOM\n\nOOM: simulated time of the engine's death; leads: OOM minus "
+        "the first firing during the leak.\n\n| scenario | seed | OOM at | "
+        + " | ".join(f"`{a}`" for a in LEAK_ALERTS)
+        + " |\n| --- | --- | --- | --- | --- |\n"
+        + "\n".join(rows)
+        + "\n"
+    )
+
+
+def _false_positives(episodes: list[Episode]) -> str:
+    if not episodes:
+        return "## False positives\n\nNone.\n"
+    rows = [
+        f"| `{e.alert}` | {e.scenario} | {e.seed} | {_minutes(e.start)} | {_minutes(e.end)} | {_labels(e)} |"
+        for e in sorted(episodes, key=lambda e: (e.alert, e.scenario, e.seed, e.start))
+    ]
+    return (
+        "## False positives\n\n| alert | scenario | seed | from | to | labels |\n"
+        "| --- | --- | --- | --- | --- | --- |\n" + "\n".join(rows) + "\n"
+    )
+
+
+def _missed(scores: Scores) -> str:
+    if not scores.missed:
+        return "## Missed incidents\n\nNone.\n"
+    rows = [
+        f"| `{m.alert}` | {m.incident} | {m.scenario} | {m.seed} | {_minutes(m.start)} - {_minutes(m.end)} |"
+        for m in scores.missed
+    ]
+    return (
+        "## Missed incidents\n\n| alert | incident | scenario | seed | window |\n"
+        "| --- | --- | --- | --- | --- |\n" + "\n".join(rows) + "\n"
+    )
+
+
+def _info(episodes: list[Episode]) -> str:
+    if not episodes:
+        return "## Info alerts (routed nowhere, not scored)\n\nNone fired.\n"
+    counts = Counter((e.alert, e.scenario) for e in episodes)
+    rows = [f"| `{alert}` | {scenario} | {n} |" for (alert, scenario), n in sorted(counts.items())]
+    return (
+        "## Info alerts (routed nowhere, not scored)\n\n| alert | scenario | episodes (all seeds) |\n"
+        "| --- | --- | --- |\n" + "\n".join(rows) + "\n"
+    )
+
+
+def _scenarios(plans: list[Plan]) -> str:
+    rows = []
+    for p in plans:
+        incidents = "; ".join(
+            f"{i.name}: "
+            + ", ".join(f"`{a}`" for a in i.expect)
+            + (f" (+{len(i.accept)} accepted)" if i.accept else "")
+            for i in p.incidents
+            if i.expect
+        )
+        rows.append(
+            f"| {p.name} | {p.gpu_model} | {_minutes(p.duration)} | {p.description} | {incidents or 'none'} |"
+        )
+    accepted = sorted({a for p in plans for i in p.incidents if not i.expect for a in i.accept})
+    return (
+        "## Scenarios\n\n| scenario | GPU | length | what happens | incidents: expected alerts |\n"
+        "| --- | --- | --- | --- | --- |\n" + "\n".join(rows) + "\n\n"
+        "Every scenario also carries latency incidents judged from the engines' own histograms (the SLO "
+        "breached while more than its 1 % budget of the last 30 minutes' requests were over the bound; P99 "
+        "over its threshold over 5 minutes): they accept " + ", ".join(f"`{a}`" for a in accepted) + " and "
+        "expect nothing, since no scenario is built to breach an SLO.\n"
+    )
+
+
+def _labels(e: Episode) -> str:
+    return ", ".join(f"{k}={v}" for k, v in e.labels if k not in ("hostname", "uuid")) or "-"
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _minutes(seconds: float | None, missing: str = "-") -> str:
+    if seconds is None:
+        return missing
+    if seconds == float("-inf"):
+        return "never"
+    return f"{seconds / 60:.1f} min"

@@ -1,0 +1,186 @@
+"""The issue's targets for `make bench`: each one's goal, the figure measured, and met / NOT met."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+MB = 1e6
+MIB = 2**20
+# "~0" growth: a Python arena step of 1 MiB inside an 8-minute window already fits ~0.1 MiB/min, while a
+# real leak at that rate is 144 MiB a day; anything above it is reported as growth.
+SLOPE_LIMIT_MIB_PER_MIN = 0.1
+STEADY_AFTER = 120.0  # seconds: where footprint.py starts the RSS slope
+
+
+@dataclass
+class Target:
+    """One promise of the issue, what was measured, and whether it holds (None: not measured)."""
+
+    name: str
+    goal: str
+    measured: str
+    met: bool | None
+
+    @property
+    def verdict(self) -> str:
+        return {True: "met", False: "NOT met", None: "not measured"}[self.met]
+
+
+def number(data: dict[str, Any] | None, *keys: str) -> float | None:
+    """The first of `keys` holding a number, at the top level or in a summary/totals/overall object."""
+    if not data:
+        return None
+    places = [data, *(data[k] for k in ("summary", "totals", "overall") if isinstance(data.get(k), dict))]
+    for place in places:
+        for key in keys:
+            value = place.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return float(value)
+    return None
+
+
+def at_most(value: float | None, limit: float) -> bool | None:
+    return None if value is None else value <= limit
+
+
+def at_least(value: float | None, limit: float) -> bool | None:
+    return None if value is None else value >= limit
+
+
+def shown(value: float | None, fmt: Callable[[float], str]) -> str:
+    return "—" if value is None else fmt(value)
+
+
+# --- targets -------------------------------------------------------------------------------------------
+
+
+def scrape_rows(scrape: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The scrape cells, rows written before the engine matrix read as cells without engines."""
+    rows = []
+    for row in (scrape or {}).get("rows", []):
+        r = {"engines_requested": 0, "engines_running": 0, "settled": True, **row}
+        r.setdefault("servescope_us_per_line", r["servescope"]["p50_ms"] * 1000 / r["series"])
+        rows.append(r)
+    return rows
+
+
+def scrape_targets(scrape: dict[str, Any] | None) -> list[Target]:
+    rows = scrape_rows(scrape)
+    at_8 = [r for r in rows if r["gpus"] == 8]
+    worst_8 = max(at_8, key=lambda r: r["servescope"]["p50_ms"]) if at_8 else None
+    big = next((r for r in rows if r["gpus"] == 64 and r["engines_requested"] == 16), None)
+    p50_8 = worst_8["servescope"]["p50_ms"] if worst_8 else None
+    p50_64 = big["servescope"]["p50_ms"] if big else None
+    where = f" (worst: {worst_8['engines_requested']} engines)" if worst_8 else ""
+    return [
+        Target(
+            "scrape at 8 GPUs",
+            "/metrics p50 ≤ 2 ms at 8 GPUs x 18 NVLinks, every engine count",
+            shown(p50_8, lambda v: f"{v:.2f} ms{where}"),
+            at_most(p50_8, 2.0),
+        ),
+        Target(
+            "scrape at 64 GPUs + 16 engines",
+            "/metrics p50 ≤ 10 ms at 64 GPUs x 18 NVLinks + 16 engines",
+            shown(p50_64, lambda v: f"{v:.2f} ms"),
+            at_most(p50_64, 10.0),
+        ),
+    ]
+
+
+def ingest_targets(ingest: dict[str, Any] | None) -> list[Target]:
+    inputs = (ingest or {}).get("inputs", {})
+    worst = min(inputs.items(), key=lambda item: item[1]["speedup_warm"]) if inputs else None
+    value = worst[1]["speedup_warm"] if worst else None
+    where = f" (worst: {worst[0]})" if worst else ""
+    return [
+        Target(
+            "parser speed",
+            "exposition parser ≥ 10x prometheus_client.parser on every input (later scrapes)",
+            shown(value, lambda v: f"{v:.1f}x{where}"),
+            at_least(value, 10.0),
+        )
+    ]
+
+
+def footprint_targets(footprint: dict[str, Any] | None) -> list[Target]:
+    fp = footprint or {}
+    rss = fp.get("rss_mib_max")
+    growth = fp.get("rss_slope_mib_per_min_after_2min")
+    targets = [
+        Target(
+            "exporter RSS",
+            "RSS ≤ 80 MB over the soak (max)",
+            shown(rss, lambda v: f"{v * MIB / MB:.1f} MB ({v:.1f} MiB)"),
+            None if rss is None else rss * MIB <= 80 * MB,
+        ),
+        Target(
+            "RSS growth",
+            f"RSS slope ~0 between minute 2 and the end (within ±{SLOPE_LIMIT_MIB_PER_MIN} MiB/min)",
+            shown(growth, lambda v: f"{v * 1024:+.1f} KiB/min"),
+            None if growth is None else abs(growth) <= SLOPE_LIMIT_MIB_PER_MIN,
+        ),
+    ]
+    freshness = fp.get("freshness", {})
+    for source, label in (("nvml", "NVML"), ("dcgm", "DCGM")):
+        worst = freshness.get(source, {}).get("max_seconds")
+        targets.append(
+            Target(
+                f"{label} freshness",
+                f"age of the newest {label} value at scrape time ≤ 2 s (max over the soak)",
+                shown(worst, lambda v: f"{v:.2f} s"),
+                at_most(worst, 2.0),
+            )
+        )
+    return targets
+
+
+def leak_lead_minutes(alerts: dict[str, Any] | None) -> float | None:
+    """The leak alert's lead before OOM, in minutes, under the names alert_quality.py may give it."""
+    leak = (alerts or {}).get("leak")
+    places = [alerts, leak if isinstance(leak, dict) else None]
+    for place in places:
+        minutes = number(place, "leak_lead_minutes", "lead_minutes", "minutes_before_oom")
+        if minutes is not None:
+            return minutes
+        seconds = number(place, "leak_lead_seconds", "lead_seconds", "seconds_before_oom")
+        if seconds is not None:
+            return seconds / 60
+    return None
+
+
+def alert_targets(alerts: dict[str, Any] | None) -> list[Target]:
+    precision = number(alerts, "precision")
+    recall = number(alerts, "recall")
+    lead = leak_lead_minutes(alerts)
+    return [
+        Target(
+            "alert precision",
+            "alert precision ≥ 0.95 over the scenario library",
+            shown(precision, lambda v: f"{v:.3f}"),
+            at_least(precision, 0.95),
+        ),
+        Target(
+            "alert recall",
+            "alert recall 1.0 over the scenario library",
+            shown(recall, lambda v: f"{v:.3f}"),
+            at_least(recall, 1.0),
+        ),
+        Target(
+            "leak alert lead",
+            "memory-leak alert ≥ 15 min before OOM at 40 MiB/min",
+            shown(lead, lambda v: f"{v:.1f} min"),
+            at_least(lead, 15.0),
+        ),
+    ]
+
+
+def targets(found: dict[str, dict[str, Any]]) -> list[Target]:
+    return [
+        *scrape_targets(found.get("scrape")),
+        *ingest_targets(found.get("ingest")),
+        *footprint_targets(found.get("footprint")),
+        *alert_targets(found.get("alert-quality")),
+    ]

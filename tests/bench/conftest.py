@@ -1,0 +1,10 @@
+"""bench/ is a folder of scripts: put it on the path so that its `quality` package imports by name."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).parents[2] / "bench"
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))

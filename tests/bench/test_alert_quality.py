@@ -1,0 +1,294 @@
+"""The alert-quality benchmark: scoring on hand-made inputs; one tiny run through promtool and Prometheus."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+from quality.engine_text import EngineText
+from quality.evaluate import Episode, RunOutcome, firing_steps, group_episodes, score
+from quality.library import library
+from quality.node import Timing, Truth, engine_url
+from quality.openmetrics import SeriesBuffer, names_read_by
+from quality.prom import Prometheus, inline, load_rules
+from quality.report import markdown, summary, targets
+from quality.runs import RunSpec, evaluate_rule, gather_blocks, generate
+from quality.scenarios import Busy, During, Incident, Plan, PlanScenario, SloBreach, flat
+from quality.truth import Recorded, TruthWindow, intersect, resolve, smoothed, sustained
+
+from servescope.sim.fault_scenarios import EngineFault, Window
+from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
+from servescope.sim.vllm_metrics import render_metrics
+
+RULES = Path(__file__).parents[2] / "alerts" / "build" / "rules.yaml"
+Labels = tuple[tuple[str, str], ...]
+GPU0: Labels = (("gpu", "0"),)
+GPU1: Labels = (("gpu", "1"),)
+
+
+def _episode(
+    alert: str,
+    start: float,
+    labels: Labels = GPU0,
+    *,
+    severity: str = "warning",
+    scenario: str = "s",
+    seed: int = 1,
+) -> Episode:
+    return Episode(alert, severity, scenario, seed, labels, start, start + 300)
+
+
+def _window(
+    start: float,
+    end: float,
+    labels: Labels = GPU0,
+    *,
+    expect: tuple[str, ...] = ("AlertX",),
+    accept: tuple[str, ...] = (),
+    grace: float = 0.0,
+    oom: bool = False,
+) -> TruthWindow:
+    return TruthWindow("incident", start, end, expect, accept, labels, grace, oom)
+
+
+# --- `for` and episodes -------------------------------------------------------------------------------
+
+
+def test_an_alert_fires_once_its_expression_held_for_the_whole_for_duration() -> None:
+    held = [30.0 * i for i in range(21)]  # 0 .. 600 s
+    assert firing_steps(held, 300, 30) == [30.0 * i for i in range(10, 21)]
+    assert firing_steps(held, 0, 30) == held
+    assert firing_steps(held, 601, 30) == []
+
+
+def test_one_missed_evaluation_resets_the_pending_clock() -> None:
+    held = [t for t in range(0, 601, 30) if t != 270]
+    # Pending since 0: fires at 120..240; the gap at 270 restarts it at 300, firing again from 420.
+    assert firing_steps(held, 120, 30) == [120, 150, 180, 210, 240, 420, 450, 480, 510, 540, 570, 600]
+    assert group_episodes(firing_steps(held, 120, 30), 30) == [(120, 240), (420, 600)]
+
+
+# --- scoring ------------------------------------------------------------------------------------------
+
+
+def test_precision_recall_latency_and_false_positives_by_hand() -> None:
+    windows = (
+        _window(600, 1800, expect=("AlertX", "AlertZ"), accept=("AlertY",)),
+        _window(3000, 4000, GPU1, grace=300),
+    )
+    true_x = _episode("AlertX", 1200)  # detects the first window 600 s after it started
+    again_x = _episode("AlertX", 1600)  # resolved and fired again in the same window: a repeat
+    wrong_gpu = _episode("AlertX", 1200, GPU1)  # the second window has not started yet: false
+    late_x = _episode("AlertX", 4200, GPU1)  # inside the grace: not false, but too late to detect
+    accepted = _episode("AlertY", 900)
+    fleet = _episode("AlertZ", 700, ())  # a fleet-wide alert has no gpu label to compare
+    info = _episode("AlertI", 100, severity="info")
+    heartbeat = _episode("Watchdog", 0, (), severity="info")
+    outside = _episode("AlertY", 2500)  # accepted only inside the window
+    episodes = (again_x, true_x, wrong_gpu, late_x, accepted, fleet, info, heartbeat, outside)
+    run = RunOutcome("s", 1, windows, episodes)
+    severities = {a: "warning" for a in ("AlertX", "AlertY", "AlertZ")} | {
+        "AlertI": "info",
+        "Watchdog": "info",
+    }
+
+    scores = score([run], severities)
+
+    x, y, z = (scores.alerts[a] for a in ("AlertX", "AlertY", "AlertZ"))
+    assert (x.episodes, x.true, x.false, x.incidents, x.detected, x.repeats) == (4, 3, 1, 2, 1, 1)
+    assert x.precision == 0.75
+    assert x.recall == 0.5
+    assert x.latencies == [600]
+    assert (y.episodes, y.true, y.precision, y.recall) == (2, 1, 0.5, None)
+    assert (z.precision, z.recall, z.latency_p50) == (1.0, 1.0, 100)
+    assert scores.false_positives == [wrong_gpu, outside]
+    assert [(m.alert, m.start) for m in scores.missed] == [("AlertX", 3000)]
+    assert scores.info == [info]
+    assert "Watchdog" not in scores.alerts
+
+
+def test_leak_lead_time_is_counted_back_from_the_oom() -> None:
+    leak = _window(600, 4200, expect=("ServescopeGpuMemoryLeakSuspected",), oom=True)
+    early = _episode("ServescopeGpuMemoryLeakSuspected", 1500)
+    run = RunOutcome("leak-40", 2, (leak,), (early,))
+    scores = score(
+        [run],
+        {"ServescopeGpuMemoryLeakSuspected": "warning"} | {"ServescopeGpuMemoryExhaustionSoon": "critical"},
+    )
+    leads = {lt.alert: lt.lead for lt in scores.lead_times}
+    assert leads == {"ServescopeGpuMemoryLeakSuspected": 2700, "ServescopeGpuMemoryExhaustionSoon": None}
+
+
+def test_the_report_lists_every_false_positive_and_judges_the_targets() -> None:
+    leak = _window(600, 4200, expect=("ServescopeGpuMemoryLeakSuspected",), oom=True)
+    late = _episode("ServescopeGpuMemoryLeakSuspected", 3600, scenario="leak-40")  # 10 min before the OOM
+    stray = _episode("ServescopeGpuSaturated", 1800, GPU1, scenario="steady", seed=3)
+    runs = [RunOutcome("leak-40", 1, (leak,), (late,)), RunOutcome("steady", 3, (), (stray,))]
+    severities = {a: "warning" for a in ("ServescopeGpuMemoryLeakSuspected", "ServescopeGpuSaturated")}
+    scores = score(runs, severities | {"ServescopeGpuMemoryExhaustionSoon": "critical"})
+    rates = {"leak-40": 40.0}
+
+    # Per-alert precision, overall precision, recall, leak lead (10 min < 15 min): met or not.
+    assert [t.met for t in targets(scores, rates)] == [False, False, True, False]
+    assert summary(scores, rates) == {
+        "precision": 0.5,
+        "recall": 1.0,
+        "false_positives": 1.0,
+        "leak_lead_minutes": 10.0,
+    }
+    meta = {"machine": {}, "timing_s": {"total": 1.0}, "rules": {"file": "r", "stale": False}, "samples": 1}
+    meta |= {"prometheus": "2", "step_s": 30, "lookback": "1m", "scrape_s": 30, "nvml_s": 5}
+    meta["summary"] = summary(scores, rates)
+    page = markdown(scores, [], [1, 3], meta, targets(scores, rates))
+    assert "| `ServescopeGpuSaturated` | steady | 3 | 30.0 min | 35.0 min | gpu=1 |" in page
+    assert page.splitlines()[2] == "| measure | value |"  # the headline table comes first
+
+
+# --- ground truth -------------------------------------------------------------------------------------
+
+
+def test_sustained_intervals_keep_only_those_as_long_as_asked() -> None:
+    times = [5.0 * i for i in range(1, 13)]  # 5 .. 60
+    flags = [False, True, True, False, True, True, True, True, True, False, False, True]
+    assert sustained(times, flags, 0) == [(10, 20), (25, 50), (60, 60)]
+    assert sustained(times, flags, 20) == [(25, 50)]
+    assert smoothed([0, 30, 60, 90], [1.0, None, 1.0, 1.0], 60) == [1.0, 0.5, 0.5, 1.0]
+    assert intersect([(0, 10), (20, 30)], [(5, 25)]) == [(5, 10), (20, 25)]
+
+
+def test_busy_and_fixed_windows_resolve_against_the_recorded_truth() -> None:
+    truth = Truth(times=[60.0 * i for i in range(1, 31)])
+    # GPU 0 above 0.85 from minute 5 to minute 20; GPU 1 never; GPU 1 lost at minute 25.
+    truth.gpu_busy = [[0.95 if 5 <= i < 20 else 0.5, None if i >= 25 else 0.5] for i in range(1, 31)]
+    recorded = Recorded(truth, {}, 1800.0)
+    assert resolve(Busy(0.85, 600, 0), recorded) == [(300, 1200)]
+    assert resolve(Busy(0.85, 1200, 0), recorded) == []
+    assert resolve(Busy(0.7, 0), recorded) == [(300, 1200)]  # the mean of 0.95 and 0.5
+    assert resolve(During(600, math.inf), recorded) == [(600, 1800)]
+
+
+def test_slo_breach_counts_the_requests_over_the_bound_across_engines_and_restarts() -> None:
+    # Two engines, buckets le=0.5 / le=+Inf; cumulative counts since each engine started, every minute.
+    truth = Truth(times=[60.0, 120.0, 180.0, 240.0, 300.0], bounds={"ttft": (0.5,)})
+    truth.latency["ttft"] = [
+        [(10, 0), (10, 0)],
+        [(20, 0), (20, 1)],  # 1 slow request of 21 this minute: 4.8 %
+        [(30, 0), None],  # engine 1 down
+        [(40, 0), (5, 5)],  # engine 1 restarted: 10 new requests, 5 slow
+        [(50, 0), (15, 5)],  # no slow request this minute
+    ]
+    recorded = Recorded(truth, {}, 300.0)
+    # Over 1-minute windows: breached in the minutes that had slow requests.
+    assert resolve(SloBreach("ttft", 0.5, 60, 0.01), recorded) == [(120, 180), (240, 300)]
+    # Over 3 minutes: 1 of 41 (2.4 %) at 120 s, 1 of 51 at 180 s, 6 of 51 (11.8 %) at 240 s, 5 of 50 at 300 s.
+    assert resolve(SloBreach("ttft", 0.5, 180, 0.01), recorded) == [(120, 300)]
+    assert resolve(SloBreach("ttft", 0.5, 180, 0.05), recorded) == [(240, 300)]
+    assert resolve(SloBreach("ttft", 0.5, 180, 0.12), recorded) == []
+    with pytest.raises(ValueError, match="not a bucket bound"):
+        resolve(SloBreach("ttft", 0.4, 60, 0.01), recorded)
+
+
+# --- the tools' inputs --------------------------------------------------------------------------------
+
+
+def test_records_are_inlined_as_expressions_subqueries_and_offsets() -> None:
+    records = {"job:x:avg5m": "avg_over_time(x[5m])", "job:x:avg1d": "avg_over_time(job:x:avg5m[1d])"}
+    expr = "job:x:avg1d > 1 and job:x:avg5m offset 23h"
+    assert inline(expr, records) == (
+        "(avg_over_time((avg_over_time(x[5m]))[1d:30s])) > 1 and "
+        "last_over_time((avg_over_time(x[5m]))[1m:30s] offset 23h)"
+    )
+    with pytest.raises(ValueError, match="label matchers"):
+        inline('job:x:avg5m{engine="0"} > 1', records)
+
+
+def test_every_alert_of_the_committed_rules_loads_with_its_for_and_no_record_left() -> None:
+    alerts, records = load_rules(RULES)
+    by_name = {a.name: a for a in alerts}
+    assert by_name["ServescopeGpuSaturated"].for_s == 600
+    assert by_name["Watchdog"].severity == "info"
+    for alert in alerts:
+        assert not any(name in alert.expr for name in records), alert.name
+    # Every alert the library expects or accepts exists in the rules.
+    named = {a for plan in library() for i in plan.incidents for a in (*i.expect, *i.accept)}
+    assert named <= set(by_name)
+
+
+def test_scrapes_become_openmetrics_with_target_labels_timestamps_and_one_block_per_name() -> None:
+    buffer = SeriesBuffer("run/seed1", keep=names_read_by(["servescope_a > 1", "rate(servescope_b[5m])"]))
+    scrape = '# HELP servescope_a a\nservescope_a{gpu="0"} 2\nservescope_b 1e-05\nservescope_c 7\n'
+    buffer.add(scrape, 100.0)
+    buffer.add(scrape.replace(" 2\n", " 3\n"), 130.0)
+    target = 'instance="run/seed1",job="servescope"'
+    out = Path(__file__).parent / "om.tmp"
+    try:
+        buffer.write(out)
+        assert out.read_text() == (
+            f'servescope_a{{{target},gpu="0"}} 2 100.000\n'
+            f'servescope_a{{{target},gpu="0"}} 3 130.000\n'
+            f"servescope_b{{{target}}} 1e-05 100.000\n"
+            f"servescope_b{{{target}}} 1e-05 130.000\n"
+            f"up{{{target}}} 1 100.000\n"
+            f"up{{{target}}} 1 130.000\n"
+            "# EOF\n"
+        )
+    finally:
+        out.unlink(missing_ok=True)
+
+
+def test_the_fast_engine_text_is_exactly_what_render_metrics_returns() -> None:
+    engine = SimulatedEngine(EngineConfig(arrival_rate=2.0, num_gpu_blocks=2_000), seed=3)
+    text = EngineText()
+    for t in (0.0, 60.0):
+        engine.advance_to(t)
+        assert text.render(engine) == render_metrics(engine)
+    engine.set_load(concurrency=30, prompt_tokens=1500, output_tokens=400)  # preempts: more series
+    engine.advance_to(240.0)
+    assert engine.stats.preemptions > 0
+    assert text.render(engine) == render_metrics(engine)
+
+
+# --- end to end ---------------------------------------------------------------------------------------
+
+
+def _tiny_plan() -> Plan:
+    down = Window(120.0, 720.0)
+    incident = Incident(
+        "engine 1 down",
+        During(down.start, down.end),
+        ("ServescopeServingEndpointDown",),
+        engine=1,
+        grace_s=0.0,
+    )
+    scenario = PlanScenario(curve=flat(0.5), down=EngineFault(1, (1,), down))
+    return Plan("tiny-down", "engine 1 answers 503 from 2 to 12 min", 960.0, scenario, (incident,))
+
+
+@pytest.mark.e2e
+def test_a_tiny_run_through_promtool_and_prometheus_detects_the_engine_down(tmp_path: Path) -> None:
+    if not (shutil.which("promtool") and shutil.which("prometheus")):
+        pytest.fail("promtool and prometheus are needed: `make tools` installs Debian's prometheus package")
+    alerts, _ = load_rules(RULES)
+    plan = _tiny_plan()
+    generated = generate(
+        RunSpec(plan.name, 1, 0), plan, names_read_by(a.expr for a in alerts), tmp_path, Timing()
+    )
+    assert [(w.start, w.end) for w in generated.windows] == [(120.0, 720.0)]
+    with Prometheus(gather_blocks(tmp_path)) as prom:
+        spec = generated.spec
+        gpus = prom.query_range("servescope_gpu_up", spec.wall_start, spec.wall_start + 960, 30)
+        assert {s["metric"]["gpu"] for s in gpus} == {"0", "1"}
+        episodes = [e for rule in alerts for e in evaluate_rule(prom, spec, plan.duration, rule, 30.0)]
+    assert prom.process is not None and prom.process.poll() is not None  # stopped
+    scores = score(
+        [RunOutcome(plan.name, 1, generated.windows, tuple(episodes))], {a.name: a.severity for a in alerts}
+    )
+    down = scores.alerts["ServescopeServingEndpointDown"]
+    # First failing scrape at 120 s, `for: 5m`: fires at 420 s and resolves after the restart at 720 s.
+    assert [(e.start, e.end, dict(e.labels)["endpoint"]) for e in episodes if e.alert == down.alert] == [
+        (420.0, 690.0, engine_url(1))
+    ]
+    assert (down.precision, down.recall, down.latencies) == (1.0, 1.0, [300.0])
+    assert scores.false_positives == []
