@@ -104,9 +104,12 @@ class Stack:
     def incidents(self, name: str) -> list[dict[str, Any]]:
         return [i for i in self.get("runbooks", "/incidents") if i["alertname"] == name]
 
-    def incident_with_steps(self, name: str) -> dict[str, Any] | None:
-        """The newest incident of `name` once its read steps have run, with their results."""
+    def incident_with_steps(self, name: str, **labels: str) -> dict[str, Any] | None:
+        """The newest incident of `name` with these labels once its read steps have run, with their
+        results (one alert can make several incidents: one per GPU, say)."""
         for incident in self.incidents(name):
+            if any(incident["labels"].get(k) != v for k, v in labels.items()):
+                continue
             full: dict[str, Any] = self.get("runbooks", incident["url"])
             if full["steps"]:
                 return full
@@ -183,10 +186,7 @@ def _assert_read_steps_ran(incident: dict[str, Any]) -> None:
 
 def _check_delivered(stack: Stack, name: str, timeout: float, **labels: str) -> dict[str, Any]:
     def delivered() -> dict[str, Any] | None:
-        found = stack.incident_with_steps(name)
-        if found and all(found["labels"].get(k) == v for k, v in labels.items()):
-            return found
-        return None
+        return stack.incident_with_steps(name, **labels)
 
     incident = wait_for(f"{name} {labels} at the webhook with its step results", delivered, timeout)
     _assert_read_steps_ran(incident)
