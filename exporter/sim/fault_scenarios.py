@@ -28,7 +28,7 @@ from typing import ClassVar
 
 from .fleet import SimulatedFleet
 from .models import MIB
-from .scenarios import STEADY_ENGINE, EngineLoad, KvPressure, Pace, Scenario
+from .scenarios import STEADY_ENGINE, EngineLoad, Pace, Scenario, kv_pressure_load
 
 CRC_ERRORS_PER_SECOND = 5.0
 CRC_LINK = 0
@@ -86,8 +86,7 @@ class FaultPlan(Scenario):
     def engine_loads(self, t: float, engines: int) -> list[EngineLoad]:
         loads = [STEADY_ENGINE] * engines
         if self.kv is not None and self.kv.window.active(t) and self.kv.engine < engines:
-            ramp = KvPressure(ramp_seconds=self.kv_ramp_seconds)
-            loads[self.kv.engine] = ramp.engine_load(t - self.kv.window.start)
+            loads[self.kv.engine] = kv_pressure_load(t - self.kv.window.start, self.kv_ramp_seconds)
         if self.down is not None and self.down.window.active(t) and self.down.engine < engines:
             loads[self.down.engine] = EngineLoad(arrival_rate=STEADY_ENGINE.arrival_rate, down=True)
         return loads

@@ -197,6 +197,14 @@ KV_CLIENTS_END = 240
 KV_RAMP_SECONDS = 1800.0
 
 
+def kv_pressure_load(t: float, ramp_seconds: float) -> EngineLoad:
+    """Long requests from closed-loop clients growing from 8 to 240 over `ramp_seconds`."""
+    progress = min(1.0, max(0.0, t / ramp_seconds))
+    clients = round(KV_CLIENTS_START + (KV_CLIENTS_END - KV_CLIENTS_START) * progress)
+    # Closed loop only: the client count, not an arrival rate, sets how much KV is held.
+    return EngineLoad(arrival_rate=0.0, concurrency=clients, prompt_tokens=4096, output_tokens=1024)
+
+
 @dataclass(frozen=True)
 class KvPressure(Scenario):
     name: ClassVar[str] = "kv-pressure"
@@ -217,10 +225,7 @@ class KvPressure(Scenario):
                     fleet.set_load(index, 0.95)
 
     def engine_load(self, t: float) -> EngineLoad:
-        progress = min(1.0, max(0.0, t / self.ramp_seconds))
-        clients = round(KV_CLIENTS_START + (KV_CLIENTS_END - KV_CLIENTS_START) * progress)
-        # Closed loop only: the client count, not an arrival rate, sets how much KV is held.
-        return EngineLoad(arrival_rate=0.0, concurrency=clients, prompt_tokens=4096, output_tokens=1024)
+        return kv_pressure_load(t, self.ramp_seconds)
 
     def engine_loads(self, t: float, engines: int) -> list[EngineLoad]:
         if self.gpus is None:
