@@ -39,6 +39,7 @@ test: $(STAMP) tools lint typecheck unit
 # all), leaving alert quality 3 of the 20-minute budget. bench/results/REPORT.md then compares them, marks
 # each target and says how long each part took; it counts only results written after this target started.
 bench: $(STAMP)
+	./scripts/install-debian-tools.sh --bench
 	started=$$(date +%s) && \
 	$(BIN)/python bench/scrape.py && \
 	$(BIN)/python bench/ingest.py && \

@@ -2,12 +2,17 @@
 
 The root is configurable so tests run the real code on fixture trees. PIDs are those of the PID
 namespace the root belongs to: in a container, NVML's (host) PIDs match only with hostPID.
+
+Paths are plain strings and listings come from os.scandir, not pathlib: pathlib interns every path
+part, and a walk over every PID and fd of a busy host made CPython's table of interned strings grow
+for as long as new PIDs kept appearing (seen as steady RSS growth in the footprint benchmark).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ipaddress
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,14 +37,18 @@ def _address(hex_address: str) -> str:
 
 class ProcFs:
     def __init__(self, root: str | Path = "/proc") -> None:
-        self.root = Path(root)
+        self.root = os.fspath(root)
+
+    def _read(self, *parts: str) -> str:
+        with open(os.path.join(self.root, *parts), encoding="utf-8", errors="replace") as file:
+            return file.read()
 
     def listeners(self) -> dict[int, Listener]:
         """Listening TCP sockets by inode, from net/tcp and net/tcp6."""
         found: dict[int, Listener] = {}
         for table in ("net/tcp", "net/tcp6"):
             with contextlib.suppress(OSError):
-                for line in (self.root / table).read_text().splitlines()[1:]:
+                for line in self._read(table).splitlines()[1:]:
                     fields = line.split()
                     if len(fields) < 10 or fields[3] != LISTEN:
                         continue
@@ -49,24 +58,25 @@ class ProcFs:
         return found
 
     def pids(self) -> list[int]:
-        with contextlib.suppress(OSError):
-            return [int(p.name) for p in self.root.iterdir() if p.name.isdigit()]
+        with contextlib.suppress(OSError), os.scandir(self.root) as entries:
+            return [int(entry.name) for entry in entries if entry.name.isdigit()]
         return []
 
     def socket_inodes(self, pid: int) -> set[int]:
         """Inodes of the sockets a process holds (needs permission to read its fd/ directory)."""
         inodes = set()
         with contextlib.suppress(OSError):
-            for fd in (self.root / str(pid) / "fd").iterdir():
+            fd_dir = os.path.join(self.root, str(pid), "fd")
+            for fd in os.listdir(fd_dir):
                 with contextlib.suppress(OSError):
-                    target = str(fd.readlink())
+                    target = os.readlink(os.path.join(fd_dir, fd))
                     if target.startswith("socket:["):
                         inodes.add(int(target[8:-1]))
         return inodes
 
     def parent(self, pid: int) -> int | None:
         with contextlib.suppress(OSError, ValueError, IndexError):
-            stat = (self.root / str(pid) / "stat").read_text()
+            stat = self._read(str(pid), "stat")
             return int(stat.rsplit(")", 1)[1].split()[1])  # the name in () may hold spaces
         return None
 

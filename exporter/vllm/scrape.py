@@ -17,6 +17,10 @@ class ScrapeError(Exception):
         self.message = message
 
 
+class _ClosedBeforeAnswerError(Exception):
+    """The connection closed before any of the response arrived; the httpx error is its __cause__."""
+
+
 class Scraper:
     """One shared HTTP client; thread-safe, so endpoints are fetched in parallel."""
 
@@ -28,7 +32,21 @@ class Scraper:
 
     def fetch(self, url: str) -> str:
         try:
+            return self._fetch_once(url)
+        except _ClosedBeforeAnswerError:
+            # The server closed a pooled keep-alive connection as the request went out: uvicorn (and
+            # so vLLM) closes idle connections after 5 s, the default scrape interval. Nothing was
+            # received, a GET is safe to repeat, and a new connection is opened for it.
+            try:
+                return self._fetch_once(url)
+            except _ClosedBeforeAnswerError as exc:
+                raise ScrapeError("connect", f"{url}: {exc.__cause__}") from None
+
+    def _fetch_once(self, url: str) -> str:
+        answered = False
+        try:
             with self._client.stream("GET", url) as response:
+                answered = True
                 if response.status_code != 200:
                     raise ScrapeError("http_status", f"{url} answered HTTP {response.status_code}")
                 declared = response.headers.get("content-length", "")
@@ -46,6 +64,10 @@ class Scraper:
             raise ScrapeError("timeout", f"{url}: no complete answer within the timeout") from None
         except httpx.DecodingError as exc:
             raise ScrapeError("parse", f"{url}: cannot decode the body: {exc}") from None
+        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            if not answered:
+                raise _ClosedBeforeAnswerError from exc
+            raise ScrapeError("connect", f"{url}: {exc}") from None
         except httpx.HTTPError as exc:
             raise ScrapeError("connect", f"{url}: {exc}") from None
         try:
