@@ -35,9 +35,10 @@ unit: $(STAMP)
 
 test: $(STAMP) tools lint typecheck unit
 
-# Minutes on a 2-core machine: scrape ~4, ingest ~0.5, dcgm ~1.2, derived ~1, footprint ~10.2 (~17 in
-# all), leaving alert quality 3 of the 20-minute budget. bench/results/REPORT.md then compares them, marks
-# each target and says how long each part took; it counts only results written after this target started.
+# Minutes on a 2-core machine: scrape ~3.5, ingest ~0.3, dcgm ~0.7, derived ~0.8, footprint ~10.1,
+# alert quality ~2.6 (~18 in all; a clean clone adds ~1 for the virtualenv). bench/results/REPORT.md then
+# compares them, marks each target and says how long each part took; it counts only results written
+# after this target started.
 bench: $(STAMP)
 	./scripts/install-debian-tools.sh --bench
 	started=$$(date +%s) && \

@@ -3,7 +3,7 @@
 The CPU figure is this process's own CPU time (the supervisor and reader threads, and one collect()
 per second as the source runner does) while the fake dcgmi streams 8 GPUs x 20 fields at 1 s; the
 fake's own CPU is a child's and not counted.
-Usage: python bench/dcgm.py [--seconds 60]
+Usage: python bench/dcgm.py [--seconds 30]
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def supervisor_cpu(seconds: float) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--seconds", type=float, default=30)
     args = parser.parse_args()
     rates = {layout: parser_rows_per_second(layout) for layout in sorted(LAYOUTS)}
     cpu = supervisor_cpu(args.seconds)
