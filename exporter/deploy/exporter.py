@@ -114,10 +114,11 @@ def _container(options: DeployOptions, security: dict[str, Any]) -> dict[str, An
         # 503 until every source has succeeded once; the Service still publishes not-ready pods, so a
         # node whose driver is broken is scraped and says why (servescope_source_up 0, with a reason).
         "readinessProbe": _probe("/readyz"),
-        # Measured (bench/results/footprint.md): 64.8 MiB RSS and 2.9 % of a core with 8 simulated GPUs and
-        # no engines. The limit doubles the request for what that run did not scrape (engine pages, each
-        # capped by --vllm-max-bytes). No CPU limit: CFS throttling would stall the 1 s collection loops,
-        # and the request already sets the exporter's share under contention.
+        # Measured (bench/results/footprint.md): at most 72 MiB RSS, flat after minute 2, and 5 % of a core
+        # with 8 simulated GPUs and 4 engines. The limit doubles the request for what that run did not
+        # see (more engines, larger engine pages, each capped by --vllm-max-bytes). No CPU limit: CFS
+        # throttling would stall the 1 s collection loops, and the request already sets the exporter's
+        # share under contention.
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
         "securityContext": security,
         "volumeMounts": mounts,
