@@ -15,6 +15,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # Smoke runs point this elsewhere so that they never overwrite the committed results.
 RESULTS = Path(os.environ.get("SERVESCOPE_BENCH_RESULTS", Path(__file__).parent / "results"))
@@ -49,12 +50,17 @@ class Server:
     port: int
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process, grace=10.0)
+
+
+def stop_process(process: subprocess.Popen[Any], grace: float) -> None:
+    """SIGTERM, then SIGKILL when the process has not exited after `grace` seconds."""
+    process.terminate()
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def start(argv: list[str], core: int | None = 0, ready_path: str = "/readyz") -> Server:

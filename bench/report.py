@@ -31,7 +31,7 @@ from report_sections import (
     scrape_section,
     table,
 )
-from report_targets import Target, number, targets
+from report_targets import Target, targets
 
 # The parts of `make bench`, in the order it runs them, and the results file each one writes.
 PARTS = {
@@ -60,7 +60,6 @@ def load(results: Path, since: float | None) -> tuple[dict[str, dict[str, Any]],
             continue
         data = json.loads(path.read_text())
         if isinstance(data, dict):
-            data.setdefault("_mtime", path.stat().st_mtime)
             found[path.stem] = data
     return found, stale
 
@@ -100,29 +99,15 @@ def targets_section(found_targets: list[Target]) -> list[str]:
     return [*lines, ""]
 
 
-def durations(found: dict[str, dict[str, Any]], one_run: bool) -> list[tuple[str, float | None, str]]:
-    """(part, seconds, how the figure was obtained) for every part of `make bench`, in order.
-
-    `one_run`: the files were written one after the other by the same `make bench`, so a part that does
-    not time itself took the time between the previous part's results file and its own.
-    """
+def durations(found: dict[str, dict[str, Any]]) -> list[tuple[str, float | None, str]]:
+    """(part, seconds, how the figure was obtained) for every part of `make bench`, in order."""
     parts: list[tuple[str, float | None, str]] = []
-    previous_end: float | None = None
     for name in PARTS:
-        data = found.get(name)
-        if data is None:
+        seconds = (found.get(name) or {}).get("wall_seconds")
+        if name not in found:
             parts.append((name, None, "not run"))
-            continue
-        seconds = number(data, "wall_seconds")
-        how = "its own clock"
-        written = data.get("_mtime")
-        if seconds is None:
-            how = "unknown"
-            if one_run and previous_end is not None and written is not None:
-                # A script that does not time itself: the gap since the previous part's results file.
-                seconds, how = written - previous_end, "from file times"
-        parts.append((name, seconds, how))
-        previous_end = written
+        else:
+            parts.append((name, seconds, "its own clock" if seconds is not None else "unknown"))
     return parts
 
 
@@ -137,12 +122,12 @@ def durations_section(parts: list[tuple[str, float | None, str]]) -> list[str]:
 
 
 def render(
-    found: dict[str, dict[str, Any]], stale: list[str], results: Path, now: float, one_run: bool = False
+    found: dict[str, dict[str, Any]], stale: list[str], results: Path, now: float
 ) -> tuple[str, dict[str, Any]]:
     """The Markdown report and its JSON twin."""
     info = machine()
     found_targets = targets(found)
-    parts = durations(found, one_run)
+    parts = durations(found)
     date = datetime.datetime.fromtimestamp(now, datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         "# servescope benchmark report",
@@ -193,7 +178,7 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args()
     found, stale = load(args.results, args.since)
-    markdown, data = render(found, stale, args.results, time.time(), one_run=args.since is not None)
+    markdown, data = render(found, stale, args.results, time.time())
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "REPORT.md").write_text(markdown)
     (args.results / "report.json").write_text(json.dumps(data, indent=2) + "\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from report_targets import MIB, STEADY_AFTER, leak_lead_minutes, number, scrape_rows, shown
+from report_targets import MIB, STEADY_AFTER, figure, scrape_rows, shown
 
 
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -223,9 +223,9 @@ def alert_section(alerts: dict[str, Any], results: Path) -> list[str]:
     summary = first_table(md.read_text()) if md.exists() else []
     if not summary:
         figures = [
-            ("precision", number(alerts, "precision")),
-            ("recall", number(alerts, "recall")),
-            ("leak alert lead, minutes", leak_lead_minutes(alerts)),
+            ("precision", figure(alerts, "precision")),
+            ("recall", figure(alerts, "recall")),
+            ("leak alert lead, minutes", figure(alerts, "leak_lead_minutes")),
         ]
         summary = table(["measure", "value"], [[name, shown(v, lambda x: f"{x:g}")] for name, v in figures])
     return ["## Alert quality", "", *summary, "", "Details: `alert-quality.md`.", ""]

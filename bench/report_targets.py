@@ -28,17 +28,10 @@ class Target:
         return {True: "met", False: "NOT met", None: "not measured"}[self.met]
 
 
-def number(data: dict[str, Any] | None, *keys: str) -> float | None:
-    """The first of `keys` holding a number, at the top level or in a summary/totals/overall object."""
-    if not data:
-        return None
-    places = [data, *(data[k] for k in ("summary", "totals", "overall") if isinstance(data.get(k), dict))]
-    for place in places:
-        for key in keys:
-            value = place.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                return float(value)
-    return None
+def figure(data: dict[str, Any] | None, key: str) -> float | None:
+    """A headline number of alert_quality.py's results: they sit in its `summary` object."""
+    value = ((data or {}).get("summary") or {}).get(key)
+    return None if value is None else float(value)
 
 
 def at_most(value: float | None, limit: float) -> bool | None:
@@ -57,13 +50,8 @@ def shown(value: float | None, fmt: Callable[[float], str]) -> str:
 
 
 def scrape_rows(scrape: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The scrape cells, rows written before the engine matrix read as cells without engines."""
-    rows = []
-    for row in (scrape or {}).get("rows", []):
-        r = {"engines_requested": 0, "engines_running": 0, "settled": True, **row}
-        r.setdefault("servescope_us_per_line", r["servescope"]["p50_ms"] * 1000 / r["series"])
-        rows.append(r)
-    return rows
+    """The scrape cells (GPUs x engines) as scrape.py wrote them."""
+    return list((scrape or {}).get("rows", []))
 
 
 def scrape_targets(scrape: dict[str, Any] | None) -> list[Target]:
@@ -137,24 +125,10 @@ def footprint_targets(footprint: dict[str, Any] | None) -> list[Target]:
     return targets
 
 
-def leak_lead_minutes(alerts: dict[str, Any] | None) -> float | None:
-    """The leak alert's lead before OOM, in minutes, under the names alert_quality.py may give it."""
-    leak = (alerts or {}).get("leak")
-    places = [alerts, leak if isinstance(leak, dict) else None]
-    for place in places:
-        minutes = number(place, "leak_lead_minutes", "lead_minutes", "minutes_before_oom")
-        if minutes is not None:
-            return minutes
-        seconds = number(place, "leak_lead_seconds", "lead_seconds", "seconds_before_oom")
-        if seconds is not None:
-            return seconds / 60
-    return None
-
-
 def alert_targets(alerts: dict[str, Any] | None) -> list[Target]:
-    precision = number(alerts, "precision")
-    recall = number(alerts, "recall")
-    lead = leak_lead_minutes(alerts)
+    precision = figure(alerts, "precision")
+    recall = figure(alerts, "recall")
+    lead = figure(alerts, "leak_lead_minutes")
     return [
         Target(
             "alert precision",

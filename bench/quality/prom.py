@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from common import stop_process
 
 from servescope.alerts.lint import duration_seconds
 from servescope.demo.children import free_port
@@ -124,12 +125,7 @@ class Prometheus:
 
     def __exit__(self, *exc: object) -> None:
         if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            stop_process(self.process, grace=20.0)
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + READY_SECONDS

@@ -33,6 +33,7 @@ def scrape_row(gpus: int, engines: int, p50_ms: float, running: int | None = Non
         "gpus": gpus,
         "engines_requested": engines,
         "engines_running": engines if running is None else running,
+        "settled": True,
         "series": 1000 * gpus,
         "servescope": {"p50_ms": p50_ms, "p99_ms": p50_ms * 3, "per_second": 1000 / p50_ms, "bytes": 1},
         "servescope_us_per_line": p50_ms * 1000 / (1000 * gpus),
@@ -112,15 +113,19 @@ def test_freshness_is_judged_on_the_worst_scrape_per_source() -> None:
     assert got["DCGM freshness"] is False
 
 
-def test_alert_quality_figures_read_at_top_level_or_in_a_summary() -> None:
-    top = {"precision": 0.96, "recall": 1.0, "leak_lead_minutes": 22.0}
-    got = verdicts({"alert-quality": top})
+def alert_quality(precision: float, recall: float, lead_minutes: float) -> dict[str, Any]:
+    """alert_quality.py's results: the headline figures in `summary`."""
+    summary = {"precision": precision, "recall": recall, "leak_lead_minutes": lead_minutes}
+    return {"summary": summary, "wall_seconds": 50.0}
+
+
+def test_alert_quality_figures_are_judged_at_their_thresholds() -> None:
+    got = verdicts({"alert-quality": alert_quality(0.95, 1.0, 15.0)})
     assert (got["alert precision"], got["alert recall"], got["leak alert lead"]) == (True, True, True)
-    nested = {"summary": {"precision": 0.94, "recall": 0.99, "leak_lead_minutes": 14.9}}
-    got = verdicts({"alert-quality": nested})
+    got = verdicts({"alert-quality": alert_quality(0.94, 0.99, 14.9)})
     assert (got["alert precision"], got["alert recall"], got["leak alert lead"]) == (False, False, False)
-    assert verdicts({"alert-quality": {"leak": {"lead_seconds": 15 * 60}}})["leak alert lead"] is True
-    assert verdicts({"alert-quality": {"leak": {"lead_seconds": 15 * 60 - 1}}})["leak alert lead"] is False
+    no_leak_run = {"summary": {"precision": 1.0, "recall": 1.0, "leak_lead_minutes": None}}
+    assert verdicts({"alert-quality": no_leak_run})["leak alert lead"] is None
 
 
 def test_a_part_that_did_not_run_is_not_measured_never_met(tmp_path: Path) -> None:
@@ -145,7 +150,7 @@ def test_report_tables_side_by_side_and_a_line_for_each_missed_target(tmp_path: 
         },
         "ingest": ingest(12.0, 11.0),
         "footprint": footprint(81.0, 0.0, 1.2, 1.1),
-        "alert-quality": {"precision": 1.0, "recall": 1.0, "leak_lead_minutes": 30.0, "wall_seconds": 50.0},
+        "alert-quality": alert_quality(1.0, 1.0, 30.0),
     }
     markdown, data = report.render(found, ["old.json"], tmp_path, 1_800_000_000.0)
     lines = markdown.splitlines()
@@ -177,17 +182,12 @@ def test_only_files_written_since_the_run_started_count(tmp_path: Path) -> None:
     assert set(found) == {"ingest", "scrape"} and stale == []
 
 
-def test_a_part_without_its_own_clock_is_timed_from_file_times() -> None:
-    found = {
-        "footprint": {"wall_seconds": 600.0, "_mtime": 5000.0},
-        "alert-quality": {"precision": 1.0, "_mtime": 5070.0},
-    }
-    parts = {name: (seconds, how) for name, seconds, how in report.durations(found, one_run=True)}
-    assert parts["alert-quality"] == (70.0, "from file times")
+def test_each_part_is_timed_by_its_own_clock() -> None:
+    found = {"footprint": {"wall_seconds": 600.0}, "alert-quality": {"summary": {}}}
+    parts = {name: (seconds, how) for name, seconds, how in report.durations(found)}
     assert parts["footprint"] == (600.0, "its own clock")
+    assert parts["alert-quality"] == (None, "unknown")
     assert parts["scrape"] == (None, "not run")
-    # Results files from different runs say nothing about how long a part took.
-    assert {n: s for n, s, _ in report.durations(found, one_run=False)}["alert-quality"] is None
 
 
 def test_main_writes_the_report_and_its_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
