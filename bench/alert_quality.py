@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from servescope.alerts import BUILD_DIR as ALERTS_BUILD
+
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, write
 from quality.evaluate import Episode, RunOutcome, score
@@ -41,7 +43,7 @@ from servescope.alerts.config import AlertsConfig
 from servescope.sim.models import MIB
 
 ROOT = Path(__file__).resolve().parents[1]
-RULES = ROOT / "alerts" / "build" / "rules.yaml"
+RULES = ALERTS_BUILD / "rules.yaml"
 NAME = "alert-quality"
 STEP_S = 30.0
 TIMING = Timing(nvml_interval=5.0, scrape_interval=30.0)

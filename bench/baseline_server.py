@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import socket
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,4 +67,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

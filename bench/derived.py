@@ -20,15 +20,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, write
 
-from servescope.derived.history import MemoryHistory
-from servescope.derived.serving_board import ServingBoard
-from servescope.derived.source import TREND_SECONDS, DerivedSource
+from servescope.exporter.derived.source import TREND_SECONDS, DerivedSource
+from servescope.exporter.stores.history import MemoryHistory
+from servescope.exporter.stores.serving_board import ServingBoard
+from servescope.exporter.stores.signals import GpuProcess
+from servescope.exporter.vllm.aliases import is_engine_family
+from servescope.exporter.vllm.normalise import normalise
+from servescope.exporter.vllm.text_parser import parse_exposition
 from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
 from servescope.sim.vllm_metrics import render_metrics
-from servescope.vllm.aliases import is_engine_family
-from servescope.vllm.join import GpuProcess
-from servescope.vllm.normalise import normalise
-from servescope.vllm.text_parser import parse_exposition
 
 MIB = 1024**2
 GIB = 1024**3
@@ -74,7 +74,7 @@ class Node:
             for e, (engine, gpus_of) in enumerate(self.engines):
                 engine.advance_to(float(t))
                 families = parse_exposition(render_metrics(engine), keep=is_engine_family)
-                self.board.record(f"http://e{e}/metrics", normalise(families), gpus_of, float(t))  # type: ignore[arg-type]
+                self.board.record(f"http://e{e}/metrics", normalise(families), gpus_of, float(t))
 
 
 def main() -> None:
@@ -114,7 +114,7 @@ def main() -> None:
         f"| with every trend and leak verdict refit | {refit_ms:.1f} ms |\n"
         f"| peaks, exhaustion, KV, advice only | {cached_ms:.1f} ms |\n"
         f"| CPU at the defaults (5 s cycles, 30 s refits) | {cpu_share * 100:.2f}% of a core |\n"
-        f"| sample rings held | {data['history_bytes'] / MIB:.2f} MiB |\n"
+        f"| sample rings held | {(history.nbytes() + board.nbytes()) / MIB:.2f} MiB |\n"
     )
     samples = source.collect().samples
     leak_flags = sum(1 for s in samples if s.spec.name == "servescope_gpu_memory_leak_suspected" and s.value)

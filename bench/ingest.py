@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, write
 from prometheus_client.parser import text_string_to_metric_families
 
-from servescope.vllm import text_parser
-from servescope.vllm.text_parser import parse_exposition
+from servescope.exporter.vllm import text_parser
+from servescope.exporter.vllm.text_parser import parse_exposition
 
 SAMPLES = (
     Path(os.environ.get("SERVESCOPE_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))

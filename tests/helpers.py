@@ -6,9 +6,9 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from servescope.exposition import Sample
-from servescope.nvml.collector import NvmlSource
-from servescope.nvml.library import NvmlLibrary
+from servescope.exporter.exposition import Sample
+from servescope.exporter.nvml.collector import NvmlSource
+from servescope.exporter.nvml.library import NvmlLibrary
 from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.pynvml_module import SimulatedPynvml
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+from servescope.common.settings_cli import cli_flag
 from servescope.docs import update_readme
-from servescope.settings import AREAS, cli_flag
+from servescope.serve import SERVE_AREAS as AREAS
 
 ROOT = Path(__file__).parent.parent
 
@@ -30,20 +31,18 @@ def test_every_setting_has_a_description_and_a_cli_flag() -> None:
 
 
 def test_every_subpackage_is_packaged() -> None:
+    from setuptools import find_packages
+
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    packaged = set(config["tool"]["setuptools"]["packages"])
-    # package-dir maps servescope -> exporter/ and servescope.alerts -> alerts/.
-    found = set()
-    for package, folder in config["tool"]["setuptools"]["package-dir"].items():
-        found |= {
-            ".".join((package, *init.parent.relative_to(ROOT / folder).parts))
-            for init in (ROOT / folder).rglob("__init__.py")
-        }
-    assert found == packaged
+    include = config["tool"]["setuptools"]["packages"]["find"]["include"]
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "servescope").rglob("__init__.py")
+    }
+    assert found == set(find_packages(where=str(ROOT), include=include))
 
 
 def test_vllm_urls_from_flags_or_environment_split_on_commas_and_spaces() -> None:
-    from servescope.settings import VllmSettings
+    from servescope.exporter.settings import VllmSettings
 
     assert VllmSettings(urls=["http://a:1/metrics,http://b:2/metrics"]).urls == [
         "http://a:1/metrics",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from prometheus_client.utils import floatToGoString
 
-from servescope.exposition import escape_help, escape_label_value
+from servescope.exporter.exposition import escape_help, escape_label_value
 from servescope.sim.vllm_engine import SimulatedEngine
 from servescope.sim.vllm_metrics import _EngineCollector
 

@@ -20,21 +20,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from servescope.derived.history import MemoryHistory
-from servescope.derived.serving_board import ServingBoard
-from servescope.derived.source import DerivedSource
-from servescope.gpu_directory import GpuDirectory
-from servescope.nvml.collector import NvmlSource
-from servescope.nvml.library import NvmlLibrary
-from servescope.publisher import Publisher
+from servescope.exporter.derived.source import DerivedSource
+from servescope.exporter.gpu_directory import GpuDirectory
+from servescope.exporter.nvml.collector import NvmlSource
+from servescope.exporter.nvml.library import NvmlLibrary
+from servescope.exporter.publisher import Publisher
+from servescope.exporter.runner import SourceRunner
+from servescope.exporter.stores.history import MemoryHistory
+from servescope.exporter.stores.serving_board import ServingBoard
+from servescope.exporter.vllm.procfs import ProcFs
+from servescope.exporter.vllm.scrape import ScrapeError
+from servescope.exporter.vllm.source import VllmSource
 from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.pynvml_module import SimulatedPynvml
 from servescope.sim.scenarios import EngineLoad, Scenario
 from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
-from servescope.sources.runner import SourceRunner
-from servescope.vllm.procfs import ProcFs
-from servescope.vllm.scrape import ScrapeError
-from servescope.vllm.source import VllmSource
 
 from .engine_text import EngineText
 
@@ -62,7 +62,7 @@ class FakeClock:
         self.now += seconds
 
 
-class BoundedWaitPynvml(SimulatedPynvml):  # type: ignore[misc]  # servescope is untyped to mypy here
+class BoundedWaitPynvml(SimulatedPynvml):
     """The simulator's NVML, whose event wait gives up after a few real milliseconds."""
 
     def nvmlEventSetWait_v2(self, event_set: int, timeout_ms: int) -> Any:  # noqa: N802 (pynvml's name)
@@ -98,7 +98,7 @@ def engine_url(index: int) -> str:
     return f"http://127.0.0.1:{FIRST_PORT + index}/metrics"
 
 
-class EngineProcs(ProcFs):  # type: ignore[misc]
+class EngineProcs(ProcFs):
     """/proc as the engine-GPU join reads it: each live engine's PID listens on its port, no children."""
 
     def __init__(self, engines: list[NodeEngine]) -> None:

@@ -98,7 +98,7 @@ class KvClients:
 
 
 @dataclass
-class PlanScenario(FaultPlan):  # type: ignore[misc]  # servescope is untyped to mypy here
+class PlanScenario(FaultPlan):
     """The production `FaultPlan` (its faults, windows and XID) over a plan's load curve and engines."""
 
     name: ClassVar[str] = "benchmark-plan"

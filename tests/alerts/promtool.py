@@ -15,11 +15,12 @@ from urllib.parse import quote_plus
 
 import yaml
 
+from servescope.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.alerts.bundle import all_alerts, groups
 from servescope.alerts.config import AlertsConfig
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILD = ROOT / "alerts" / "build"
+BUILD = ALERTS_BUILD
 RULES = BUILD / "rules.yaml"
 CONFIG = AlertsConfig()
 ALERTS = {alert.name: alert for alert in all_alerts(CONFIG)}

@@ -24,13 +24,14 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from servescope.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.alerts.alertmanager import HEARTBEAT, NULL, PAGER, TICKET, WEBHOOK
 from servescope.alerts.bundle import all_alerts, write
 from servescope.alerts.config import AlertsConfig
-from servescope.runbook.webhook import WEBHOOK_PATH
+from servescope.runbooks.webhook import WEBHOOK_PATH
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILT = ROOT / "alerts" / "build" / "alertmanager.yaml"
+BUILT = ALERTS_BUILD / "alertmanager.yaml"
 CONFIG = AlertsConfig()
 ALERTS = {alert.name: alert for alert in all_alerts(CONFIG)}
 INSTALL = "scripts/install-debian-tools.sh"
@@ -65,6 +66,7 @@ def amtool(*args: str) -> subprocess.CompletedProcess[str]:
 # --- amtool check-config --------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_built_config_is_valid() -> None:
     result = amtool("check-config", str(BUILT))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -78,6 +80,7 @@ def test_default_webhook_url_is_where_the_runbook_service_listens() -> None:
     assert urlsplit(CONFIG.webhook_url).port == urlsplit(CONFIG.runbook_base_url).port
 
 
+@pytest.mark.e2e
 def test_config_with_another_webhook_is_valid(tmp_path: Path) -> None:
     config = AlertsConfig(
         webhook_url="https://runbooks.example.com:8443/api/v1/alertmanager",
@@ -95,6 +98,7 @@ def test_config_with_another_webhook_is_valid(tmp_path: Path) -> None:
     assert (other["route"], other["inhibit_rules"]) == (built["route"], built["inhibit_rules"])
 
 
+@pytest.mark.e2e
 def test_check_config_rejects_a_broken_file(tmp_path: Path) -> None:
     """The check above means something: amtool fails a route to a receiver that does not exist."""
     config = yaml.safe_load(BUILT.read_text())
@@ -121,6 +125,7 @@ def routes(labels: dict[str, str], expected: list[str]) -> subprocess.CompletedP
     )
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("labels", "expected"),
     [
@@ -139,6 +144,7 @@ def test_routes(labels: dict[str, str], expected: list[str]) -> None:
     assert result.stdout.strip() == ",".join(expected)
 
 
+@pytest.mark.e2e
 def test_routes_verification_fails_on_a_mismatch() -> None:
     """--verify.receivers really compares: a warning does not page."""
     result = routes({"alertname": "ServescopeGpuSaturated", "severity": "warning"}, [WEBHOOK, PAGER])
@@ -146,6 +152,7 @@ def test_routes_verification_fails_on_a_mismatch() -> None:
     assert "did not match" in result.stdout + result.stderr
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", sorted(ALERTS))
 def test_every_alert_reaches_the_runbook_service(name: str) -> None:
     alert = ALERTS[name]
@@ -351,6 +358,7 @@ def inhibitions(
         assert (status["state"], status["inhibitedBy"]) == ("active", []), (lset, status)
 
 
+@pytest.mark.e2e
 def test_critical_gpu_alert_inhibits_warnings_about_that_gpu(alertmanager: Alertmanager) -> None:
     xid = alert("ServescopeGpuXidCritical", {**GPU0, "xid": "79"})
     ecc = alert("ServescopeGpuEccUncorrectable", GPU0)  # critical: a critical does not silence it
@@ -370,6 +378,7 @@ def test_critical_gpu_alert_inhibits_warnings_about_that_gpu(alertmanager: Alert
     )
 
 
+@pytest.mark.e2e
 def test_combined_alert_inhibits_its_parts(alertmanager: Alertmanager) -> None:
     combined = alert("ServescopeGpuSaturatedKvPressure", ENGINE_ON_GPU0)
     inhibitions(
@@ -389,6 +398,7 @@ def test_combined_alert_inhibits_its_parts(alertmanager: Alertmanager) -> None:
     )
 
 
+@pytest.mark.e2e
 def test_lost_gpu_inhibits_everything_about_it(alertmanager: Alertmanager) -> None:
     lost = alert("ServescopeGpuLost", GPU0)
     ecc = alert("ServescopeGpuEccUncorrectable", GPU0)
@@ -412,6 +422,7 @@ def test_lost_gpu_inhibits_everything_about_it(alertmanager: Alertmanager) -> No
     )
 
 
+@pytest.mark.e2e
 def test_exporter_down_inhibits_its_sources_and_absent_series(alertmanager: Alertmanager) -> None:
     down = alert("ServescopeExporterDown", TARGET)
     absent = {"job": "servescope"}  # absent() keeps the selector's equality labels only
@@ -435,6 +446,7 @@ def test_exporter_down_inhibits_its_sources_and_absent_series(alertmanager: Aler
     )
 
 
+@pytest.mark.e2e
 def test_inhibition_lifts_when_the_source_resolves(alertmanager: Alertmanager) -> None:
     lost = alert("ServescopeGpuLost", GPU0)
     target = alert("ServescopeGpuEccUncorrectable", GPU0)

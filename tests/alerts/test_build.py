@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from servescope.alerts.bundle import FILES, all_alerts, groups, stale
@@ -20,6 +21,7 @@ def test_committed_build_is_current() -> None:
     assert stale(BUILD, AlertsConfig()) == [], "alerts/build is stale: run `servescope alerts build`"
 
 
+@pytest.mark.e2e
 def test_promtool_check_rules_lint_fatal() -> None:
     promtool = shutil.which("promtool")
     assert promtool, "promtool missing: `make test` installs it (scripts/install-debian-tools.sh)"
@@ -58,6 +60,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([SERVESCOPE, "alerts", *args], capture_output=True, text=True, check=False)
 
 
+@pytest.mark.e2e
 def test_cli_build_with_overrides(tmp_path: Path) -> None:
     config = tmp_path / "alerts.yaml"
     config.write_text(
@@ -82,6 +85,7 @@ def test_cli_build_with_overrides(tmp_path: Path) -> None:
     assert "rules.yaml" in checked.stderr
 
 
+@pytest.mark.e2e
 def test_cli_bad_config_is_named(tmp_path: Path) -> None:
     config = tmp_path / "bad.yaml"
     config.write_text("gpu_saturated_ratio: 85\n")
@@ -98,6 +102,7 @@ def test_cli_bad_config_is_named(tmp_path: Path) -> None:
     assert "expected a mapping" in _run("build", "--config", str(config), "--out", str(tmp_path / "o")).stderr
 
 
+@pytest.mark.e2e
 def test_cli_refuses_to_build_rules_that_do_not_lint(tmp_path: Path) -> None:
     config = tmp_path / "broken.yaml"
     config.write_text("selector: 'job=~'\n")
@@ -108,6 +113,7 @@ def test_cli_refuses_to_build_rules_that_do_not_lint(tmp_path: Path) -> None:
     assert not out.exists()
 
 
+@pytest.mark.e2e
 def test_cli_lint_command(tmp_path: Path) -> None:
     assert _run("lint", str(RULES), str(BUILD / "prometheusrule.yaml")).returncode == 0
     bad = tmp_path / "bad.yaml"

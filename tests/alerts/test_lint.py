@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from servescope.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.alerts.bundle import groups, rule_file
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.lint import (
@@ -83,7 +84,7 @@ def test_bundle_has_no_problems_with_other_settings(config: AlertsConfig) -> Non
 
 @pytest.mark.parametrize("name", ["rules.yaml", "prometheusrule.yaml"])
 def test_built_files_have_no_problems(name: str) -> None:
-    assert lint_rule_file(ROOT / "alerts" / "build" / name) == []
+    assert lint_rule_file(ALERTS_BUILD / name) == []
 
 
 def test_lint_rule_file_reports_what_it_reads(tmp_path: Path) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.alerts.promtool import ENGINE, GPU, check, firing, run_promtool, series
 
 ON_GPU = "node-a GPU 0 (GPU-0000)"
@@ -432,5 +434,6 @@ CASES = [
 ]
 
 
+@pytest.mark.e2e
 def test_gpu_alerts(tmp_path: Path) -> None:
     run_promtool(CASES, tmp_path)

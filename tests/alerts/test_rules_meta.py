@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.alerts.promtool import ENGINE, GPU, TARGET, check, firing, run_promtool, series
 
 ENDPOINT = ENGINE["endpoint"]
@@ -167,5 +169,6 @@ def absent_case(alert: str, metric: str, labels: dict[str, str], value: str, wha
 CASES = [EXPORTER, SOURCES, *(absent_case(*guard) for guard in GUARDS)]
 
 
+@pytest.mark.e2e
 def test_meta_alerts(tmp_path: Path) -> None:
     run_promtool(CASES, tmp_path)

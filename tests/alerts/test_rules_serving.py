@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.alerts.promtool import ENGINE, GPU, TARGET, check, firing, run_promtool, series
 
 UTIL = "servescope_gpu_utilization_ratio"
@@ -369,9 +371,11 @@ CASES_5M: list[dict[str, Any]] = [ANOMALY_CASE]
 CASES: list[dict[str, Any]] = [*CASES_1M, *CASES_5M]
 
 
+@pytest.mark.e2e
 def test_serving_alerts(tmp_path: Path) -> None:
     run_promtool(CASES_1M, tmp_path)
 
 
+@pytest.mark.e2e
 def test_kv_baseline(tmp_path: Path) -> None:
     run_promtool(CASES_5M, tmp_path, evaluation_interval="5m")

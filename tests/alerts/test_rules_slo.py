@@ -29,6 +29,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.alerts.promtool import ENGINE, check, firing, run_promtool, series
 
 DEEPSEEK = ENGINE
@@ -272,9 +274,11 @@ SLOW_CASES = [slow_burn()]
 CASES = FAST_CASES + SLOW_CASES
 
 
+@pytest.mark.e2e
 def test_slo_fast_burn_and_p99(tmp_path: Path) -> None:
     run_promtool(FAST_CASES, tmp_path, evaluation_interval="1m")
 
 
+@pytest.mark.e2e
 def test_slo_slow_burn(tmp_path: Path) -> None:
     run_promtool(SLOW_CASES, tmp_path, evaluation_interval="5m")

@@ -18,11 +18,12 @@ from quality.runs import RunSpec, evaluate_rule, gather_blocks, generate
 from quality.scenarios import Busy, During, Incident, Plan, PlanScenario, SloBreach, flat
 from quality.truth import Recorded, TruthWindow, intersect, resolve, smoothed, sustained
 
+from servescope.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.sim.fault_scenarios import EngineFault, Window
 from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
 from servescope.sim.vllm_metrics import render_metrics
 
-RULES = Path(__file__).parents[2] / "alerts" / "build" / "rules.yaml"
+RULES = ALERTS_BUILD / "rules.yaml"
 Labels = tuple[tuple[str, str], ...]
 GPU0: Labels = (("gpu", "0"),)
 GPU1: Labels = (("gpu", "1"),)

@@ -128,6 +128,7 @@ def test_alert_quality_figures_are_judged_at_their_thresholds() -> None:
     assert verdicts({"alert-quality": no_leak_run})["leak alert lead"] is None
 
 
+@pytest.mark.e2e
 def test_a_part_that_did_not_run_is_not_measured_never_met(tmp_path: Path) -> None:
     got = verdicts({})
     assert set(got.values()) == {None}

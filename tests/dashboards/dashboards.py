@@ -8,10 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from servescope.dashboards import BUILD_DIR as DASHBOARDS_BUILD
 from servescope.dashboards.build import HERE, names, render_all
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILD = ROOT / "dashboards" / "build"
+BUILD = DASHBOARDS_BUILD
 # How Grafana would expand the variables for "All" and a short range.
 VARIABLES = {"$__rate_interval": "30s", "$__interval": "15s", "$__range": "5m"}
 ALL = ".*"

@@ -155,6 +155,7 @@ def run(
     return result
 
 
+@pytest.mark.e2e
 def test_happy_path_creates_the_folder_once_and_posts_every_dashboard(
     grafana: FakeGrafana, built: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -182,6 +183,7 @@ def test_happy_path_creates_the_folder_once_and_posts_every_dashboard(
     assert len(grafana.posts("/api/folders")) == 1
 
 
+@pytest.mark.e2e
 def test_an_existing_dashboard_is_reported_by_name_and_the_rest_still_pushed(
     grafana: FakeGrafana, built: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -204,6 +206,7 @@ def test_an_existing_dashboard_is_reported_by_name_and_the_rest_still_pushed(
     assert grafana.dashboards["servescope-beta"]["version"] == 4, "the existing one is left as it was"
 
 
+@pytest.mark.e2e
 def test_overwrite_replaces_existing_dashboards(
     grafana: FakeGrafana, built: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -221,6 +224,7 @@ def test_overwrite_replaces_existing_dashboards(
     assert grafana.dashboards["servescope-beta"]["version"] == 5
 
 
+@pytest.mark.e2e
 def test_custom_folder_and_the_other_token_variable(
     grafana: FakeGrafana, built: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -239,6 +243,7 @@ def test_custom_folder_and_the_other_token_variable(
     assert {r.body["folderUid"] for r in grafana.posts("/api/dashboards/db")} == {"GPU-serving"}
 
 
+@pytest.mark.e2e
 def test_wrong_token_gives_an_authentication_message(
     grafana: FakeGrafana, built: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -253,6 +258,7 @@ def test_wrong_token_gives_an_authentication_message(
     assert not grafana.posts("/api/dashboards/db"), "nothing is pushed with a rejected token"
 
 
+@pytest.mark.e2e
 def test_missing_token_is_refused_naming_the_variable(
     grafana: FakeGrafana, built: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -263,6 +269,7 @@ def test_missing_token_is_refused_naming_the_variable(
     assert not grafana.requests, "no request is sent without a token"
 
 
+@pytest.mark.e2e
 def test_unreachable_grafana_names_the_url(built: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with socket.socket() as probe:  # a loopback port nobody listens on
         probe.bind(("127.0.0.1", 0))
@@ -276,6 +283,7 @@ def test_unreachable_grafana_names_the_url(built: Path, monkeypatch: pytest.Monk
     assert "Traceback" not in result.output
 
 
+@pytest.mark.e2e
 def test_an_empty_or_missing_build_folder_says_to_build_first(
     grafana: FakeGrafana, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -286,6 +294,7 @@ def test_an_empty_or_missing_build_folder_says_to_build_first(
     assert not grafana.requests
 
 
+@pytest.mark.e2e
 def test_the_real_build_pushes(grafana: FakeGrafana, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write(tmp_path)
     built = sorted(p.stem for p in tmp_path.glob("*.json"))

@@ -25,6 +25,8 @@ from tests.alerts.promtool import RULES
 from tests.dashboards.dashboards import built, expand, fault_only, queries
 from tests.e2e.conftest import Served, start_servescope, stop
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 # Growth rates need half their 5 min window of 1 s history before they are exported.
 HISTORY_WAIT_SECONDS = 240
 FAST = ("--derived-interval", "1", "--vllm-interval", "1")

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from servescope.dcgm.counters import load_counters
-from servescope.dcgm.exporter_source import MAX_BYTES, DcgmExporterSource, read_exporter, to_samples
-from servescope.sources.base import SourceError
+from servescope.exporter.dcgm.counters import load_counters
+from servescope.exporter.dcgm.exporter_source import MAX_BYTES, DcgmExporterSource, read_exporter, to_samples
+from servescope.exporter.sources.base import SourceError
 from tests.helpers import SAMPLES, values
 
 MODERN = """# HELP DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL Total number of NVLink flow-control CRC errors.
@@ -78,6 +78,7 @@ def server() -> Iterator[tuple[str, type[_Handler]]]:
     httpd.shutdown()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("status", "body", "reason"),
     [

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from servescope import catalog as c
-from servescope.dcgm.counters import load_counters
-from servescope.dcgm.dmon_source import DmonSource
-from servescope.dcgm.supervisor import Backoff, Child, DmonSupervisor, spawn_process
-from servescope.gpu_directory import GpuDirectory
-from servescope.sources.base import SourceError
+from servescope.exporter.dcgm.counters import load_counters
+from servescope.exporter.dcgm.dmon_source import DmonSource
+from servescope.exporter.dcgm.supervisor import Backoff, Child, DmonSupervisor, spawn_process
+from servescope.exporter.gpu_directory import GpuDirectory
+from servescope.exporter.sources.base import SourceError
 from tests.helpers import FakeClock, values
 
 FAKE_DCGMI = str(Path(sys.executable).with_name("servescope-fake-dcgmi"))
@@ -155,6 +155,7 @@ def until(predicate: Callable[[], bool], timeout: float = 15.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.e2e
 def test_streams_and_exports_with_nvml_labels(sources: list[DmonSource]) -> None:
     source = make_source({})
     sources.append(source)
@@ -169,6 +170,7 @@ def test_streams_and_exports_with_nvml_labels(sources: list[DmonSource]) -> None
     assert not values(samples, "servescope_dcgm_nvlink5_rx_errors_total")  # 409 works: no fallback
 
 
+@pytest.mark.e2e
 def test_hung_child_is_killed_within_three_delays_and_restarted(sources: list[DmonSource]) -> None:
     source = make_source({"SERVESCOPE_FAKE_DCGMI_HANG_AFTER": "3"})
     sources.append(source)
@@ -181,6 +183,7 @@ def test_hung_child_is_killed_within_three_delays_and_restarted(sources: list[Dm
     assert source.supervisor.hang_after == pytest.approx(0.3)
 
 
+@pytest.mark.e2e
 def test_host_engine_unreachable_is_source_down_with_reason(sources: list[DmonSource]) -> None:
     source = make_source({"SERVESCOPE_FAKE_DCGMI_MODE": "unreachable"})
     sources.append(source)
@@ -192,6 +195,7 @@ def test_host_engine_unreachable_is_source_down_with_reason(sources: list[DmonSo
     assert failure.value.reason == "host_engine_unreachable" and not failure.value.absent
 
 
+@pytest.mark.e2e
 def test_missing_binary_is_not_installed_and_absent(sources: list[DmonSource]) -> None:
     source = make_source({}, dcgmi="/nonexistent/dcgmi")
     sources.append(source)
@@ -202,6 +206,7 @@ def test_missing_binary_is_not_installed_and_absent(sources: list[DmonSource]) -
     assert failure.value.reason == "not_installed" and failure.value.absent
 
 
+@pytest.mark.e2e
 def test_field_unknown_to_this_dcgm_is_dropped_and_the_rest_streams(sources: list[DmonSource]) -> None:
     source = make_source({"SERVESCOPE_FAKE_DCGMI_INVALID": "497"})
     sources.append(source)
@@ -212,6 +217,7 @@ def test_field_unknown_to_this_dcgm_is_dropped_and_the_rest_streams(sources: lis
     assert not values(samples, "servescope_dcgm_nvlink_dl_crc_errors_total")
 
 
+@pytest.mark.e2e
 def test_profiling_refused_by_the_host_is_dropped_not_fatal(sources: list[DmonSource]) -> None:
     source = make_source({"SERVESCOPE_FAKE_DCGMI_MODE": "watch_error"})
     sources.append(source)
@@ -226,6 +232,7 @@ def test_profiling_refused_by_the_host_is_dropped_not_fatal(sources: list[DmonSo
     assert values(samples, c.DCGM_FIELD_SUPPORTED.name, gpu="1", field_id="1002") == [0]
 
 
+@pytest.mark.e2e
 def test_field_na_for_n_rows_is_unsupported_and_its_fallback_is_watched(sources: list[DmonSource]) -> None:
     source = make_source({"SERVESCOPE_FAKE_DCGMI_NA": "409"})
     sources.append(source)
@@ -260,6 +267,7 @@ def zombies_of(pid: int) -> list[int]:
     return children_of(pid, "Z")
 
 
+@pytest.mark.e2e
 def test_no_zombies_after_twenty_restarts(sources: list[DmonSource]) -> None:
     source = make_source({"SERVESCOPE_FAKE_DCGMI_EXIT_AFTER": "1"})
     sources.append(source)

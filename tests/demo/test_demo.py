@@ -19,7 +19,7 @@ from servescope.alerts.profiles import DEMO, with_profile
 from servescope.demo import stack as stack_module
 from servescope.demo.configs import Ports, demo_alerts, write_configs
 from servescope.demo.stack import MARKER, DemoOptions, DemoStack, StateDirError, prepare_state_dir
-from servescope.runbook.webhook import WEBHOOK_PATH
+from servescope.runbooks.webhook import WEBHOOK_PATH
 
 PORTS = Ports(exporter=19108, runbooks=19110, prometheus=19090, alertmanager=19093)
 
@@ -81,6 +81,7 @@ def test_unknown_profile_is_refused() -> None:
         with_profile(AlertsConfig(), "fast")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -101,6 +102,7 @@ def test_bad_options_exit_2_naming_the_option(tmp_path: Path, args: list[str], m
     assert not (tmp_path / "s").exists()  # refused before anything started
 
 
+@pytest.mark.e2e
 def test_without_prometheus_it_says_how_to_install_and_runs_the_rest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

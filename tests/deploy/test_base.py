@@ -80,6 +80,7 @@ def test_no_secret_and_no_token_is_ever_in_a_base() -> None:
     assert "stringData" not in committed and "kind: Secret" not in committed
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 def test_kubectl_kustomize_builds_the_base() -> None:
     result = subprocess.run(

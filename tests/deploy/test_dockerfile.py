@@ -7,8 +7,8 @@ import re
 import tomllib
 from functools import cache
 
-from servescope.deploy.names import EXPORTER_PORT, NONROOT_UID, RUNBOOKS_IN_IMAGE
-from servescope.runbook.document import ENV_RUNBOOKS
+from servescope.deploy.names import EXPORTER_PORT, NONROOT_UID
+from servescope.runbooks.document import ENV_RUNBOOKS
 from tests.deploy.manifests import DEPLOY, ROOT
 
 DOCKERFILE = DEPLOY / "Dockerfile"
@@ -69,22 +69,21 @@ def test_entrypoint_is_servescope_serving_on_all_interfaces() -> None:
     assert json.loads(_one("CMD")) == ["serve", "--listen", f":{EXPORTER_PORT}"]
 
 
-def test_installs_the_package_without_test_extras_from_every_folder_it_maps() -> None:
+def test_installs_the_package_without_test_extras_from_its_one_folder() -> None:
     (install,) = [run for run in _all("RUN") if "pip install" in run]
     assert re.search(r"pip install \.(\s|$)", install), install
     assert "[test]" not in install
     copied = " ".join(_all("COPY"))
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    for folder in config["tool"]["setuptools"]["package-dir"].values():
-        assert f"{folder}/" in copied, folder
+    assert config["tool"]["setuptools"]["packages"]["find"]["include"] == ["servescope*"]
+    assert "servescope/" in copied
     assert config["project"]["readme"] in copied
 
 
-def test_runbooks_are_in_the_image_where_the_server_is_told_to_look() -> None:
-    assert any(
-        args.split()[-1].rstrip("/") == RUNBOOKS_IN_IMAGE for args in _all("COPY") if "runbooks" in args
-    )
-    assert f"{ENV_RUNBOOKS}={RUNBOOKS_IN_IMAGE}" in " ".join(_all("ENV"))
+def test_runbooks_ship_as_package_data_so_the_image_needs_no_variable() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "pages/*.md" in config["tool"]["setuptools"]["package-data"]["servescope.runbooks"]
+    assert ENV_RUNBOOKS not in " ".join(_all("ENV"))
 
 
 def test_dcgm_is_an_opt_in_build_argument() -> None:

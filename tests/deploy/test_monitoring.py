@@ -12,13 +12,15 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from servescope.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.alerts.config import AlertsConfig
+from servescope.dashboards import BUILD_DIR as DASHBOARDS_BUILD
 from servescope.deploy.monitoring import alertmanager_receiver
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.render import RECEIVER
 from servescope.deploy.runbooks import ALERTMANAGER_TOKEN_FILE
-from servescope.runbook.webhook import WEBHOOK_PATH
-from tests.deploy.manifests import DEPLOY, ROOT, VARIANTS, find, matches, rendered
+from servescope.runbooks.webhook import WEBHOOK_PATH
+from tests.deploy.manifests import DEPLOY, VARIANTS, find, matches, rendered
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -84,10 +86,11 @@ def test_prometheus_rule_shape_labels_and_runbook_links(variant: str) -> None:
 
 
 def test_default_prometheus_rule_is_the_alert_bundle_s_own() -> None:
-    committed = yaml.safe_load((ROOT / "alerts" / "build" / "prometheusrule.yaml").read_text())
+    committed = yaml.safe_load((ALERTS_BUILD / "prometheusrule.yaml").read_text())
     assert find(rendered(), "PrometheusRule") == committed
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
 def test_promtool_accepts_the_rules_rendered_for_another_namespace(tmp_path: Path) -> None:
     rules = tmp_path / "rules.yaml"
@@ -100,7 +103,7 @@ def test_promtool_accepts_the_rules_rendered_for_another_namespace(tmp_path: Pat
 
 @pytest.mark.parametrize("variant", ["default", "elsewhere"])
 def test_one_dashboard_configmap_per_built_dashboard_for_the_grafana_sidecar(variant: str) -> None:
-    built = {p.stem: p for p in sorted((ROOT / "dashboards" / "build").glob("*.json"))}
+    built = {p.stem: p for p in sorted(DASHBOARDS_BUILD.glob("*.json"))}
     maps = [d for d in rendered(variant) if d["kind"] == "ConfigMap"]
     assert sorted(m["metadata"]["name"] for m in maps) == sorted(f"servescope-dashboard-{n}" for n in built)
     for configmap in maps:
@@ -148,6 +151,7 @@ def test_committed_snippet_parses_to_the_rendered_one_and_says_where_the_secret_
     assert "alertmanagerSpec.secrets" in text
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("amtool") is None, reason="amtool is not installed")
 def test_amtool_accepts_the_snippet_as_a_configuration() -> None:
     result = subprocess.run(

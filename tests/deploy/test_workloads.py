@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from servescope.common.settings_cli import env_names
 from servescope.deploy.names import NONROOT_UID
 from servescope.deploy.runbooks import ALERTMANAGER_TOKEN_FILE
-from servescope.settings import NodeSettings, env_names
+from servescope.exporter.settings import NodeSettings
 from tests.deploy.manifests import VARIANTS, Doc, container, find, matches, pod_spec, rendered
 
 POD_RESOURCES = "/var/lib/kubelet/pod-resources"

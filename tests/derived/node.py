@@ -10,18 +10,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from servescope.derived.history import MemoryHistory
-from servescope.derived.serving_board import ServingBoard
-from servescope.derived.source import DerivedSource
-from servescope.exposition import Sample
+from servescope.exporter.derived.source import DerivedSource
+from servescope.exporter.exposition import Sample
+from servescope.exporter.stores.history import MemoryHistory
+from servescope.exporter.stores.serving_board import ServingBoard
+from servescope.exporter.stores.signals import GpuProcess
+from servescope.exporter.vllm.aliases import is_engine_family
+from servescope.exporter.vllm.normalise import normalise
+from servescope.exporter.vllm.text_parser import parse_exposition
 from servescope.sim.fleet import SimulatedFleet
-from servescope.sim.scenarios import EngineLoad, Scenario, make_scenario
+from servescope.sim.registry import make_scenario
+from servescope.sim.scenarios import EngineLoad, Scenario
 from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
 from servescope.sim.vllm_metrics import render_metrics
-from servescope.vllm.aliases import is_engine_family
-from servescope.vllm.join import GpuProcess
-from servescope.vllm.normalise import normalise
-from servescope.vllm.text_parser import parse_exposition
 from tests.helpers import FakeClock, nvml_stack
 
 VLLM_INTERVAL = 5.0

@@ -7,23 +7,28 @@ from collections import deque
 
 import pytest
 
-from servescope.advisor.controller import GPU_UNDERUTILISED, LATENCY_OVER_SLO, NO_TRAFFIC, WITHIN_SLO
-from servescope.derived.engine_signals import (
+from servescope.exporter.derived.batch_controller import (
+    GPU_UNDERUTILISED,
+    LATENCY_OVER_SLO,
+    NO_TRAFFIC,
+    WITHIN_SLO,
+)
+from servescope.exporter.derived.engine_signals import (
     AdvisorConfig,
     advise,
     kv_headroom,
     kv_saturation_seconds,
     over_budget,
 )
-from servescope.derived.history import MemoryHistory
-from servescope.derived.ring import MemoryRing
-from servescope.derived.serving_board import EngineTrack, ServingBoard
+from servescope.exporter.stores.history import MemoryHistory
+from servescope.exporter.stores.ring import MemoryRing
+from servescope.exporter.stores.serving_board import EngineTrack, ServingBoard
+from servescope.exporter.stores.signals import GpuProcess
+from servescope.exporter.vllm.aliases import is_engine_family
+from servescope.exporter.vllm.normalise import normalise
+from servescope.exporter.vllm.text_parser import parse_exposition
 from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
 from servescope.sim.vllm_metrics import render_metrics
-from servescope.vllm.aliases import is_engine_family
-from servescope.vllm.join import GpuProcess
-from servescope.vllm.normalise import normalise
-from servescope.vllm.text_parser import parse_exposition
 
 GIB = 1024**3
 

@@ -9,10 +9,12 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from servescope.app import create_app
-from servescope.memory_api import ApiError, parse_window
-from servescope.runtime import Runtime, build_runtime
-from servescope.settings import DcgmSettings, Settings, SimulatorSettings, VllmSettings
+from servescope.exporter.app import create_app
+from servescope.exporter.memory_api import ApiError, parse_window
+from servescope.exporter.runtime import Runtime
+from servescope.exporter.settings import DcgmSettings, Settings, VllmSettings
+from servescope.serve import SimulationSettings
+from servescope.sim.wiring import simulated_runtime
 
 MIB = 1024**2
 GIB = 1024**3
@@ -21,12 +23,8 @@ GPU = ("0", "GPU-aaaa", "node-a")
 
 @pytest.fixture
 def runtime() -> Runtime:
-    settings = Settings(
-        simulator=SimulatorSettings(enabled=True, gpus=1),
-        dcgm=DcgmSettings(enabled=False),
-        vllm=VllmSettings(discovery=False),
-    )
-    runtime = build_runtime(settings)
+    settings = Settings(dcgm=DcgmSettings(enabled=False), vllm=VllmSettings(discovery=False))
+    runtime = simulated_runtime(settings, SimulationSettings(enabled=True, gpus=1))
     # Twelve minutes of a 40 MiB/min leak, recorded as the NVML source would (monotonic seconds).
     now = time.monotonic()
     for age in range(720, 0, -1):

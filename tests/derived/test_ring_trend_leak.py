@@ -7,16 +7,16 @@ import random
 
 import pytest
 
-from servescope.derived.leak import LeakThresholds, assess_leak, leak_suspected
-from servescope.derived.memory_signals import trend_report
-from servescope.derived.ring import BYTES_PER_SAMPLE, MemoryRing
-from servescope.derived.trend import (
+from servescope.exporter.derived.leak import LeakThresholds, assess_leak, leak_suspected
+from servescope.exporter.derived.memory_signals import trend_report
+from servescope.exporter.derived.trend import (
     ROBUST_POINTS,
     bucket_medians,
     robust_slope,
     seconds_to_exhaustion,
     theil_sen_slope,
 )
+from servescope.exporter.stores.ring import BYTES_PER_SAMPLE, MemoryRing
 
 MIB = 1024**2
 GIB = 1024**3
@@ -200,7 +200,9 @@ def test_leak_verdict_notes_unknown_load() -> None:
     assert "load unknown" in verdict.reason
 
 
-def _sawtooth(rate: float, seconds: int, phase: float, *, height: float = 512 * MIB, period: float = 90.0):
+def _sawtooth(
+    rate: float, seconds: int, phase: float, *, height: float = 512 * MIB, period: float = 90.0
+) -> tuple[list[float], list[float]]:
     rng = random.Random(int(phase))
     times = [float(t) for t in range(seconds)]
     values = [

@@ -10,8 +10,8 @@ import math
 
 import pytest
 
-from servescope.derived import metrics as m
-from servescope.exposition import Sample
+from servescope.catalog import derived as m
+from servescope.exporter.exposition import Sample
 from tests.derived.node import simulated_node
 from tests.helpers import values
 
@@ -46,6 +46,7 @@ def test_leak_is_flagged_and_time_to_exhaustion_estimated_after_five_minutes() -
     assert over["0"] - over["1"] == pytest.approx(leaked, abs=256 * 1024**2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["traffic-ramp", "steady"])
 def test_no_leak_over_an_hour_of_ramp_or_steady_noisy_load(scenario: str) -> None:
     node = simulated_node(scenario, gpus=2, engines=1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from servescope.derived.svg import render_memory_svg
+from servescope.exporter.derived.svg import render_memory_svg
 
 GIB = 1024**3
 NS = "{http://www.w3.org/2000/svg}"

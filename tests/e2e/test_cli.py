@@ -6,9 +6,14 @@ import os
 import socket
 import subprocess
 
+import pytest
+
 from servescope import __version__
-from servescope.settings import AREAS, env_names
+from servescope.common.settings_cli import env_names
+from servescope.serve import SERVE_AREAS as AREAS
 from tests.e2e.conftest import SERVESCOPE, stop
+
+pytestmark = pytest.mark.e2e
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -18,11 +23,13 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.e2e
 def test_version() -> None:
     result = run("version")
     assert result.returncode == 0 and result.stdout.startswith(f"servescope {__version__} ")
 
 
+@pytest.mark.e2e
 def test_serve_help_documents_every_setting_with_its_environment_variable() -> None:
     text = run("serve", "--help").stdout
     for area in AREAS:
@@ -32,6 +39,7 @@ def test_serve_help_documents_every_setting_with_its_environment_variable() -> N
                 assert env in text, f"{env} missing from `servescope serve --help`"
 
 
+@pytest.mark.e2e
 def test_bad_listen_address_is_one_clear_line() -> None:
     result = run("serve", "--simulate", "--listen", "nonsense")
     assert result.returncode == 1
@@ -41,6 +49,7 @@ def test_bad_listen_address_is_one_clear_line() -> None:
     ]
 
 
+@pytest.mark.e2e
 def test_port_in_use_is_one_clear_line() -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -56,12 +65,14 @@ def test_port_in_use_is_one_clear_line() -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.e2e
 def test_unknown_gpu_model_names_the_option() -> None:
     result = run("serve", "--simulate", "--gpu-model", "B300")
     assert result.returncode == 1
     assert "invalid value for --gpu-model: unknown GPU model 'B300'" in result.stderr
 
 
+@pytest.mark.e2e
 def test_without_a_driver_the_exporter_runs_and_says_nvml_is_down() -> None:
     # This machine has no NVIDIA driver: the real NVML source must fail visibly, never fall back to
     # simulated data. (On a GPU node this test would find real GPUs instead, so it checks for that.)

@@ -8,9 +8,12 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.e2e.conftest import SERVESCOPE, start_servescope, stop
 from tests.helpers import SAMPLES
+
+pytestmark = pytest.mark.e2e
 
 
 def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -19,6 +22,7 @@ def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str
     )
 
 
+@pytest.mark.e2e
 def test_parse_profiling_sample_prints_one_json_object_per_value() -> None:
     result = run("dcgm", "parse", str(SAMPLES / "dcgmi-dmon-4.2-profiling.txt"))
     assert result.returncode == 0, result.stderr
@@ -35,6 +39,7 @@ def test_parse_profiling_sample_prints_one_json_object_per_value() -> None:
     }
 
 
+@pytest.mark.e2e
 def test_parse_reads_stdin_and_reports_dcgmi_errors() -> None:
     text = (SAMPLES / "dcgmi-dmon-3.1-watch-error.txt").read_text()
     result = run("dcgm", "parse", "-", stdin=text)
@@ -42,6 +47,7 @@ def test_parse_reads_stdin_and_reports_dcgmi_errors() -> None:
     assert "watch_not_supported" in result.stderr and result.stdout == ""
 
 
+@pytest.mark.e2e
 def test_parse_refuses_input_that_is_not_dmon_output() -> None:
     result = run("dcgm", "parse", str(SAMPLES / "vllm-0.32-cpu-idle.txt"))
     assert result.returncode == 2
@@ -50,6 +56,7 @@ def test_parse_refuses_input_that_is_not_dmon_output() -> None:
     assert missing.returncode == 2 and "cannot read /nonexistent/file" in missing.stderr
 
 
+@pytest.mark.e2e
 def test_parse_exporter_format() -> None:
     result = run("dcgm", "parse", "--format", "exporter", str(SAMPLES / "dcgm-exporter-2.x.txt"))
     assert result.returncode == 0
@@ -68,6 +75,7 @@ def test_parse_exporter_format() -> None:
     assert wrong.returncode == 2
 
 
+@pytest.mark.e2e
 def test_fields_prints_the_default_file_and_checks_a_custom_one(tmp_path: Path) -> None:
     result = run("dcgm", "fields")
     assert result.returncode == 0 and "1009, servescope_dcgm_pcie_tx_bytes_per_second" in result.stdout
@@ -78,6 +86,7 @@ def test_fields_prints_the_default_file_and_checks_a_custom_one(tmp_path: Path) 
     assert f"{bad} line 2: unknown unit 'parsecs'" in result.stderr
 
 
+@pytest.mark.e2e
 def test_bad_counters_file_fails_serve_at_start_naming_the_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text(
@@ -88,6 +97,7 @@ def test_bad_counters_file_fails_serve_at_start_naming_the_line(tmp_path: Path) 
     assert f"{bad} line 2: metric 'servescope_x'" in result.stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.e2e
 def test_without_dcgmi_the_exporter_runs_ready_and_says_dcgm_is_not_installed() -> None:
     served = start_servescope("--simulate", "--dcgmi", "/nonexistent/dcgmi")
     try:

@@ -211,7 +211,7 @@ def test_kv_pressure_pages_with_the_combined_alert_on_the_right_gpus_and_engine(
     stack = stacks["kv-pressure"]
     name = "ServescopeGpuSaturatedKvPressure"
     # Both GPUs of engine 0 saturate, and its KV cache fills over the 90 s ramp: two alerts.
-    alerts = wait_for(
+    alerts: list[dict[str, Any]] = wait_for(
         f"{name} firing on two GPUs", lambda: len(stack.alerts(name)) >= 2 and stack.alerts(name), 360
     )
     endpoint = _endpoint_on(stack, {"0", "1"})

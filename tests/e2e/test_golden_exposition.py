@@ -16,6 +16,8 @@ import pytest
 
 from tests.e2e.conftest import Served
 
+pytestmark = pytest.mark.e2e
+
 GOLDEN = Path(__file__).parent.parent / "golden" / "simulated-8xH200.prom"
 
 # Families whose values move with simulated time or with this machine; their series stay in the
@@ -55,6 +57,7 @@ def normalise(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
+@pytest.mark.e2e
 def test_exposition_matches_golden(simulated: Served) -> None:
     got = normalise(settled_exposition(simulated.base))
     if os.environ.get("UPDATE_GOLDEN"):
@@ -63,6 +66,7 @@ def test_exposition_matches_golden(simulated: Served) -> None:
     assert got == want, "exposition differs from the golden file; rerun with UPDATE_GOLDEN=1 if intended"
 
 
+@pytest.mark.e2e
 def test_promtool_check_metrics_is_clean(simulated: Served, promtool: str) -> None:
     body = settled_exposition(simulated.base)
     assert (

@@ -12,6 +12,8 @@ import pytest
 
 from tests.e2e.conftest import Served, start_servescope, stop
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope="module")
 def with_engines() -> Iterator[Served]:
@@ -32,6 +34,7 @@ def joined_exposition(base: str) -> str:
         time.sleep(0.5)
 
 
+@pytest.mark.e2e
 def test_engines_are_discovered_and_joined_to_their_gpu_groups(with_engines: Served) -> None:
     text = joined_exposition(with_engines.base)
     joins = re.findall(
@@ -64,6 +67,7 @@ def test_engines_are_discovered_and_joined_to_their_gpu_groups(with_engines: Ser
         )
 
 
+@pytest.mark.e2e
 def test_exposition_with_engines_passes_promtool(with_engines: Served, promtool: str) -> None:
     body = joined_exposition(with_engines.base)
     result = subprocess.run(

@@ -5,14 +5,19 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
+
 from tests.e2e.conftest import SERVESCOPE
 from tests.helpers import SAMPLES
+
+pytestmark = pytest.mark.e2e
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([SERVESCOPE, *args], capture_output=True, text=True, timeout=60, check=False)
 
 
+@pytest.mark.e2e
 def test_parse_prints_the_normalised_signals() -> None:
     result = run("vllm", "parse", str(SAMPLES / "vllm-0.32-cpu-idle.txt"))
     assert result.returncode == 0, result.stderr
@@ -23,11 +28,13 @@ def test_parse_prints_the_normalised_signals() -> None:
     assert engine["signals"]["prompt_tokens"] == 712 and engine["signals"]["ttft"]["count"] == 30
 
 
+@pytest.mark.e2e
 def test_parse_sglang() -> None:
     body = json.loads(run("vllm", "parse", str(SAMPLES / "sglang-0.4-docs.txt")).stdout)
     assert body["backend"] == "sglang" and body["engines"][0]["signals"]["waiting"] == 2826
 
 
+@pytest.mark.e2e
 def test_parse_refuses_what_is_not_an_engine() -> None:
     result = run("vllm", "parse", str(SAMPLES / "dcgmi-dmon-4.2-profiling.txt"))
     assert result.returncode == 2

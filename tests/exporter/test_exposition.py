@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from servescope import catalog as c
-from servescope.exposition import Sample, SeriesRenderer, family_header, format_value
+from servescope.catalog import spec as spec_module
+from servescope.exporter.exposition import Sample, SeriesRenderer, family_header, format_value
 
 
 def render(samples: list[Sample]) -> str:
@@ -71,7 +72,7 @@ def test_catalog_follows_naming_conventions() -> None:
     for spec in c.CATALOG:
         assert spec.help.endswith((".", ")")), spec.name
         if spec.source in ("nvml", "dcgm") and "gpu" in spec.labels:
-            assert spec.labels[:3] == c.GPU_LABELS, spec.name
+            assert spec.labels[:3] == spec_module.GPU_LABELS, spec.name
         assert "model_name" not in spec.labels or spec.source != "nvml", spec.name
     with pytest.raises(ValueError, match="counters, and only counters"):
-        c.MetricSpec("servescope_x_errors", c.Kind.COUNTER, "x", (), "core")
+        spec_module.MetricSpec("servescope_x_errors", spec_module.Kind.COUNTER, "x", (), "core")

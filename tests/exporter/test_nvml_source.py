@@ -9,9 +9,9 @@ import pynvml
 import pytest
 
 from servescope import catalog as c
-from servescope.publisher import Publisher
-from servescope.sources.base import SourceError
-from servescope.sources.runner import SourceRunner
+from servescope.exporter.publisher import Publisher
+from servescope.exporter.runner import SourceRunner
+from servescope.exporter.sources.base import SourceError
 from tests.helpers import families_for_gpu, nvml_stack, values
 
 PER_GPU_FAMILIES = {
@@ -131,7 +131,7 @@ def test_not_supported_field_drops_only_that_field_and_is_reported_once(
     fleet, source, _ = nvml_stack(gpus=2)
     fleet.unsupported[(1, "nvmlDeviceGetPowerUsage")] = pynvml.NVML_ERROR_NOT_SUPPORTED
     fleet.unsupported[(1, "nvmlDeviceGetComputeRunningProcesses")] = pynvml.NVML_ERROR_NO_PERMISSION
-    with caplog.at_level(logging.INFO, logger="servescope.nvml.collector"):
+    with caplog.at_level(logging.INFO, logger="servescope.exporter.nvml.collector"):
         for _ in range(3):
             collection = source.collect()
     samples = collection.samples

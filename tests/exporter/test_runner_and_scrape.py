@@ -12,11 +12,11 @@ import pytest
 import uvicorn
 
 from servescope import catalog as c
-from servescope.app import create_app
-from servescope.exposition import Sample
-from servescope.publisher import Publisher
-from servescope.runtime import Runtime
-from servescope.sources.base import Collection, Problem
+from servescope.exporter.app import create_app
+from servescope.exporter.exposition import Sample
+from servescope.exporter.publisher import Publisher
+from servescope.exporter.runtime import Runtime
+from servescope.exporter.sources.base import Collection, Problem
 
 
 class BlockingSource:
@@ -95,6 +95,7 @@ def served() -> Iterator[tuple[str, Runtime, BlockingSource]]:
         thread.join(10)
 
 
+@pytest.mark.e2e
 def test_scrape_answers_fast_from_the_previous_snapshot_while_a_source_is_blocked(
     served: tuple[str, Runtime, BlockingSource],
 ) -> None:
@@ -123,6 +124,7 @@ def test_scrape_answers_fast_from_the_previous_snapshot_while_a_source_is_blocke
         assert body["sources"]["partial"]["ready"] is True
 
 
+@pytest.mark.e2e
 def test_one_crashing_source_never_fails_the_scrape_and_is_counted(
     served: tuple[str, Runtime, BlockingSource],
 ) -> None:
@@ -139,6 +141,7 @@ def test_one_crashing_source_never_fails_the_scrape_and_is_counted(
     assert httpx.get(f"{base}/healthz").json() == {"status": "alive"}
 
 
+@pytest.mark.e2e
 def test_gzip_is_served_when_asked(served: tuple[str, Runtime, BlockingSource]) -> None:
     base, _, _ = served
     response = httpx.get(f"{base}/metrics", headers={"Accept-Encoding": "gzip"})
@@ -150,7 +153,7 @@ def test_gzip_is_served_when_asked(served: tuple[str, Runtime, BlockingSource]) 
 def test_a_source_emitting_an_uncatalogued_metric_is_refused_loudly() -> None:
     publisher = Publisher(catalog=[c.GPU_UP])
     with pytest.raises(ValueError, match="missing from the catalog"):
-        from servescope.sources.health import SourceHealth
+        from servescope.exporter.sources.health import SourceHealth
 
         publisher.register(SourceHealth("x", 1.0))
         publisher.publish("x", [Sample(c.TEMPERATURE, ("0", "u", "h"), 1)])

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from servescope.runbook.actions import (
+import servescope.runbooks as runbooks_package
+from servescope.runbooks.actions import (
     ACTIONS,
     GpuIndex,
     GpuRef,
@@ -28,12 +29,12 @@ from servescope.runbook.actions import (
     Window,
     promql_string,
 )
-from servescope.runbook.actions.changes import SilenceParams, silence_body
+from servescope.runbooks.actions.changes import SilenceParams, silence_body
 from tests.e2e.conftest import stop
 from tests.runbook.fakes import Recorded, corpus, fake_http, fake_kubectl, start_simulated_exporter
 
 FAKE_DCGMI = str(Path(sys.executable).with_name("servescope-fake-dcgmi"))
-PACKAGE = Path(__file__).resolve().parents[2] / "exporter" / "runbook"
+PACKAGE = Path(runbooks_package.__file__).resolve().parent
 
 
 def run(name: str, ctx: RunContext, **params: Any) -> StepResult:
@@ -56,6 +57,7 @@ def gpu0(ctx: RunContext) -> dict[str, Any]:
 
 
 # --- read actions against `servescope serve --simulate --gpus 4 --engines 2` ------------------------
+@pytest.mark.e2e
 def test_gpu_snapshot_by_index_and_by_uuid(ctx: RunContext, gpu0: dict[str, Any]) -> None:
     assert gpu0["gpu"] == "0" and gpu0["uuid"].startswith("GPU-") and gpu0["up"] == 1
     assert 0 <= gpu0["utilization_ratio"] <= 1
@@ -150,6 +152,7 @@ def test_an_unreachable_exporter_is_a_failed_result_not_a_crash() -> None:
 
 
 # --- dcgm_sample against the bundled fake dcgmi ---------------------------------------------------
+@pytest.mark.e2e
 def test_dcgm_sample_runs_dmon_with_a_fixed_argv(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SERVESCOPE_FAKE_DCGMI_GPUS", "4")
     result = run("dcgm_sample", RunContext(dcgmi=FAKE_DCGMI), gpu="1", count=2)
@@ -169,6 +172,7 @@ def test_dcgm_sample_runs_dmon_with_a_fixed_argv(monkeypatch: pytest.MonkeyPatch
     assert "409 NVLink CRC flit errors" in result.output and "1009/1010 are PCIe bytes" in result.output
 
 
+@pytest.mark.e2e
 def test_dcgm_sample_without_dcgmi_or_host_engine_is_a_clear_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -221,6 +225,7 @@ def test_promql_string_escapes_quotes_backslashes_and_newlines() -> None:
         assert go_unquote(promql_string(value)) == value
 
 
+@pytest.mark.e2e
 def test_promql_inserts_values_only_as_escaped_literals() -> None:
     with fake_http(lambda r: (200, VECTOR)) as prometheus:
         ctx = RunContext(prometheus_url=prometheus.base)
@@ -241,6 +246,7 @@ def test_promql_inserts_values_only_as_escaped_literals() -> None:
         assert mapped.ok and prometheus.requests[-1].query["query"] == ['up{gpu="0"}']
 
 
+@pytest.mark.e2e
 def test_promql_failures_are_results_with_the_query() -> None:
     no_prometheus = run("promql", RunContext(), query="up{job=$job}", job="servescope")
     assert not no_prometheus.ok
@@ -260,6 +266,7 @@ def recorded(marker: Path) -> list[list[str]]:
     return [json.loads(line) for line in marker.read_text().splitlines()] if marker.exists() else []
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("name", "params", "argv"),
     [
@@ -295,6 +302,7 @@ def test_kubectl_actions_print_the_argv_and_run_it_only_when_executed(
     assert recorded(marker) == [argv] and "done" in done.output
 
 
+@pytest.mark.e2e
 def test_a_missing_kubectl_is_a_failed_result(tmp_path: Path) -> None:
     result = run("cordon_node", RunContext(kubectl=str(tmp_path / "kubectl"), execute=True), node="n1")
     assert not result.ok and "not found: install kubectl or pass --kubectl PATH" in result.output
@@ -324,6 +332,7 @@ def test_lower_max_num_seqs_prints_the_patch_and_never_runs_anything(monkeypatch
         ACTIONS["lower_max_num_seqs"].params.model_validate({"model_name": "m", "value": 4097})
 
 
+@pytest.mark.e2e
 def test_create_silence_posts_to_alertmanager_only_when_executed() -> None:
     params = {
         "alertname": "ServescopeGpuSaturated",
@@ -379,17 +388,19 @@ def test_typed_parameters_refuse_every_hostile_value(tmp_path: Path, type_name: 
         message = str(caught.value)
         assert "expected" in message, message  # says what it wanted
         assert len(message) < 600  # a 10,000-character value is not echoed back whole
-    for good in {
+    goods: dict[str, list[Any]] = {
         "GpuRef": ["0", "12", "GPU-5b4e0a2c-1f3d-4c8e-9a7b-2d6f8e0c1a34"],
         "GpuIndex": ["0", "7", 3],
         "K8sName": ["gpu-node-07", "serving", "node.example.com"],
         "HttpUrl": ["http://10.0.0.5:8000/metrics", "https://vllm.serving.svc/v1?x=1"],
         "ModelName": ["deepseek-ai/DeepSeek-V3", "meta-llama/Llama-3.1-8B-Instruct"],
         "Window": ["90s", "30m", "1h", "2d"],
-    }[type_name]:
+    }
+    for good in goods[type_name]:
         adapter.validate_python(good)
 
 
+@pytest.mark.e2e
 def test_free_text_values_are_bounded_and_otherwise_inert(tmp_path: Path) -> None:
     sentinel = tmp_path / "SENTINEL"
     adapter: TypeAdapter[str] = TypeAdapter(LabelValue)
@@ -415,6 +426,7 @@ def test_free_text_values_are_bounded_and_otherwise_inert(tmp_path: Path) -> Non
     assert not sentinel.exists()
 
 
+@pytest.mark.e2e
 def test_hostile_values_never_reach_kubectl(tmp_path: Path) -> None:
     kubectl, marker = fake_kubectl(tmp_path)
     sentinel = tmp_path / "SENTINEL"

@@ -14,15 +14,15 @@ import pytest
 from typer.testing import CliRunner
 
 from servescope.cli import app, register_subcommands
-from servescope.runbook.actions import RunContext
-from servescope.runbook.document import ENV_RUNBOOKS, load_runbooks
-from servescope.runbook.runner import run
+from servescope.runbooks.actions import RunContext
+from servescope.runbooks.document import ENV_RUNBOOKS, SHIPPED_RUNBOOKS, load_runbooks
+from servescope.runbooks.runner import run
 from tests.e2e.conftest import stop
 from tests.runbook.fakes import corpus, fake_http, fake_kubectl, start_simulated_exporter, step, write_runbook
 
 register_subcommands()  # the CLI imports subcommands when they run; these tests drive them directly
 
-REAL_RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
+REAL_RUNBOOKS = SHIPPED_RUNBOOKS
 
 DIAGNOSIS = (
     step("gpu-snapshot", "read", "gpu_snapshot", 'gpu: "{{ labels.gpu }}"', title="Look at the GPU")
@@ -129,6 +129,7 @@ def test_list_without_a_runbooks_folder_names_the_option(tmp_path: Path) -> None
     assert result.exit_code == 2 and "--runbooks" in result.stderr and "not a folder" in result.stderr
 
 
+@pytest.mark.e2e
 def test_show_prints_prose_and_steps_with_bound_params(env: Env) -> None:
     result = invoke("show", "TestAlert", "--runbooks", str(env.runbooks), "--label", "gpu=3")
     assert result.exit_code == 0, result.output
@@ -144,6 +145,7 @@ def test_show_prints_prose_and_steps_with_bound_params(env: Env) -> None:
 
 
 # --- run: usage errors exit 2 before anything is read ----------------------------------------------
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -226,6 +228,7 @@ def test_run_json_prints_the_step_results(env: Env, tmp_path: Path) -> None:
     assert svg_run.exit_code == 0 and (tmp_path / "svg" / "curve.svg").read_text().startswith("<svg")
 
 
+@pytest.mark.e2e
 def test_a_change_step_is_a_dry_run_unless_executed(env: Env) -> None:
     labels = label_args(env.labels)
     dry = invoke(*run_args(env, *labels, "--step", "scale"))
@@ -244,6 +247,7 @@ def test_a_change_step_is_a_dry_run_unless_executed(env: Env) -> None:
     assert as_json["results"][0]["dry_run"] is True and len(env.marker.read_text().splitlines()) == 1
 
 
+@pytest.mark.e2e
 def test_create_silence_through_the_cli(env: Env) -> None:
     with fake_http(lambda r: (200, {"silenceID": "abc"})) as alertmanager:
         args = run_args(
@@ -264,6 +268,7 @@ def test_a_failed_step_exits_1(env: Env) -> None:
     assert "FAILED" in result.stdout and "cannot reach the exporter at http://127.0.0.1:1" in result.stdout
 
 
+@pytest.mark.e2e
 def test_hostile_labels_are_refused_before_anything_runs(env: Env, tmp_path: Path) -> None:
     sentinel = tmp_path / "SENTINEL"
     with fake_http(lambda r: (200, {})) as exporter:
@@ -282,6 +287,7 @@ def test_hostile_labels_are_refused_before_anything_runs(env: Env, tmp_path: Pat
 
 
 # --- the real runbooks -------------------------------------------------------------------------
+@pytest.mark.e2e
 @pytest.mark.skipif(not REAL_RUNBOOKS.is_dir(), reason="no runbooks/ folder in this checkout yet")
 def test_every_read_step_of_the_real_runbooks_runs_green(
     exporter: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -291,7 +297,7 @@ def test_every_read_step_of_the_real_runbooks_runs_green(
     monkeypatch.setenv("SERVESCOPE_FAKE_DCGMI_GPUS", "4")
     dcgmi = tmp_path / "dcgmi"
     dcgmi.write_text(
-        f"#!{sys.executable}\nimport sys\nfrom servescope.dcgm.fake_dcgmi import main\n"
+        f"#!{sys.executable}\nimport sys\nfrom servescope.sim.fake_dcgmi import main\n"
         "sys.exit(main(sys.argv[1:] + ['-d', '1']))\n"
     )
     dcgmi.chmod(0o755)

@@ -8,10 +8,12 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from servescope.runbook.actions import ACTIONS
-from servescope.runbook.binding import BindingError, Template, TemplateError, bind, parse_value
-from servescope.runbook.document import (
+from servescope.alerts import BUILD_DIR as ALERTS_BUILD
+from servescope.runbooks.actions import ACTIONS
+from servescope.runbooks.binding import BindingError, Template, TemplateError, bind, parse_value
+from servescope.runbooks.document import (
     ENV_RUNBOOKS,
+    SHIPPED_RUNBOOKS,
     RunbookError,
     UnknownAlertError,
     load_runbook,
@@ -22,7 +24,7 @@ from servescope.runbook.document import (
 from tests.runbook.fakes import runbook_text, step, write_runbook
 
 REPO = Path(__file__).resolve().parents[2]
-REAL_RUNBOOKS = REPO / "runbooks"
+REAL_RUNBOOKS = SHIPPED_RUNBOOKS
 
 
 def parse(tmp_path: Path, text: str, alert: str = "TestAlert") -> None:
@@ -347,7 +349,7 @@ def test_loading_a_folder_keeps_good_runbooks_and_reports_broken_ones(tmp_path: 
 def test_the_real_runbooks_parse_and_name_real_alerts() -> None:
     found, errors = load_runbooks(REAL_RUNBOOKS)
     assert not errors, "\n".join(str(e) for e in errors)
-    rules = yaml.safe_load((REPO / "alerts" / "build" / "rules.yaml").read_text())
+    rules = yaml.safe_load((ALERTS_BUILD / "rules.yaml").read_text())
     alerts = {r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
     assert found
     for runbook in found:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from servescope.runbook.actions import RunContext
+from servescope.runbooks.actions import RunContext
 
 CENTRAL = RunContext(exporter_url="http://servescope.monitoring.svc:9108", exporter_per_instance=True)
 

@@ -10,8 +10,9 @@ import yaml
 
 from servescope.alerts.bundle import all_alerts
 from servescope.alerts.config import AlertsConfig
+from servescope.runbooks.document import SHIPPED_RUNBOOKS
 
-RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
+RUNBOOKS = SHIPPED_RUNBOOKS
 ALERTS = {alert.name: alert for alert in all_alerts(AlertsConfig())}
 STEP = re.compile(r"^```step (?P<attrs>[^\n]*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
 SECTIONS = ("## Meaning", "## Impact", "## Diagnosis", "## Mitigation")

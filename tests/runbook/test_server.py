@@ -11,10 +11,10 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from servescope.runbook.actions import RunContext
-from servescope.runbook.audit import AuditLog, fingerprint
-from servescope.runbook.document import load_runbooks, runbooks_dir
-from servescope.runbook.server import create_runbook_app, markdown, runbook_router
+from servescope.runbooks.actions import RunContext
+from servescope.runbooks.audit import AuditLog, fingerprint
+from servescope.runbooks.document import load_runbooks, runbooks_dir
+from servescope.runbooks.server import create_runbook_app, markdown, runbook_router
 from tests.e2e.conftest import Served, start_servescope, stop
 
 from .fakes import corpus, fake_kubectl, step, write_runbook
@@ -111,6 +111,7 @@ def test_markdown_escapes_everything() -> None:
     assert "<p>text &amp; &lt;img&gt;</p>" in out
 
 
+@pytest.mark.e2e
 def test_read_step_runs_without_token(folder: Path, tmp_path: Path, exporter: Served) -> None:
     client, audit, _ = _client(folder, tmp_path, exporter.base, TOKEN)
     answer = _run(client, "snapshot", {"gpu": "0"})
@@ -156,6 +157,7 @@ def test_change_step_missing_or_wrong_token(folder: Path, tmp_path: Path) -> Non
     assert audit.records()[1]["caller"]["token"] == fingerprint("guess")
 
 
+@pytest.mark.e2e
 def test_change_step_dry_run_then_execute(folder: Path, tmp_path: Path) -> None:
     client, audit, marker = _client(folder, tmp_path, "http://127.0.0.1:9", TOKEN)
     dry = _run(client, "scale-out", {"namespace": "serving"}, headers=_bearer(TOKEN))

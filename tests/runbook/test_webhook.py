@@ -21,9 +21,9 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from servescope.runbook.actions import RunContext
-from servescope.runbook.incidents import IncidentStore
-from servescope.runbook.webhook import IncidentRouter, WebhookAuth, incident_router
+from servescope.runbooks.actions import RunContext
+from servescope.runbooks.incidents import IncidentStore
+from servescope.runbooks.webhook import IncidentRouter, WebhookAuth, incident_router
 from tests.runbook.fakes import corpus, step, write_runbook
 
 TOKEN = "s3cret-token"
@@ -187,6 +187,7 @@ def metric(client: TestClient, line_start: str) -> float:
 
 
 # --- the happy path -----------------------------------------------------------------------------------
+@pytest.mark.e2e
 def test_firing_then_duplicate_then_resolved(
     client: tuple[TestClient, IncidentStore, IncidentRouter],
 ) -> None:
@@ -238,6 +239,7 @@ def test_firing_then_duplicate_then_resolved(
     assert http.get("/incidents/999").status_code == 404
 
 
+@pytest.mark.e2e
 def test_a_group_is_split_and_alerts_without_runbook_are_noted(
     client: tuple[TestClient, IncidentStore, IncidentRouter],
 ) -> None:
@@ -253,6 +255,7 @@ def test_a_group_is_split_and_alerts_without_runbook_are_noted(
     assert len(store.latest("TestAlert")) == 2
 
 
+@pytest.mark.e2e
 def test_dedup_survives_restart_and_wal(tmp_path: Path, runbooks: Path, exporter: FakeExporter) -> None:
     http, store, router = make_client(tmp_path, runbooks, exporter)
     assert store.journal_mode() == "wal"
@@ -271,6 +274,7 @@ def test_dedup_survives_restart_and_wal(tmp_path: Path, runbooks: Path, exporter
 
 
 # --- refusals -----------------------------------------------------------------------------------------
+@pytest.mark.e2e
 def test_authentication(tmp_path: Path, runbooks: Path, exporter: FakeExporter) -> None:
     http, _, router = make_client(tmp_path, runbooks, exporter)
     assert post(http, payload(), headers={}).status_code == 401
@@ -306,6 +310,7 @@ def test_token_file_and_env(tmp_path: Path) -> None:
         WebhookAuth.from_token_file(path)
 
 
+@pytest.mark.e2e
 def test_content_type_size_and_payload(client: tuple[TestClient, IncidentStore, IncidentRouter]) -> None:
     http, store, _ = client
     url = "/alertmanager/webhook"
@@ -336,6 +341,7 @@ def test_content_type_size_and_payload(client: tuple[TestClient, IncidentStore, 
     assert store.list() == []
 
 
+@pytest.mark.e2e
 def test_queue_full_is_503_and_counted(tmp_path: Path, runbooks: Path, exporter: FakeExporter) -> None:
     exporter.delay = 20  # until released
     http, store, router = make_client(tmp_path, runbooks, exporter, workers=1, queue_size=1)
@@ -361,6 +367,7 @@ def test_queue_full_is_503_and_counted(tmp_path: Path, runbooks: Path, exporter:
     store.close()
 
 
+@pytest.mark.e2e
 def test_hostile_labels_stay_data(
     client: tuple[TestClient, IncidentStore, IncidentRouter], tmp_path: Path
 ) -> None:
@@ -430,6 +437,7 @@ def test_fuzz_bodies(fuzz_client: TestClient, body: Any, auth: dict[str, str], k
     assert answer.status_code in ALLOWED, answer.text
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     labels=LABELS,

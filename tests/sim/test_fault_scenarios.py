@@ -9,7 +9,8 @@ import pytest
 from servescope.sim.engines import gpu_groups
 from servescope.sim.fault_scenarios import FaultPlan, Tour
 from servescope.sim.fleet import SimulatedFleet
-from servescope.sim.scenarios import PACES, STEADY_ENGINE, KvPressure, make_scenario
+from servescope.sim.registry import make_scenario
+from servescope.sim.scenarios import PACES, STEADY_ENGINE, KvPressure
 
 LAYOUT = gpu_groups(8, 4)  # [[0, 1], [2, 3], [4, 5], [6, 7]]
 FAULT_START_SECONDS = PACES["real"].fault_start_seconds

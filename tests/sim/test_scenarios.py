@@ -9,7 +9,8 @@ import pytest
 
 from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.models import MIB
-from servescope.sim.scenarios import SCENARIOS, EngineLoad, Scenario, make_scenario, workspace_for
+from servescope.sim.registry import SCENARIOS, make_scenario
+from servescope.sim.scenarios import EngineLoad, Scenario, workspace_for
 from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
 
 

@@ -14,8 +14,9 @@ import pytest
 from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 
+from servescope.sim.engine_stats import one_two_five
 from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
-from servescope.sim.vllm_metrics import CONTENT_TYPE, Generation, one_two_five, render_metrics
+from servescope.sim.vllm_metrics import CONTENT_TYPE, Generation, render_metrics
 from servescope.sim.vllm_server import create_app, main
 from tests.helpers import SAMPLES, FakeClock
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from servescope.gpu_directory import GpuDirectory
-from servescope.vllm import source as source_module
-from servescope.vllm.procfs import ProcFs
-from servescope.vllm.scrape import ScrapeError
-from servescope.vllm.source import DISCOVERY_GRACE_SECONDS, DISCOVERY_SECONDS, VllmSource
+from servescope.exporter.gpu_directory import GpuDirectory
+from servescope.exporter.vllm import source as source_module
+from servescope.exporter.vllm.procfs import ProcFs
+from servescope.exporter.vllm.scrape import ScrapeError
+from servescope.exporter.vllm.source import DISCOVERY_GRACE_SECONDS, DISCOVERY_SECONDS, VllmSource
 from tests.helpers import SAMPLES, FakeClock, values
 
 GOOD = (SAMPLES / "vllm-0.32-cpu-idle.txt").read_text()

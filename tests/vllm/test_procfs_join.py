@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from servescope.gpu_directory import GpuDirectory
-from servescope.vllm.join import GpuProcess, candidate_urls, gpus_of_endpoint
-from servescope.vllm.procfs import ProcFs
+from servescope.exporter.gpu_directory import GpuDirectory
+from servescope.exporter.stores.signals import GpuProcess
+from servescope.exporter.vllm.join import candidate_urls, gpus_of_endpoint
+from servescope.exporter.vllm.procfs import ProcFs
 
 TCP_HEADER = (
     "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"

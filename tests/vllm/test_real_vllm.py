@@ -17,15 +17,15 @@ import httpx
 import pytest
 
 from servescope import catalog as c
-from servescope.derived import metrics as m
-from servescope.derived.history import MemoryHistory
-from servescope.derived.serving_board import ServingBoard
-from servescope.derived.source import DerivedSource
-from servescope.exposition import Sample
-from servescope.gpu_directory import GpuDirectory
-from servescope.vllm.join import gpus_of_endpoint
-from servescope.vllm.procfs import ProcFs
-from servescope.vllm.source import VllmSource
+from servescope.catalog import derived as m
+from servescope.exporter.derived.source import DerivedSource
+from servescope.exporter.exposition import Sample
+from servescope.exporter.gpu_directory import GpuDirectory
+from servescope.exporter.stores.history import MemoryHistory
+from servescope.exporter.stores.serving_board import ServingBoard
+from servescope.exporter.vllm.join import gpus_of_endpoint
+from servescope.exporter.vllm.procfs import ProcFs
+from servescope.exporter.vllm.source import VllmSource
 from tests.helpers import values
 
 BASE = os.environ.get("SERVESCOPE_TEST_VLLM_URL", "").rstrip("/")

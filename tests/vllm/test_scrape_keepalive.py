@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from servescope.vllm.scrape import ScrapeError, Scraper
+from servescope.exporter.vllm.scrape import ScrapeError, Scraper
 from tests.helpers import SAMPLES
 
 BODY = (SAMPLES / "vllm-0.32-cpu-idle.txt").read_bytes()
@@ -69,6 +69,7 @@ def silent() -> Iterator[tuple[str, socketserver.TCPServer]]:
     yield from serve(NeverAnswers)
 
 
+@pytest.mark.e2e
 def test_a_dropped_keepalive_connection_is_retried_on_a_new_one(
     dropping: tuple[str, socketserver.TCPServer],
 ) -> None:
@@ -83,6 +84,7 @@ def test_a_dropped_keepalive_connection_is_retried_on_a_new_one(
     assert server.connections == 3  # type: ignore[attr-defined]
 
 
+@pytest.mark.e2e
 def test_a_server_that_never_answers_fails_once_retried(silent: tuple[str, socketserver.TCPServer]) -> None:
     url, _ = silent
     scraper = Scraper(timeout=2.0)

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from servescope import catalog as c
-from servescope.gpu_directory import GpuDirectory
-from servescope.vllm.procfs import ProcFs
-from servescope.vllm.scrape import Scraper
-from servescope.vllm.source import VllmSource
+from servescope.exporter.gpu_directory import GpuDirectory
+from servescope.exporter.vllm.procfs import ProcFs
+from servescope.exporter.vllm.scrape import Scraper
+from servescope.exporter.vllm.source import VllmSource
 from tests.helpers import SAMPLES, values
 
 GOOD = (SAMPLES / "vllm-0.32-cpu-idle.txt").read_bytes()
@@ -97,6 +97,7 @@ def source_for(urls: list[str], tmp_path: Path) -> VllmSource:
     return VllmSource(urls, directory=GpuDirectory(), procfs=ProcFs(tmp_path), scraper=Scraper(timeout=0.5))
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("path", "reason"),
     [

@@ -12,11 +12,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from servescope.vllm import text_parser
-from servescope.vllm.text_parser import ExpositionError, ParsedFamily, parse_exposition
+from servescope.exporter.vllm import text_parser
+from servescope.exporter.vllm.text_parser import ExpositionError, ParsedFamily, parse_exposition
 from tests.helpers import SAMPLES
 
-FIXTURES = sorted(p for p in SAMPLES.glob("*") if p.name.startswith(("vllm-", "sglang-", "dcgm-exporter")))
+# Expositions only: the samples folder also holds captures that are not /metrics (process trees).
+FIXTURES = sorted(
+    p
+    for p in SAMPLES.glob("*.txt")
+    if p.name.startswith(("vllm-", "sglang-", "dcgm-exporter")) and not p.stem.endswith("-processes")
+)
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 Normalised = list[tuple[str, str, str, list[tuple[str, tuple[tuple[str, str], ...], object]]]]
@@ -387,18 +392,21 @@ def mutated(draw: st.DrawFn) -> str:
     return text
 
 
+@pytest.mark.slow
 @FUZZ
 @given(expositions())
 def test_generated_expositions_agree(text: str) -> None:
     assert ours(text) == reference(text)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(mutated())
 def test_mutated_expositions_agree_or_both_reject(text: str) -> None:
     assert ours(text) == reference(text)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(expositions(), st.sets(st.sampled_from(BASES + [b[:-6] for b in BASES if b.endswith("_total")])))
 def test_keep_equals_filtered_result(text: str, wanted: set[str]) -> None:

@@ -1,1 +1,0 @@
-"""Grafana dashboards as code (grafanalib): one `<name>.dashboard.py` per dashboard, built to JSON."""

@@ -1,0 +1,45 @@
+"""Named overrides of the alert config. `demo` shortens every `for` and window so that the simulator's
+faults (played at the demo pace) become alerts within minutes; production keeps the defaults."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servescope.alerts.config import AlertsConfig
+
+# Thresholds are left alone: the demo must fire for the same reasons production does, only sooner.
+DEMO: dict[str, Any] = {
+    "gpu_saturated_for": "1m",
+    "kv_pressure_for": "1m",
+    "combined_for": "1m",
+    "slo_fast_for": "1m",
+    "slo_slow_for": "5m",
+    "p99_for": "2m",
+    "queue_for": "2m",
+    "preemptions_for": "2m",
+    "underutilised_for": "2m",
+    "capacity_for": "2m",
+    "leak_for": "30s",
+    # The 5m growth rate exists after 2.5 min of history, the 30m one only after 15.
+    "exhaustion_window": "5m",
+    "exhaustion_for": "30s",
+    "memory_headroom_for": "1m",
+    "over_budget_for": "1m",
+    "hardware_window": "1m",
+    "hardware_for": "30s",
+    "event_for": "15s",
+    "thermal_for": "2m",
+    "power_for": "5m",
+    "gpu_lost_for": "15s",
+    "source_down_for": "30s",
+    "exporter_down_for": "30s",
+    "absent_for": "2m",
+}
+PROFILES: dict[str, dict[str, Any]] = {"default": {}, "demo": DEMO}
+
+
+def with_profile(cfg: AlertsConfig, profile: str, **overrides: Any) -> AlertsConfig:
+    """`cfg` with the profile's overrides, then `overrides`, validated again."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
+    return AlertsConfig.model_validate({**cfg.model_dump(), **PROFILES[profile], **overrides})

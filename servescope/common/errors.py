@@ -1,0 +1,25 @@
+"""One line for a pydantic ValidationError, naming what the user typed (a flag, a field, a path)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import ValidationError
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "value"
+
+
+def validation_message(
+    exc: ValidationError, name_of: Callable[[tuple[int | str, ...]], str] = _location, *, prefix: str = ""
+) -> str:
+    """`invalid value for <name>: <reason>` for the first error, where `name_of` turns the error's
+    location into what the user knows (a flag such as --nvml-interval, a JSON path, a label name)."""
+    errors = exc.errors()
+    if not errors:
+        return f"{prefix}invalid value"
+    first = errors[0]
+    reason = str(first["msg"]).removeprefix("Value error, ")
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{prefix}invalid value for {name_of(tuple(first['loc']))}: {reason}{more}"

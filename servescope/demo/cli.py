@@ -1,0 +1,83 @@
+"""`servescope demo`: start the whole stack on a simulated node and keep it running until Ctrl-C."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+
+from servescope.demo.children import ChildFailedError
+from servescope.demo.stack import DemoOptions, DemoStack, StateDirError
+from servescope.sim.registry import SCENARIOS
+
+# The demo plays the fault scenarios; traffic-ramp and hardware-faults exist for detector tests.
+DEMO_SCENARIOS = ("steady", "kv-pressure", "memory-leak", "nvlink-crc", "gpu-lost", "vllm-down", "tour")
+assert set(DEMO_SCENARIOS) <= set(SCENARIOS)
+
+
+def demo(  # noqa: PLR0917 (typer: one parameter per option)
+    scenario: Annotated[
+        str,
+        typer.Option(
+            "--scenario",
+            help=f"What the simulated node goes through: {', '.join(DEMO_SCENARIOS)}. tour plays every "
+            "fault in turn (about 25 minutes, then the last GPU is lost).",
+        ),
+    ] = "tour",
+    gpus: Annotated[int, typer.Option("--gpus", min=1, max=64, help="Simulated H200 GPUs.")] = 8,
+    engines: Annotated[
+        int, typer.Option("--engines", min=0, max=16, help="Simulated vLLM engines, each on a group of GPUs.")
+    ] = 4,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the simulation.")] = 1,
+    state_dir: Annotated[
+        Path,
+        typer.Option(
+            "--state-dir",
+            help="Configs, data, logs, tokens, urls.json and pids.json go here; emptied at every start.",
+        ),
+    ] = Path(".servescope-demo"),
+    duration: Annotated[
+        float | None,
+        typer.Option("--duration", min=1, help="Stop after this many seconds (default: run until Ctrl-C)."),
+    ] = None,
+) -> None:
+    """Run the whole stack on this machine, on loopback: a simulated GPU node (NVML, fake dcgmi, vLLM
+    engines with load), the exporter, the runbook service with its Alertmanager webhook, and (when their
+    binaries are on PATH) Prometheus with the alert rules and Alertmanager routing to the webhook.
+    Faults become alerts, alerts become incidents whose runbook read steps have run."""
+    if scenario not in DEMO_SCENARIOS:
+        typer.echo(
+            f"servescope: error: --scenario {scenario!r}: choose one of {', '.join(DEMO_SCENARIOS)}", err=True
+        )
+        raise typer.Exit(2)
+    if engines > gpus:
+        typer.echo(f"servescope: error: --engines {engines}: more engines than --gpus {gpus}", err=True)
+        raise typer.Exit(2)
+    options = DemoOptions(scenario=scenario, gpus=gpus, engines=engines, seed=seed, state_dir=state_dir)
+    stack = DemoStack(options, echo=typer.echo)
+    # SIGTERM while starting must clean up like Ctrl-C does (Python's default would exit at once).
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        stack.start()
+        typer.echo(stack.describe())
+        status = stack.wait(duration)
+    except StateDirError as exc:
+        typer.echo(f"servescope: error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except ChildFailedError as exc:
+        typer.echo(f"servescope: error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        typer.echo("interrupted")
+        status = 130
+    finally:
+        stack.stop()
+    typer.echo("stopped")
+    raise typer.Exit(status)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt

@@ -1,0 +1,296 @@
+"""The whole stack on one machine: simulated node, exporter, runbook service, Prometheus, Alertmanager.
+
+Everything listens on 127.0.0.1 at free ports and writes under one state directory, which is emptied at
+every start (so a second demo never reads the first one's data) and refused when it holds anything else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+from servescope.demo.children import Child, ChildFailedError, free_port
+from servescope.demo.configs import ConfigFiles, Ports, url, write_configs
+from servescope.sim.engines import gpu_groups
+from servescope.sim.fault_scenarios import FaultPlan
+from servescope.sim.registry import make_scenario
+from servescope.sim.wiring import fake_dcgmi_path
+
+MARKER = ".servescope-demo"
+INSTALL_HINT = (
+    "install them with `sudo apt-get install prometheus prometheus-alertmanager` (Debian/Ubuntu; "
+    "`make tools` does it), or put the official binaries on PATH"
+)
+HOSTNAME = "demo-node"
+READY_TIMEOUT_SECONDS = 90.0
+
+
+class StateDirError(ValueError):
+    """The state directory cannot be used (it holds files the demo did not write)."""
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    scenario: str = "tour"
+    gpus: int = 8
+    engines: int = 4
+    seed: int = 1
+    state_dir: Path = Path(".servescope-demo")
+    # None: use Prometheus and Alertmanager when their binaries are on PATH.
+    prometheus: str | None = None
+    alertmanager: str | None = None
+
+
+def find_binaries() -> tuple[str | None, str | None]:
+    """Prometheus and Alertmanager on PATH (Debian names Alertmanager prometheus-alertmanager)."""
+    return shutil.which("prometheus"), shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+
+
+def prepare_state_dir(path: Path) -> None:
+    """Create `path`, or empty it when an earlier demo made it; refuse a folder with other content."""
+    if path.exists() and not path.is_dir():
+        raise StateDirError(f"--state-dir {path}: exists and is not a directory")
+    if path.is_dir() and any(path.iterdir()) and not (path / MARKER).exists():
+        raise StateDirError(
+            f"--state-dir {path}: not empty and not made by `servescope demo` (no {MARKER} file); "
+            "choose another folder"
+        )
+    if path.is_dir():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    (path / MARKER).write_text("made by `servescope demo`; emptied at every start\n")
+
+
+def servescope_argv() -> list[str]:
+    """This installation's CLI, run by the interpreter that runs the demo."""
+    return [sys.executable, "-m", "servescope"]
+
+
+@dataclass
+class DemoStack:
+    options: DemoOptions
+    echo: Callable[[str], None] = print
+    children: list[Child] = field(default_factory=list)
+    ports: Ports | None = None
+    files: ConfigFiles | None = None
+    urls: dict[str, str] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    # --- start -------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start every child in order, waiting for each to be ready; on failure stop what started."""
+        o = self.options
+        prometheus, alertmanager = (o.prometheus, o.alertmanager)
+        if prometheus is None and alertmanager is None:
+            prometheus, alertmanager = find_binaries()
+        full = bool(prometheus and alertmanager)
+        prepare_state_dir(o.state_dir)
+        self.ports = Ports(free_port(), free_port(), free_port(), free_port())
+        self.files = write_configs(o.state_dir, self.ports)
+        if not full:
+            self.echo(f"Prometheus and Alertmanager not found: running without them; {INSTALL_HINT}.")
+        steps = 4 if full else 2
+        try:
+            # The exporter last: its simulated node's clock (and the scenario) starts with it, so the
+            # receivers and Prometheus are there from the first second of the scenario.
+            self._start(1, steps, self._runbooks(full), "/healthz")
+            if full:
+                assert alertmanager is not None and prometheus is not None
+                self._start(2, steps, self._alertmanager(alertmanager), "/-/ready")
+                self._start(3, steps, self._prometheus(prometheus), "/-/ready")
+            self._start(steps, steps, self._exporter(), "/readyz")
+        except BaseException:
+            self.stop()
+            raise
+        self._write_state(full)
+
+    def _start(self, step: int, steps: int, child: Child, ready_path: str) -> None:
+        base = self.urls[child.name]
+        self.echo(f"[{step}/{steps}] starting {child.name} on {base} ...")
+        began = time.monotonic()
+        self.children.append(child)
+        child.start()
+        child.wait_ready(base + ready_path, READY_TIMEOUT_SECONDS)
+        self.echo(f"      {child.name} ready in {time.monotonic() - began:.1f} s (pid {child.pid})")
+
+    def _log(self, name: str) -> Path:
+        return self.options.state_dir / "logs" / f"{name}.log"
+
+    def _exporter(self) -> Child:
+        o, ports = self.options, self._ports()
+        self.urls["exporter"] = url(ports.exporter)
+        argv = [
+            *servescope_argv(),
+            "serve",
+            "--simulate",
+            f"--gpus={o.gpus}",
+            f"--engines={o.engines}",
+            f"--seed={o.seed}",
+            f"--scenario={o.scenario}",
+            "--scenario-pace=demo",
+            f"--hostname={HOSTNAME}",
+            f"--listen=127.0.0.1:{ports.exporter}",
+        ]
+        return Child("exporter", argv, self._log("exporter"))
+
+    def _runbooks(self, full: bool) -> Child:
+        ports, files = self._ports(), self._files()
+        self.urls["runbooks"] = url(ports.runbooks)
+        state = self.options.state_dir
+        argv = [
+            *servescope_argv(),
+            "runbook-server",
+            f"--listen=127.0.0.1:{ports.runbooks}",
+            f"--exporter-url={url(ports.exporter)}",
+            f"--token-file={files.change_token}",
+            f"--webhook-token-file={files.webhook_token}",
+            f"--incidents-db={state / 'incidents.sqlite'}",
+            f"--audit-log={state / 'audit.jsonl'}",
+            f"--dcgmi={fake_dcgmi_path()}",
+        ]
+        if full:
+            argv += [
+                f"--prometheus-url={url(ports.prometheus)}",
+                f"--alertmanager-url={url(ports.alertmanager)}",
+            ]
+        # dcgm_sample steps run the simulator's dcgmi: tell it the fleet it pretends to watch.
+        env = {
+            **os.environ,
+            "SERVESCOPE_FAKE_DCGMI_GPUS": str(self.options.gpus),
+            "SERVESCOPE_FAKE_DCGMI_SEED": str(self.options.seed),
+        }
+        return Child("runbooks", argv, self._log("runbooks"), env=env)
+
+    def _alertmanager(self, binary: str) -> Child:
+        ports, files = self._ports(), self._files()
+        self.urls["alertmanager"] = url(ports.alertmanager)
+        argv = [
+            binary,
+            f"--config.file={files.alertmanager}",
+            f"--storage.path={self.options.state_dir / 'alertmanager'}",
+            f"--web.listen-address=127.0.0.1:{ports.alertmanager}",
+            "--cluster.listen-address=",  # one instance: no gossip port to collide with others
+            "--log.level=warn",
+        ]
+        return Child("alertmanager", argv, self._log("alertmanager"))
+
+    def _prometheus(self, binary: str) -> Child:
+        ports, files = self._ports(), self._files()
+        self.urls["prometheus"] = url(ports.prometheus)
+        argv = [
+            binary,
+            f"--config.file={files.prometheus}",
+            f"--storage.tsdb.path={self.options.state_dir / 'prometheus'}",
+            f"--web.listen-address=127.0.0.1:{ports.prometheus}",
+            "--log.level=warn",
+        ]
+        return Child("prometheus", argv, self._log("prometheus"))
+
+    def _ports(self) -> Ports:
+        assert self.ports is not None, "start() allocates the ports"
+        return self.ports
+
+    def _files(self) -> ConfigFiles:
+        assert self.files is not None, "start() writes the configuration"
+        return self.files
+
+    def _write_state(self, full: bool) -> None:
+        """urls.json and pids.json: where scripts (and the end-to-end tests) find the running stack."""
+        state = self.options.state_dir
+        started = {child.name: child.started_at for child in self.children}
+        document = {**self.urls, "full": full, "scenario": self.options.scenario, "started_at": started}
+        pids = {child.name: child.pid for child in self.children}
+        _write_atomically(state / "pids.json", json.dumps(pids, indent=2) + "\n")
+        # Written last and whole (rename): a script that sees urls.json sees a ready stack.
+        _write_atomically(state / "urls.json", json.dumps(document, indent=2) + "\n")
+
+    # --- run and stop ------------------------------------------------------------------------------
+    def describe(self) -> str:
+        """Every URL, where the dashboards are, and what the scenario does when."""
+        u = self.urls
+        lines = [
+            "",
+            "servescope demo is running (Ctrl-C stops everything):",
+            f"  metrics        {u['exporter']}/metrics",
+            f"  GPU API        {u['exporter']}/api/v1/gpus    (memory curve: /api/v1/gpus/0/memory.svg)",
+            f"  runbooks       {u['runbooks']}/runbooks",
+            f"  incidents      {u['runbooks']}/incidents      (Alertmanager posts to /alertmanager/webhook)",
+        ]
+        if "prometheus" in u:
+            lines += [
+                f"  Prometheus     {u['prometheus']}/alerts",
+                f"  Alertmanager   {u['alertmanager']}/#/alerts",
+            ]
+        lines += [
+            f"  dashboards     {dashboards_folder()}  (Grafana JSON, provisioning.yaml, ConfigMaps)",
+            f"  state, logs    {self.options.state_dir}/",
+            "",
+            f"Scenario {self.options.scenario} (demo pace; alert rules at the demo profile, shorter `for`s):",
+            *(f"  {line}" for line in self.timeline()),
+            "",
+        ]
+        return "\n".join(lines)
+
+    def timeline(self) -> list[str]:
+        o = self.options
+        scenario = make_scenario(o.scenario, pace="demo", layout=gpu_groups(o.gpus, o.engines))
+        if isinstance(scenario, FaultPlan):
+            return [f"at {_clock(t)}  {what}" for t, what in scenario.timeline()]
+        return [scenario.description]
+
+    def wait(self, duration: float | None = None) -> int:
+        """Block until Ctrl-C / SIGTERM (0), `duration` seconds (0), or a child dying (1)."""
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+        def handle(signum: int, frame: FrameType | None) -> None:
+            self._stop.set()
+
+        for sig in previous:
+            signal.signal(sig, handle)
+        deadline = None if duration is None else time.monotonic() + duration
+        try:
+            while not self._stop.wait(1.0):
+                dead = [child for child in self.children if not child.running()]
+                if dead:
+                    error = ChildFailedError(f"{dead[0].name} exited unexpectedly; see {dead[0].log_path}")
+                    self.echo(f"servescope: error: {error}")
+                    return 1
+                if deadline is not None and time.monotonic() >= deadline:
+                    return 0
+            return 0
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def stop(self) -> None:
+        """Stop the children, last started first, so nothing scrapes or posts to a stopped one."""
+        for child in reversed(self.children):
+            if child.running():
+                self.echo(f"stopping {child.name} (pid {child.pid})")
+            child.stop()
+
+
+def dashboards_folder() -> Path:
+    from servescope import dashboards
+
+    return Path(dashboards.__file__).resolve().parent / "build"
+
+
+def _clock(seconds: float) -> str:
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes:2d}:{rest:02d}"
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    partial.replace(path)

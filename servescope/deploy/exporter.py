@@ -1,0 +1,228 @@
+"""The per-node exporter: Namespace, ServiceAccount, DaemonSet, Service and ServiceMonitor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servescope.common.settings_cli import env_names
+from servescope.deploy.names import (
+    EXPORTER,
+    EXPORTER_PORT,
+    GPU_RESOURCE,
+    METRICS_PORT_NAME,
+    NONROOT_UID,
+    labels,
+    metadata,
+    selector_labels,
+)
+from servescope.deploy.options import DeployOptions
+from servescope.exporter.settings import DcgmSettings, VllmSettings
+
+COMPONENT = "exporter"
+POD_RESOURCES = "/var/lib/kubelet/pod-resources"
+# What engine-to-GPU attribution reads under /proc (exporter/vllm/procfs.py): <pid>/stat (readable by
+# anyone), net/tcp (the reader's own network), and <pid>/fd, which only its owner may list (else
+# DAC_READ_SEARCH) and whose socket links need ptrace read access (same UID and GID, else SYS_PTRACE).
+# Engines commonly run as root, hence UID 0; the two capabilities cover engines under other UIDs.
+# Capabilities given to a non-root UID never become effective (Kubernetes sets no ambient set), so a
+# non-root exporter cannot have them: attribution means root, without any other capability.
+ATTRIBUTION_CAPABILITIES = ["DAC_READ_SEARCH", "SYS_PTRACE"]
+
+
+def namespace(options: DeployOptions) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": options.namespace}
+    if options.process_attribution or options.host_network:
+        # hostPID, a hostPath and SYS_PTRACE are refused by the baseline and restricted Pod Security levels.
+        meta["labels"] = {"pod-security.kubernetes.io/enforce": "privileged"}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+
+
+def service_account(options: DeployOptions) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": metadata(EXPORTER, options.namespace, COMPONENT),
+        # The exporter never calls the Kubernetes API: no token in its pods.
+        "automountServiceAccountToken": False,
+    }
+
+
+def _security(options: DeployOptions) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The pod's and the container's security contexts."""
+    seccomp = {"type": "RuntimeDefault"}
+    container: dict[str, Any] = {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    if options.process_attribution:
+        container["capabilities"]["add"] = list(ATTRIBUTION_CAPABILITIES)
+        pod = {"runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False, "seccompProfile": seccomp}
+    else:
+        # NVML alone needs no privilege: the NVIDIA runtime mounts /dev/nvidia* readable by everyone.
+        pod = {
+            "runAsUser": NONROOT_UID,
+            "runAsGroup": NONROOT_UID,
+            "runAsNonRoot": True,
+            "seccompProfile": seccomp,
+        }
+    return pod, container
+
+
+def _env(options: DeployOptions) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [
+        # The exporter's `hostname` label: the Kubernetes node name, as the alerts and dashboards expect.
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        # For URLs of services on the same node, e.g. --dcgm-exporter-url http://$(NODE_IP):9400/metrics.
+        {"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
+        # The NVIDIA container toolkit mounts the driver's libnvidia-ml and the device nodes for these, with
+        # no `nvidia.com/gpu` request: the exporter watches every GPU and takes none from the workloads.
+        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+        {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
+    ]
+    if options.dcgm_exporter_url:
+        env.append({"name": env_names(DcgmSettings, "exporter_url")[0], "value": options.dcgm_exporter_url})
+    if not options.process_attribution:
+        # Without hostPID, NVML's host PIDs are not in the pod's /proc: discovery could find nothing.
+        env.append({"name": env_names(VllmSettings, "discovery")[0], "value": "false"})
+    return env
+
+
+def _probe(path: str) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": path, "port": METRICS_PORT_NAME},
+        "periodSeconds": 10,
+        "timeoutSeconds": 3,
+        "failureThreshold": 3,
+    }
+
+
+def _container(options: DeployOptions, security: dict[str, Any]) -> dict[str, Any]:
+    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
+    if options.process_attribution:
+        mounts.append({"name": "pod-resources", "mountPath": POD_RESOURCES, "readOnly": True})
+    return {
+        "name": COMPONENT,
+        "image": options.image,
+        "imagePullPolicy": options.image_pull_policy,
+        "args": ["serve", "--listen", f":{EXPORTER_PORT}"],
+        # The root filesystem is read-only; anything written relative to the working folder (the audit log
+        # of the runbook pages the exporter also serves) lands in the emptyDir.
+        "workingDir": "/tmp",
+        "env": _env(options),
+        "ports": [{"name": METRICS_PORT_NAME, "containerPort": EXPORTER_PORT, "protocol": "TCP"}],
+        "livenessProbe": {**_probe("/healthz"), "initialDelaySeconds": 10},
+        # 503 until every source has succeeded once; the Service still publishes not-ready pods, so a
+        # node whose driver is broken is scraped and says why (servescope_source_up 0, with a reason).
+        "readinessProbe": _probe("/readyz"),
+        # Measured (bench/results/footprint.md): at most 72 MiB RSS, flat after minute 2, and 5 % of a core
+        # with 8 simulated GPUs and 4 engines. The limit doubles the request for what that run did not
+        # see (more engines, larger engine pages, each capped by --vllm-max-bytes). No CPU limit: CFS
+        # throttling would stall the 1 s collection loops, and the request already sets the exporter's
+        # share under contention.
+        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+        "securityContext": security,
+        "volumeMounts": mounts,
+    }
+
+
+def _pod_spec(options: DeployOptions) -> dict[str, Any]:
+    pod_security, container_security = _security(options)
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}]
+    if options.process_attribution:
+        # The kubelet's pod-resources API maps devices to pods; its socket is root's, hence attribution only.
+        volumes.append({"name": "pod-resources", "hostPath": {"path": POD_RESOURCES, "type": "Directory"}})
+    spec: dict[str, Any] = {
+        "serviceAccountName": EXPORTER,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "nodeSelector": dict(options.node_selector),
+        # GPU node pools are usually tainted so that only GPU workloads land there; the exporter must too.
+        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+    }
+    if options.runtime_class:
+        spec["runtimeClassName"] = options.runtime_class
+    if options.process_attribution:
+        spec["hostPID"] = True  # NVML reports host PIDs; only the host's /proc knows them
+    if options.host_network:
+        spec["hostNetwork"] = True
+        spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+    spec["terminationGracePeriodSeconds"] = 10
+    spec["securityContext"] = pod_security
+    spec["containers"] = [_container(options, container_security)]
+    spec["volumes"] = volumes
+    return spec
+
+
+def daemonset(options: DeployOptions) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": metadata(EXPORTER, options.namespace, COMPONENT),
+        "spec": {
+            "selector": {"matchLabels": selector_labels(COMPONENT)},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
+            "template": {"metadata": {"labels": labels(COMPONENT)}, "spec": _pod_spec(options)},
+        },
+    }
+
+
+def service(options: DeployOptions) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(EXPORTER, options.namespace, COMPONENT),
+        "spec": {
+            "selector": selector_labels(COMPONENT),
+            "ports": [
+                {
+                    "name": METRICS_PORT_NAME,
+                    "port": EXPORTER_PORT,
+                    "targetPort": METRICS_PORT_NAME,
+                    "protocol": "TCP",
+                }
+            ],
+            # An exporter that is not ready (a source never succeeded) must still be scraped: its
+            # /metrics is what says which source failed and why.
+            "publishNotReadyAddresses": True,
+        },
+    }
+
+
+def service_monitor(options: DeployOptions) -> dict[str, Any]:
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": metadata(EXPORTER, options.namespace, COMPONENT, release=options.release),
+        "spec": {
+            # The job label is the Service's name, `servescope`: what the alert rules select.
+            "selector": {"matchLabels": selector_labels(COMPONENT)},
+            "namespaceSelector": {"matchNames": [options.namespace]},
+            "endpoints": [
+                {
+                    "port": METRICS_PORT_NAME,
+                    "path": "/metrics",
+                    "interval": options.scrape_interval,
+                    "relabelings": [
+                        # `instance` stays the pod's address (IP:9108): the runbook service reads each
+                        # alert's own exporter there (--exporter-per-instance). `node` names the node,
+                        # which survives the pod being replaced; the exporter's `hostname` says it too.
+                        {
+                            "sourceLabels": ["__meta_kubernetes_pod_node_name"],
+                            "targetLabel": "node",
+                            "action": "replace",
+                        },
+                        # The operator labels every target endpoint="metrics" (the port's name); the engine
+                        # series carry their own `endpoint`, which the rules join on, and which would
+                        # otherwise be renamed exported_endpoint.
+                        {"action": "labeldrop", "regex": "endpoint"},
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def documents(options: DeployOptions) -> list[dict[str, Any]]:
+    docs = [service_account(options), daemonset(options), service(options), service_monitor(options)]
+    return ([namespace(options)] if options.create_namespace else []) + docs

@@ -1,0 +1,103 @@
+"""What Prometheus, Grafana and Alertmanager load: the PrometheusRule, the dashboard ConfigMaps and the
+Alertmanager snippet, all rendered from the bundles themselves (never copied from their built files)."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+from servescope.alerts.alertmanager import alertmanager_config
+from servescope.alerts.bundle import all_alerts, prometheus_rule
+from servescope.alerts.config import AlertsConfig
+from servescope.dashboards import build as dashboards
+from servescope.deploy.names import SECRET
+from servescope.deploy.options import DeployOptions
+from servescope.deploy.runbooks import ALERTMANAGER_TOKEN_FILE
+from servescope.runbooks.webhook import WEBHOOK_PATH
+
+
+def alerts_config(options: DeployOptions) -> AlertsConfig:
+    """The alert bundle's defaults, pointed at this deployment's namespace, release and services."""
+    return AlertsConfig(
+        namespace=options.namespace,
+        release_label=options.release,
+        runbook_base_url=options.runbook_base_url(),
+        dashboard_base_url=options.grafana_url,
+        # Alertmanager posts inside the cluster, whatever URL people open the runbooks with.
+        webhook_url=options.runbook_service_url() + WEBHOOK_PATH,
+        webhook_credentials_file=ALERTMANAGER_TOKEN_FILE,
+    )
+
+
+def rule(options: DeployOptions) -> dict[str, Any]:
+    built: dict[str, Any] = prometheus_rule(alerts_config(options))
+    return built
+
+
+# The dashboards link to the runbooks at the alert bundle's default address; a deployment moves the link.
+DEFAULT_RUNBOOKS_LINK = f"{AlertsConfig().runbook_base_url}/runbooks"
+
+
+@cache
+def _built_dashboard(name: str) -> str:
+    """A dashboard as built by the dashboards bundle, once per process (it does not depend on the options)."""
+    return json.dumps(dashboards.render(name))
+
+
+def dashboard_json(name: str, options: DeployOptions) -> str:
+    data: dict[str, Any] = json.loads(_built_dashboard(name))
+    for link in data.get("links", []):
+        if link.get("url") == DEFAULT_RUNBOOKS_LINK:
+            link["url"] = f"{options.runbook_base_url()}/runbooks"
+    text: str = dashboards.to_json(data)
+    return text
+
+
+def dashboard_configmaps(options: DeployOptions) -> list[dict[str, Any]]:
+    """One ConfigMap per dashboard, labelled grafana_dashboard="1" for the Grafana sidecar."""
+    maps = []
+    for name in dashboards.names():
+        configmap: dict[str, Any] = dashboards.configmap(name, dashboard_json(name, options))
+        configmap["metadata"]["namespace"] = options.namespace
+        maps.append(configmap)
+    return maps
+
+
+def documents(options: DeployOptions) -> list[dict[str, Any]]:
+    return [rule(options), *dashboard_configmaps(options)]
+
+
+def alertmanager_receiver(options: DeployOptions) -> dict[str, Any]:
+    """The route, receivers and inhibitions of the bundle, to merge into an Alertmanager configuration."""
+    cfg = alerts_config(options)
+    full: dict[str, Any] = alertmanager_config(cfg, all_alerts(cfg))
+    return {key: full[key] for key in ("route", "receivers", "inhibit_rules")}
+
+
+def alertmanager_receiver_header(options: DeployOptions) -> str:
+    """Comments heading the snippet: how to merge it, and where the token must be."""
+    if options.alertmanager_namespace == options.namespace:
+        where = [
+            f"  from its own namespace only; it shares {options.namespace} with the runbook service, so one",
+            "  Secret serves both (deploy/README.md).",
+        ]
+    else:
+        where = [
+            f"  from its own namespace only: `{SECRET}` must exist in {options.alertmanager_namespace} too,",
+            f"  with the same `token` as the runbook service's in {options.namespace} (deploy/README.md).",
+        ]
+    lines = [
+        "servescope's Alertmanager route, receivers and inhibitions. Not a Kubernetes object: merge it into",
+        "your Alertmanager configuration (with kube-prometheus-stack: alertmanager.config in its values).",
+        "",
+        "- route: your root route if you have none; else put its `routes` first under your root route's",
+        "  routes. The servescope-runbooks route has `continue: true`: alerts go on to your routes after it.",
+        "- receivers: servescope-runbooks posts every alert to the runbook service; pager, ticket and",
+        "  heartbeat are placeholders for your own; kube-prometheus-stack already defines `null`: keep one.",
+        "- inhibit_rules: append them to yours.",
+        f"- The webhook's bearer token is read from {ALERTMANAGER_TOKEN_FILE}: list the",
+        f"  Secret in alertmanager.alertmanagerSpec.secrets: [{SECRET}]. Alertmanager mounts Secrets",
+        *where,
+    ]
+    return "".join(f"# {line}".rstrip() + "\n" for line in lines)

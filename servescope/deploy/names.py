@@ -1,0 +1,46 @@
+"""Names, ports, paths and labels that every manifest (and the Dockerfile) must agree on."""
+
+from __future__ import annotations
+
+from servescope import __version__
+
+APP = "servescope"
+EXPORTER = "servescope"  # DaemonSet, Service, ServiceAccount; Prometheus's job label is this Service's name
+RUNBOOKS = "servescope-runbooks"  # Deployment, Service, ServiceAccount and Secret of the runbook service
+EXPORTER_PORT = 9108
+RUNBOOKS_PORT = 9110
+METRICS_PORT_NAME = "metrics"
+HTTP_PORT_NAME = "http"
+
+# The Dockerfile's USER: a fixed number so that `runAsNonRoot` can verify it without a passwd lookup.
+NONROOT_UID = 65532
+
+# The runbook service's tokens, one Secret, mounted as files.
+SECRET = RUNBOOKS
+WEBHOOK_TOKEN_KEY = "token"  # the bearer token Alertmanager sends with every notification
+CHANGE_TOKEN_KEY = "change-token"  # the bearer token people send to run a change step over HTTP
+TOKEN_DIR = "/var/run/secrets/servescope-runbooks"
+STATE_DIR = "/var/lib/servescope"
+# Where kube-prometheus-stack mounts a Secret listed in alertmanager.alertmanagerSpec.secrets.
+ALERTMANAGER_SECRETS_DIR = "/etc/alertmanager/secrets"
+
+DEFAULT_IMAGE = f"ghcr.io/servescope/servescope:{__version__}"
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"  # set by the GPU Operator's feature discovery
+GPU_RESOURCE = "nvidia.com/gpu"  # the taint key GPU node pools commonly carry
+
+
+def selector_labels(component: str) -> dict[str, str]:
+    """The labels a workload selects its pods by; immutable once applied, so no version in them."""
+    return {"app.kubernetes.io/name": APP, "app.kubernetes.io/component": component}
+
+
+def labels(component: str) -> dict[str, str]:
+    return {
+        **selector_labels(component),
+        "app.kubernetes.io/part-of": APP,
+        "app.kubernetes.io/version": __version__,
+    }
+
+
+def metadata(name: str, namespace: str, component: str, **extra_labels: str) -> dict[str, object]:
+    return {"name": name, "namespace": namespace, "labels": {**labels(component), **extra_labels}}

@@ -1,0 +1,107 @@
+"""NetworkPolicies: who may reach the exporters and the runbook service, and where the latter may go."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from servescope.deploy.names import (
+    EXPORTER,
+    EXPORTER_PORT,
+    RUNBOOKS,
+    RUNBOOKS_PORT,
+    metadata,
+    selector_labels,
+)
+from servescope.deploy.options import DeployOptions
+
+# Every namespace carries this label (Kubernetes 1.21+), which makes a namespace selectable by name.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def _pods(namespace: str, pod_labels: dict[str, str]) -> dict[str, Any]:
+    """A peer: the pods with these labels in that namespace."""
+    return {
+        "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}},
+        "podSelector": {"matchLabels": dict(pod_labels)},
+    }
+
+
+def _port(number: int) -> dict[str, Any]:
+    return {"protocol": "TCP", "port": number}
+
+
+def _url_port(url: str) -> int:
+    """The port a URL names; kube-prometheus-stack's services forward to the same port on the pods."""
+    parts = urlsplit(url)
+    return parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def exporter_policy(options: DeployOptions) -> dict[str, Any]:
+    """Port 9108 from Prometheus (scrapes) and from the runbook service (read steps); nothing else."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata(EXPORTER, options.namespace, "exporter"),
+        "spec": {
+            "podSelector": {"matchLabels": selector_labels("exporter")},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "from": [
+                        _pods(options.prometheus_namespace, options.prometheus_pod_labels),
+                        {"podSelector": {"matchLabels": selector_labels("runbooks")}},
+                    ],
+                    "ports": [_port(EXPORTER_PORT)],
+                }
+            ],
+        },
+    }
+
+
+def _runbooks_ingress(options: DeployOptions) -> list[dict[str, Any]]:
+    peers = [
+        _pods(options.alertmanager_namespace, options.alertmanager_pod_labels),  # the webhook
+        _pods(options.prometheus_namespace, options.prometheus_pod_labels),  # /incidents/metrics
+    ]
+    if options.people_namespace:
+        peers.append({"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: options.people_namespace}}})
+    return [{"from": peers, "ports": [_port(RUNBOOKS_PORT)]}]
+
+
+def _runbooks_egress(options: DeployOptions) -> list[dict[str, Any]]:
+    return [
+        # DNS wherever the cluster serves it (kube-dns pods, or a node-local cache on a link-local address).
+        {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+        {
+            "to": [{"podSelector": {"matchLabels": selector_labels("exporter")}}],
+            "ports": [_port(EXPORTER_PORT)],
+        },
+        {
+            "to": [_pods(options.prometheus_namespace, options.prometheus_pod_labels)],
+            "ports": [_port(_url_port(options.prometheus_service_url()))],
+        },
+        {
+            "to": [_pods(options.alertmanager_namespace, options.alertmanager_pod_labels)],
+            "ports": [_port(_url_port(options.alertmanager_service_url()))],
+        },
+    ]
+
+
+def runbooks_policy(options: DeployOptions) -> dict[str, Any]:
+    """Port 9110 from Alertmanager, Prometheus and the people's namespace; out to DNS and the monitoring."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata(RUNBOOKS, options.namespace, "runbooks"),
+        "spec": {
+            "podSelector": {"matchLabels": selector_labels("runbooks")},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": _runbooks_ingress(options),
+            "egress": _runbooks_egress(options),
+        },
+    }
+
+
+def documents(options: DeployOptions) -> list[dict[str, Any]]:
+    return [exporter_policy(options), runbooks_policy(options)]

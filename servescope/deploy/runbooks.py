@@ -1,0 +1,214 @@
+"""The runbook service: Alertmanager's webhook receiver and the runbook pages (Deployment, Service, ...)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from servescope.deploy.names import (
+    ALERTMANAGER_SECRETS_DIR,
+    CHANGE_TOKEN_KEY,
+    HTTP_PORT_NAME,
+    NONROOT_UID,
+    RUNBOOKS,
+    RUNBOOKS_PORT,
+    SECRET,
+    STATE_DIR,
+    TOKEN_DIR,
+    WEBHOOK_TOKEN_KEY,
+    labels,
+    metadata,
+    selector_labels,
+)
+from servescope.deploy.options import DeployOptions
+
+COMPONENT = "runbooks"
+WEBHOOK_TOKEN_FILE = f"{TOKEN_DIR}/{WEBHOOK_TOKEN_KEY}"
+CHANGE_TOKEN_FILE = f"{TOKEN_DIR}/{CHANGE_TOKEN_KEY}"
+# Where Alertmanager (kube-prometheus-stack, alertmanagerSpec.secrets: [servescope-runbooks]) reads the token.
+ALERTMANAGER_TOKEN_FILE = f"{ALERTMANAGER_SECRETS_DIR}/{SECRET}/{WEBHOOK_TOKEN_KEY}"
+
+
+@dataclass(frozen=True)
+class RunbookTokens:
+    """The two bearer tokens, given at render time only; never written into a kustomize base."""
+
+    webhook: str
+    change: str
+
+
+def service_account(options: DeployOptions) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": metadata(RUNBOOKS, options.namespace, COMPONENT),
+        # No RBAC and no token: the image has no kubectl, so change steps cannot act on the cluster from here.
+        "automountServiceAccountToken": False,
+    }
+
+
+def secrets(options: DeployOptions, tokens: RunbookTokens) -> list[dict[str, Any]]:
+    """The runbook service's tokens and, when Alertmanager lives elsewhere, its copy of the webhook's."""
+    own = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata(SECRET, options.namespace, COMPONENT),
+        "type": "Opaque",
+        "stringData": {WEBHOOK_TOKEN_KEY: tokens.webhook, CHANGE_TOKEN_KEY: tokens.change},
+    }
+    if options.alertmanager_namespace == options.namespace:
+        return [own]
+    # Alertmanager mounts Secrets from its own namespace only; it needs the webhook token, not the other.
+    theirs = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata(SECRET, options.alertmanager_namespace, COMPONENT),
+        "type": "Opaque",
+        "stringData": {WEBHOOK_TOKEN_KEY: tokens.webhook},
+    }
+    return [own, theirs]
+
+
+def _args(options: DeployOptions) -> list[str]:
+    return [
+        "runbook-server",
+        "--listen",
+        f":{RUNBOOKS_PORT}",
+        # Read steps ask the exporter of the alert's node, named by its `instance` label (pod IP:9108);
+        # the Service is the fallback for steps run without one. PromQL steps see every node.
+        "--exporter-url",
+        options.exporter_service_url(),
+        "--exporter-per-instance",
+        "--prometheus-url",
+        options.prometheus_service_url(),
+        "--alertmanager-url",
+        options.alertmanager_service_url(),
+        "--webhook-token-file",
+        WEBHOOK_TOKEN_FILE,
+        "--token-file",
+        CHANGE_TOKEN_FILE,
+        "--incidents-db",
+        f"{STATE_DIR}/incidents.sqlite",
+        "--audit-log",
+        f"{STATE_DIR}/audit.jsonl",
+    ]
+
+
+def _probe(initial_delay: int) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": "/healthz", "port": HTTP_PORT_NAME},
+        "initialDelaySeconds": initial_delay,
+        "periodSeconds": 10,
+        "timeoutSeconds": 3,
+        "failureThreshold": 3,
+    }
+
+
+def _container(options: DeployOptions) -> dict[str, Any]:
+    return {
+        "name": COMPONENT,
+        "image": options.image,
+        "imagePullPolicy": options.image_pull_policy,
+        "args": _args(options),
+        "workingDir": "/tmp",
+        "ports": [{"name": HTTP_PORT_NAME, "containerPort": RUNBOOKS_PORT, "protocol": "TCP"}],
+        "livenessProbe": _probe(10),
+        "readinessProbe": _probe(2),
+        # Not benchmarked: one FastAPI process, SQLite, and a pool of 4 read-step workers.
+        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [
+            {"name": "tokens", "mountPath": TOKEN_DIR, "readOnly": True},
+            {"name": "state", "mountPath": STATE_DIR},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    }
+
+
+def _state_volume(options: DeployOptions) -> dict[str, Any]:
+    if options.incidents_pvc:
+        return {"name": "state", "persistentVolumeClaim": {"claimName": options.incidents_pvc}}
+    return {"name": "state", "emptyDir": {"sizeLimit": "1Gi"}}
+
+
+def deployment(options: DeployOptions) -> dict[str, Any]:
+    pod_spec = {
+        "serviceAccountName": RUNBOOKS,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsUser": NONROOT_UID,
+            "runAsGroup": NONROOT_UID,
+            "runAsNonRoot": True,
+            # Makes the claim writable and the token files readable (0440, group fsGroup) for that UID.
+            "fsGroup": NONROOT_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [_container(options)],
+        "volumes": [
+            # Not optional: without the Secret the pod waits (an event names it) instead of starting with a
+            # webhook that refuses Alertmanager or change steps that nobody may run.
+            {"name": "tokens", "secret": {"secretName": SECRET, "defaultMode": 0o440}},
+            _state_volume(options),
+            {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+        ],
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata(RUNBOOKS, options.namespace, COMPONENT),
+        "spec": {
+            # One writer of the SQLite incident store; two replicas would also run every read step twice.
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": selector_labels(COMPONENT)},
+            "template": {"metadata": {"labels": labels(COMPONENT)}, "spec": pod_spec},
+        },
+    }
+
+
+def service(options: DeployOptions) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(RUNBOOKS, options.namespace, COMPONENT),
+        "spec": {
+            "selector": selector_labels(COMPONENT),
+            "ports": [
+                {
+                    "name": HTTP_PORT_NAME,
+                    "port": RUNBOOKS_PORT,
+                    "targetPort": HTTP_PORT_NAME,
+                    "protocol": "TCP",
+                }
+            ],
+        },
+    }
+
+
+def service_monitor(options: DeployOptions) -> dict[str, Any]:
+    """The webhook's own series (requests, duplicates, step runs, queue depth) at /incidents/metrics."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": metadata(RUNBOOKS, options.namespace, COMPONENT, release=options.release),
+        "spec": {
+            "selector": {"matchLabels": selector_labels(COMPONENT)},
+            "namespaceSelector": {"matchNames": [options.namespace]},
+            "endpoints": [
+                {"port": HTTP_PORT_NAME, "path": "/incidents/metrics", "interval": options.scrape_interval}
+            ],
+        },
+    }
+
+
+def documents(options: DeployOptions, tokens: RunbookTokens | None = None) -> list[dict[str, Any]]:
+    """The Secret only when tokens are given: a base must never carry one (see deploy/README.md)."""
+    docs = [service_account(options)]
+    if tokens is not None:
+        docs += secrets(options, tokens)
+    return [*docs, deployment(options), service(options), service_monitor(options)]

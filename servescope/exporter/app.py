@@ -1,0 +1,89 @@
+"""The HTTP face of the exporter: /metrics from ready bytes, health and readiness, a small index."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from servescope import __version__
+from servescope.exporter.exposition import CONTENT_TYPE
+from servescope.exporter.memory_api import MemoryApi
+from servescope.exporter.runtime import Runtime
+
+_INDEX = """<!doctype html><html><head><meta charset="utf-8"><title>servescope</title></head>
+<body><h1>servescope {version}</h1><p>{mode}</p><ul>
+<li><a href="/metrics">/metrics</a> Prometheus exposition</li>
+<li><a href="/readyz">/readyz</a> readiness, per source</li>
+<li><a href="/healthz">/healthz</a> liveness</li>
+<li><a href="/api/v1/sources">/api/v1/sources</a> source health as JSON</li>
+<li><a href="/api/v1/gpus">/api/v1/gpus</a> memory trends and leak verdicts per GPU; per GPU:
+<code>/api/v1/gpus/0/memory?window=10m</code> (1 s samples) and
+<a href="/api/v1/gpus/0/memory.svg">/api/v1/gpus/0/memory.svg</a> (the curve)</li>
+</ul></body></html>"""
+
+
+def create_app(
+    runtime: Runtime, *, manage_runtime: bool = True, routers: Sequence[APIRouter] = ()
+) -> FastAPI:
+    """Build the app around a runtime; with `manage_runtime` the app starts and stops its sources.
+
+    `routers` are served beside the exporter's own routes (`serve` adds the runbook pages there).
+    """
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if manage_runtime:
+            runtime.start()
+        try:
+            yield
+        finally:
+            if manage_runtime:
+                runtime.stop()
+
+    app = FastAPI(title="servescope", version=__version__, lifespan=lifespan)
+    app.state.runtime = runtime
+    if runtime.derived is not None:
+        app.include_router(MemoryApi(runtime.history, runtime.derived, runtime.api_rejections).router())
+    for router in routers:
+        app.include_router(router)
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics(request: Request) -> Response:
+        # The bytes were rendered when a source last finished; nothing is collected here.
+        exposition = runtime.publisher.current
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            return Response(
+                exposition.gzipped,
+                media_type=CONTENT_TYPE,
+                headers={"Content-Encoding": "gzip", "Vary": "Accept-Encoding"},
+            )
+        return Response(exposition.body, media_type=CONTENT_TYPE)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "alive"}
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
+        ready, sources = runtime.readiness()
+        failing = {name: entry["detail"] for name, entry in sources.items() if not entry["ready"]}
+        body = {"ready": ready, "failing": failing, "sources": sources}
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    @app.get("/api/v1/sources")
+    async def sources() -> dict[str, object]:
+        _, report = runtime.readiness()
+        for runner in runtime.runners:
+            report[runner.health.name]["errors"] = dict(runner.health.errors)
+            report[runner.health.name]["last_error"] = runner.health.last_error
+        return {"sources": report}
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> HTMLResponse:
+        mode = "SIMULATED fleet: not real data." if runtime.simulated else "Real NVML."
+        return HTMLResponse(_INDEX.format(version=__version__, mode=mode))
+
+    return app

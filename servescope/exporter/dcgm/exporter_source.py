@@ -1,0 +1,135 @@
+"""Source `dcgm` from an existing dcgm-exporter: its DCGM_FI_* series mapped onto servescope's.
+
+Many clusters already run NVIDIA's dcgm-exporter (GPU Operator); scraping it avoids a second DCGM
+client on the node. Values are in DCGM units, exactly as dmon prints them, so the counters file's
+scales apply unchanged.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from servescope.exporter.dcgm.counters import CounterField
+from servescope.exporter.dcgm.dmon_source import is_blank
+from servescope.exporter.dcgm.field_table import BY_NAME, LINK_OF
+from servescope.exporter.exposition import Sample
+from servescope.exporter.sources.base import Collection, Problem, SourceError
+
+MAX_BYTES = 32 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ExporterValue:
+    gpu: str
+    uuid: str
+    hostname: str
+    field_id: int
+    name: str
+    value: float
+    mig_instance: str | None
+
+
+def read_exporter(text: str) -> tuple[list[ExporterValue], Counter[str]]:
+    """Every DCGM_FI_* sample with a known field id; also counts what was skipped and why."""
+    values: list[ExporterValue] = []
+    skipped: Counter[str] = Counter()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            # prometheus_client's parser appends "_total" to samples of counter families whose name
+            # lacks it (dcgm-exporter types DCGM_FI_*_TOTAL as counters): look the original name up too.
+            known = BY_NAME.get(sample.name) or BY_NAME.get(sample.name.removesuffix("_total"))
+            if known is None:
+                skipped["unknown_series"] += 1
+                continue
+            if is_blank(sample.value):
+                skipped["blank_sentinel"] += 1
+                continue
+            labels = sample.labels
+            values.append(
+                ExporterValue(
+                    gpu=labels.get("gpu", ""),
+                    uuid=labels.get("UUID") or labels.get("uuid", ""),
+                    hostname=labels.get("Hostname") or labels.get("hostname", ""),
+                    field_id=known.field_id,
+                    name=known.name,
+                    value=sample.value,
+                    mig_instance=labels.get("GPU_I_ID") or None,
+                )
+            )
+    return values, skipped
+
+
+def to_samples(values: list[ExporterValue], fields: dict[int, CounterField], hostname: str) -> list[Sample]:
+    """Whole-GPU values of configured fields as servescope samples; MIG-instance rows are not mapped."""
+    samples = []
+    seen: set[tuple[str, int]] = set()
+    for v in values:
+        field = fields.get(v.field_id)
+        if field is None or v.mig_instance is not None or (v.gpu, v.field_id) in seen:
+            continue
+        seen.add((v.gpu, v.field_id))
+        labels: tuple[str, ...] = (v.gpu, v.uuid, hostname or v.hostname)
+        if field.link is not None:
+            labels = (*labels, str(LINK_OF.get(v.field_id, field.link)))
+        samples.append(Sample(field.spec, labels, v.value * field.scale))
+    return samples
+
+
+class DcgmExporterSource:
+    """Scrapes one dcgm-exporter URL per interval."""
+
+    name = "dcgm"
+
+    def __init__(
+        self,
+        url: str,
+        counters: list[CounterField],
+        *,
+        hostname: str,
+        interval_seconds: float = 5.0,
+        timeout: float = 2.0,
+        client: httpx.Client | None = None,
+    ) -> None:
+        self.interval_seconds = interval_seconds
+        self._url = url
+        self._fields = {f.field_id: f for f in counters}
+        self._hostname = hostname
+        self._client = client or httpx.Client(timeout=timeout, follow_redirects=False)
+
+    def _fetch(self) -> str:
+        try:
+            with self._client.stream("GET", self._url) as response:
+                if response.status_code != 200:
+                    raise SourceError("http_status", f"{self._url} answered HTTP {response.status_code}")
+                body = bytearray()
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > MAX_BYTES:
+                        raise SourceError("too_large", f"{self._url}: response larger than {MAX_BYTES} bytes")
+        except httpx.TimeoutException:
+            raise SourceError("timeout", f"{self._url}: no answer in time") from None
+        except httpx.HTTPError as exc:
+            raise SourceError("connect", f"{self._url}: {exc}") from None
+        return body.decode("utf-8", errors="replace")
+
+    def collect(self) -> Collection:
+        text = self._fetch()
+        try:
+            values, skipped = read_exporter(text)
+        except ValueError as exc:
+            raise SourceError("parse", f"{self._url}: not a Prometheus exposition: {exc}") from None
+        if not values:
+            raise SourceError("no_dcgm_series", f"{self._url}: no DCGM_FI_* series found")
+        problems = [
+            Problem("blank_sentinel", f"{n} blank DCGM values dropped")
+            for reason, n in skipped.items()
+            if reason == "blank_sentinel"
+        ]
+        return Collection(to_samples(values, self._fields, self._hostname), problems)
+
+    def close(self) -> None:
+        self._client.close()

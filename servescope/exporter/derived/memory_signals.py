@@ -1,0 +1,83 @@
+"""Signals of one memory track: peak and minimum, growth over 5 and 30 minutes, exhaustion, leak verdict."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from servescope.catalog.derived import WINDOWS
+from servescope.exporter.derived.leak import LeakVerdict, Series, assess_leak
+from servescope.exporter.derived.trend import (
+    ROBUST_POINTS,
+    bucket_medians,
+    robust_slope,
+    seconds_to_exhaustion,
+)
+
+LEAK_WINDOW_SECONDS = 1800.0
+# A verdict needs this much history: enough for both halves to show a trend through the sawtooth.
+LEAK_MIN_HISTORY_SECONDS = 240.0
+# A window's growth rate is only stated once the history covers this share of the window.
+MIN_WINDOW_COVERAGE = 0.5
+LEAK_BUCKET_MIN_SECONDS = 5.0
+_NO_HISTORY = LeakVerdict(False, "no history yet")
+
+
+@dataclass(frozen=True)
+class TrendReport:
+    """Trends of one track, computed together (they are the expensive part) and reused until stale."""
+
+    computed_at: float
+    history_seconds: float
+    slopes: dict[str, float] = field(default_factory=dict)  # window name -> bytes/s
+    verdict: LeakVerdict = _NO_HISTORY
+
+
+def trend_report(
+    times: list[float],
+    values: list[float],
+    now: float,
+    load: Series | None = None,
+    kv: Series | None = None,
+) -> TrendReport:
+    """Trends from the newest LEAK_WINDOW_SECONDS of samples (the longest window)."""
+    if len(times) < 2:
+        return TrendReport(now, 0.0)
+    history = times[-1] - times[0]
+    slopes: dict[str, float] = {}
+    for name, seconds in WINDOWS.items():
+        start = _first_index_at_or_after(times, now - seconds)
+        covered = times[-1] - times[start] if start < len(times) else 0.0
+        if covered >= seconds * MIN_WINDOW_COVERAGE:
+            slope = robust_slope(times[start:], values[start:])
+            if slope is not None:
+                slopes[name] = slope
+    start = _first_index_at_or_after(times, now - LEAK_WINDOW_SECONDS)
+    span = times[-1] - times[start]
+    if span < LEAK_MIN_HISTORY_SECONDS:
+        verdict = LeakVerdict(False, f"{history:.0f} s of history, {LEAK_MIN_HISTORY_SECONDS:.0f} s needed")
+    else:
+        # One pass of bucket medians (~60 points) feeds the verdict's three fits: cheap to refit.
+        bt, bv = bucket_medians(
+            times[start:], values[start:], max(LEAK_BUCKET_MIN_SECONDS, span / ROBUST_POINTS)
+        )
+        verdict = assess_leak(bt, bv, load, kv)
+    return TrendReport(now, history, slopes, verdict)
+
+
+def _first_index_at_or_after(times: list[float], t: float) -> int:
+    lo, hi = 0, len(times)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if times[mid] < t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def exhaustion(used: float, capacity: float, slope: float | None) -> float:
+    """Seconds to exhaustion; +Inf without a usable capacity."""
+    if capacity <= 0:
+        return math.inf
+    return seconds_to_exhaustion(used, capacity, slope)

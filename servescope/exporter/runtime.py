@@ -1,0 +1,201 @@
+"""Assembles sources, runners and the publisher from settings; starts and stops them together."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+
+from servescope import catalog
+from servescope.exporter.dcgm.counters import load_counters, specs_of
+from servescope.exporter.dcgm.dmon_source import DmonSource
+from servescope.exporter.dcgm.exporter_source import DcgmExporterSource
+from servescope.exporter.dcgm.supervisor import spawn_process
+from servescope.exporter.derived.engine_signals import AdvisorConfig
+from servescope.exporter.derived.source import DerivedSource
+from servescope.exporter.gpu_directory import GpuDirectory
+from servescope.exporter.nvml.collector import NvmlSource
+from servescope.exporter.nvml.library import NvmlLibrary
+from servescope.exporter.publisher import Publisher
+from servescope.exporter.runner import SourceRunner
+from servescope.exporter.settings import Settings
+from servescope.exporter.sources.base import Source
+from servescope.exporter.stores.history import MemoryHistory
+from servescope.exporter.stores.serving_board import ServingBoard
+from servescope.exporter.vllm.procfs import ProcFs
+from servescope.exporter.vllm.scrape import Scraper
+from servescope.exporter.vllm.source import VllmSource
+
+log = logging.getLogger(__name__)
+
+
+def process_families() -> Any:
+    """process_* series of this exporter (RSS, CPU), rendered with the publisher's output."""
+    registry = CollectorRegistry(auto_describe=False)
+    ProcessCollector(registry=registry)
+
+    def render() -> str:
+        return generate_latest(registry).decode()
+
+    return render
+
+
+class Companion(Protocol):
+    """Something that lives as long as the runtime: started before the sources, stopped after them."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+@dataclass
+class Runtime:
+    publisher: Publisher
+    runners: list[SourceRunner] = field(default_factory=list)
+    started: bool = False
+    # True when the data is not a real node's (`serve --simulate`): said on every page and series.
+    simulated: bool = False
+    companions: list[Companion] = field(default_factory=list)
+    history: MemoryHistory = field(default_factory=MemoryHistory)
+    board: ServingBoard = field(default_factory=ServingBoard)
+    derived: DerivedSource | None = None
+    # API refusals by (route, reason): counted by the app, exported by the derived source.
+    api_rejections: Counter[tuple[str, str]] = field(default_factory=Counter)
+
+    def add(self, source: Source) -> SourceRunner:
+        runner = SourceRunner(source, self.publisher)
+        self.runners.append(runner)
+        return runner
+
+    def start(self) -> None:
+        for companion in self.companions:
+            companion.start()
+        for runner in self.runners:
+            runner.start()
+        self.started = True
+
+    def stop(self) -> None:
+        for runner in self.runners:
+            runner.stop()
+        for companion in reversed(self.companions):
+            companion.stop()
+        self.started = False
+
+    def readiness(self) -> tuple[bool, dict[str, dict[str, Any]]]:
+        """Ready when every source has succeeded once and none is older than 3 intervals."""
+        now = time.monotonic()
+        report: dict[str, dict[str, Any]] = {}
+        for runner in self.runners:
+            h = runner.health
+            ok, why = h.readiness(now)
+            age = None if h.last_success_mono is None else round(now - h.last_success_mono, 3)
+            report[h.name] = {
+                "ready": ok,
+                "up": h.up,
+                "detail": why,
+                "last_success_age_seconds": age,
+                "interval_seconds": h.interval_seconds,
+            }
+        return all(entry["ready"] for entry in report.values()), report
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """How the sources reach the node: the real NVML binding and `dcgmi` unless told otherwise (the
+    simulator plugs in here, through the same interfaces the real ones use)."""
+
+    nvml: NvmlLibrary | None = None
+    dcgmi: str | None = None
+    spawn: Any = spawn_process
+    simulated: bool = False
+
+
+def build_runtime(settings: Settings, hardware: Hardware | None = None) -> Runtime:
+    """Wire sources from settings; raises CountersError for a bad counters file (before anything starts)."""
+    hardware = hardware or Hardware()
+    counters = load_counters(settings.dcgm.counters or None) if settings.dcgm.enabled else []
+    publisher = Publisher(
+        simulated=hardware.simulated,
+        extra=[process_families()],
+        catalog=[*catalog.CATALOG, *specs_of(counters)],
+    )
+    derived = settings.derived
+    runtime = Runtime(
+        publisher,
+        simulated=hardware.simulated,
+        history=MemoryHistory(derived.retention_seconds),
+        board=ServingBoard(
+            derived.retention_seconds,
+            settings.vllm.interval_seconds,
+            derived.advisor_latency,
+            derived.advisor_window_seconds,
+        ),
+    )
+    hostname = settings.node.resolved_hostname()
+    directory = GpuDirectory()
+    if settings.nvml.enabled:
+        lib = hardware.nvml or NvmlLibrary()
+        runtime.add(
+            NvmlSource(
+                lib,
+                hostname=hostname,
+                interval_seconds=settings.nvml.interval_seconds,
+                xid_events=settings.nvml.xid_events,
+                directory=directory,
+                history=runtime.history,
+            )
+        )
+    if settings.dcgm.enabled:
+        runtime.add(_dcgm_source(settings, hardware, counters, hostname, directory))
+    vllm = settings.vllm
+    runtime.add(
+        VllmSource(
+            vllm.urls,
+            directory=directory,
+            procfs=ProcFs(vllm.procfs),
+            scraper=Scraper(vllm.timeout_seconds, vllm.max_bytes),
+            interval_seconds=vllm.interval_seconds,
+            passthrough=vllm.passthrough,
+            discovery=vllm.discovery,
+            board=runtime.board,
+        )
+    )
+    runtime.derived = DerivedSource(
+        runtime.history,
+        runtime.board,
+        interval_seconds=derived.interval_seconds,
+        peak_window_seconds=derived.peak_window_seconds,
+        advisor=AdvisorConfig(
+            slo_seconds=derived.advisor_slo_seconds,
+            low_utilisation=derived.advisor_low_utilisation,
+            max_num_seqs=derived.advisor_max_num_seqs,
+            max_seqs=derived.advisor_max_seqs,
+            window_seconds=derived.advisor_window_seconds,
+        ),
+        api_rejections=runtime.api_rejections,
+    )
+    runtime.add(runtime.derived)
+    return runtime
+
+
+def _dcgm_source(
+    settings: Settings, hardware: Hardware, counters: list[Any], hostname: str, directory: GpuDirectory
+) -> Any:
+    dcgm = settings.dcgm
+    if dcgm.exporter_url:
+        return DcgmExporterSource(
+            dcgm.exporter_url, counters, hostname=hostname, interval_seconds=max(dcgm.interval_seconds, 1.0)
+        )
+    return DmonSource(
+        counters,
+        dcgmi=dcgm.dcgmi or hardware.dcgmi or "dcgmi",
+        hostname=hostname,
+        directory=directory,
+        interval_seconds=dcgm.interval_seconds,
+        na_rows=dcgm.na_rows,
+        spawn=hardware.spawn,
+    )

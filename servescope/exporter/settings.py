@@ -1,0 +1,256 @@
+"""Configuration, one class per area. Every field has a default and a description; the CLI's options
+are derived from these fields (same defaults, same environment variables), so they cannot drift.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Annotated, Literal
+
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from servescope.common.listen import parse_listen
+from servescope.common.settings_cli import ENV_PREFIX, area_config
+
+
+class ServerSettings(BaseSettings):
+    model_config = area_config("server")
+
+    listen: str = Field(
+        "127.0.0.1:9108",
+        json_schema_extra={"cli": "--listen"},
+        description="Address to serve /metrics, /healthz, /readyz and the APIs on, as HOST:PORT. "
+        "Use :9108 (all IPv4 interfaces) or [::]:9108 in a DaemonSet so Prometheus can reach it.",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", json_schema_extra={"cli": "--log-level"}, description="Log verbosity."
+    )
+
+    @field_validator("listen")
+    @classmethod
+    def _valid_listen(cls, value: str) -> str:
+        parse_listen(value)
+        return value
+
+
+class NodeSettings(BaseSettings):
+    model_config = area_config("node")
+
+    hostname: str = Field(
+        "",
+        validation_alias=AliasChoices("SERVESCOPE_NODE_HOSTNAME", "NODE_NAME"),
+        json_schema_extra={"cli": "--hostname"},
+        description="Value of the `hostname` label on every GPU series. Empty: NODE_NAME (set it from "
+        "the downward API in Kubernetes), else this machine's host name.",
+    )
+
+    def resolved_hostname(self) -> str:
+        return self.hostname or socket.gethostname()
+
+
+class NvmlSettings(BaseSettings):
+    model_config = area_config("nvml")
+
+    enabled: bool = Field(
+        True, json_schema_extra={"cli": "--nvml/--no-nvml"}, description="Collect GPU metrics through NVML."
+    )
+    interval_seconds: float = Field(
+        1.0,
+        gt=0,
+        le=300,
+        json_schema_extra={"cli": "--nvml-interval"},
+        description="Seconds between NVML collections.",
+    )
+    xid_events: bool = Field(
+        True,
+        json_schema_extra={"cli": "--xid-events/--no-xid-events"},
+        description="Watch NVML for critical XID events in a background thread.",
+    )
+
+
+class DcgmSettings(BaseSettings):
+    model_config = area_config("dcgm")
+
+    enabled: bool = Field(
+        True,
+        json_schema_extra={"cli": "--dcgm/--no-dcgm"},
+        description="Collect DCGM fields (NVLink CRC errors, PCIe and NVLink traffic, profiling activity) "
+        "from a supervised `dcgmi dmon`, or from --dcgm-exporter-url.",
+    )
+    dcgmi: str = Field(
+        "",
+        json_schema_extra={"cli": "--dcgmi"},
+        description="Path of the dcgmi executable. Empty: `dcgmi` from PATH, or the bundled "
+        "servescope-fake-dcgmi with --simulate.",
+    )
+    interval_seconds: float = Field(
+        1.0,
+        ge=0.1,
+        le=60,
+        json_schema_extra={"cli": "--dcgm-interval"},
+        description="dcgmi dmon's sampling delay (-d); a child silent for 3 delays is killed and restarted.",
+    )
+    counters: str = Field(
+        "",
+        json_schema_extra={"cli": "--dcgm-counters"},
+        description="Counters file choosing the DCGM fields and their metric names; empty: the default set "
+        "(`servescope dcgm fields` prints it).",
+    )
+    na_rows: int = Field(
+        5,
+        ge=1,
+        le=1000,
+        json_schema_extra={"cli": "--dcgm-na-rows"},
+        description="A field N/A for this many consecutive rows on a GPU is reported unsupported there.",
+    )
+    exporter_url: str = Field(
+        "",
+        json_schema_extra={"cli": "--dcgm-exporter-url"},
+        description="Scrape this dcgm-exporter /metrics instead of running dcgmi (clusters with the GPU "
+        "Operator already run one).",
+    )
+
+
+class VllmSettings(BaseSettings):
+    model_config = area_config("vllm")
+
+    urls: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        json_schema_extra={"cli": "--vllm-url"},
+        description="Serving endpoints' /metrics URLs (repeat the flag; in the environment, separate with "
+        "spaces or commas). Empty: discover the engines on this node.",
+    )
+    discovery: bool = Field(
+        True,
+        json_schema_extra={"cli": "--discovery/--no-discovery"},
+        description="With no --vllm-url, find serving engines from NVML's GPU processes and their listening "
+        "ports, every minute.",
+    )
+    interval_seconds: float = Field(
+        5.0,
+        ge=0.5,
+        le=300,
+        json_schema_extra={"cli": "--vllm-interval"},
+        description="Seconds between scrapes.",
+    )
+    timeout_seconds: float = Field(
+        2.0, gt=0, le=60, json_schema_extra={"cli": "--vllm-timeout"}, description="Per-scrape timeout."
+    )
+    max_bytes: int = Field(
+        32 * 1024 * 1024,
+        ge=1024,
+        json_schema_extra={"cli": "--vllm-max-bytes"},
+        description="Larger responses are refused (reason too_large) instead of parsed.",
+    )
+    passthrough: bool = Field(
+        True,
+        json_schema_extra={"cli": "--passthrough/--no-passthrough"},
+        description="Also re-export each engine's own series (vllm:*, sglang:*) with an `endpoint` label.",
+    )
+    procfs: str = Field(
+        "/proc",
+        json_schema_extra={"cli": "--procfs"},
+        description="Where /proc is: the engine-GPU join reads listening sockets and process trees there "
+        "(in a container, mount the host's and use hostPID).",
+    )
+
+    @field_validator("urls", mode="before")
+    @classmethod
+    def _split_urls(cls, value: object) -> object:
+        # From the environment (or a flag value) "a,b c" means three URLs.
+        items = [value] if isinstance(value, str) else value
+        if isinstance(items, list):
+            return [part for item in items for part in str(item).replace(",", " ").split()]
+        return value
+
+
+class DerivedSettings(BaseSettings):
+    model_config = area_config("derived")
+
+    interval_seconds: float = Field(
+        5.0,
+        ge=1,
+        le=60,
+        json_schema_extra={"cli": "--derived-interval"},
+        description="Seconds between updates of the derived signals (peaks, exhaustion, KV headroom, "
+        "advice); growth rates and leak verdicts are refit every 30 s.",
+    )
+    retention_seconds: float = Field(
+        3600.0,
+        ge=1800,
+        le=86400,
+        json_schema_extra={"cli": "--memory-retention"},
+        description="Seconds of 1 s memory samples kept per GPU and per GPU process (16 bytes a sample: "
+        "57.6 KB per curve for an hour). At least 1800, the longest trend window.",
+    )
+    peak_window_seconds: float = Field(
+        60.0,
+        ge=1,
+        le=3600,
+        json_schema_extra={"cli": "--memory-peak-window"},
+        description="The peak and minimum memory series cover this many seconds of 1 s samples; keep it at "
+        "least your scrape interval plus --derived-interval so no spike falls between two scrapes.",
+    )
+    advisor_latency: Literal["ttft", "itl", "e2e"] = Field(
+        "ttft",
+        json_schema_extra={"cli": "--advisor-latency"},
+        description="Latency histogram whose window P99 the batch-size advisor holds to the SLO: time to "
+        "first token, inter-token latency or end-to-end request latency.",
+    )
+    advisor_slo_seconds: float = Field(
+        0.5,
+        gt=0,
+        json_schema_extra={"cli": "--advisor-slo"},
+        description="P99 latency objective of the batch-size advisor, in seconds.",
+    )
+    advisor_low_utilisation: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        json_schema_extra={"cli": "--advisor-low-utilisation"},
+        description="GPU utilisation (0-1) under which the advisor recommends a larger batch.",
+    )
+    advisor_max_num_seqs: int = Field(
+        256,
+        ge=1,
+        json_schema_extra={"cli": "--advisor-max-num-seqs"},
+        description="The max_num_seqs your engines run with (vLLM does not export it); the advisor steps "
+        "from it, or from the largest running batch seen if that is higher.",
+    )
+    advisor_max_seqs: int = Field(
+        1024,
+        ge=1,
+        json_schema_extra={"cli": "--advisor-max-seqs"},
+        description="Upper bound of the advisor's recommendation.",
+    )
+    advisor_window_seconds: float = Field(
+        60.0,
+        ge=10,
+        le=3600,
+        json_schema_extra={"cli": "--advisor-window"},
+        description="Window of the advisor's P99 (from histogram deltas) and mean GPU utilisation.",
+    )
+
+
+class Settings(BaseSettings):
+    """All areas together; each reads its own environment variables."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    node: NodeSettings = Field(default_factory=NodeSettings)
+    nvml: NvmlSettings = Field(default_factory=NvmlSettings)
+    dcgm: DcgmSettings = Field(default_factory=DcgmSettings)
+    vllm: VllmSettings = Field(default_factory=VllmSettings)
+    derived: DerivedSettings = Field(default_factory=DerivedSettings)
+
+
+AREAS: tuple[type[BaseSettings], ...] = (
+    ServerSettings,
+    NodeSettings,
+    NvmlSettings,
+    DcgmSettings,
+    VllmSettings,
+    DerivedSettings,
+)

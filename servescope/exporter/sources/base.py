@@ -1,0 +1,48 @@
+"""What a source is: something that collects samples on its own interval and may fail."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from servescope.exporter.exposition import Sample
+
+
+class SourceError(Exception):
+    """The whole collection failed; `reason` becomes the errors_total label (snake_case, bounded)."""
+
+    def __init__(self, reason: str, message: str, *, absent: bool = False) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        # absent: what the source reads is not installed on this node (node_exporter's "not present"):
+        # still down and counted, but it does not hold readiness back.
+        self.absent = absent
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A partial failure: counted and logged, while the source's other samples are still exported."""
+
+    reason: str
+    message: str
+
+
+@dataclass(slots=True)
+class Collection:
+    samples: list[Sample] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    raw: str | None = None  # exposition text of families outside the catalog (passed-through series)
+
+
+class Source(Protocol):
+    name: str
+    interval_seconds: float
+
+    def collect(self) -> Collection:
+        """Collect once; raise SourceError when nothing usable came back."""
+        ...
+
+    def close(self) -> None:
+        """Release what the source holds (threads, handles, child processes)."""
+        ...

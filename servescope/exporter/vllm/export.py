@@ -1,0 +1,99 @@
+"""Normalised signals -> servescope_serving_* samples; engines' own families -> pass-through text."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+from servescope import catalog as c
+from servescope.exporter.exposition import Sample, escape_help, escape_label_value, format_value
+from servescope.exporter.stores.signals import Normalised
+from servescope.exporter.vllm.aliases import FamilyLike
+
+GAUGES = {
+    "kv_usage": c.KV_USAGE,
+    "running": c.RUNNING,
+    "waiting": c.WAITING,
+    "kv_capacity_tokens": c.KV_CAPACITY,
+    "gpu_memory_utilization": c.GPU_MEMORY_UTILIZATION_SETTING,
+}
+COUNTERS = {
+    "preemptions": c.PREEMPTIONS,
+    "prompt_tokens": c.PROMPT_TOKENS,
+    "generation_tokens": c.GENERATION_TOKENS,
+    "prefix_cache_queries": c.PREFIX_QUERIES,
+    "prefix_cache_hits": c.PREFIX_HITS,
+}
+HISTOGRAMS = {
+    "ttft": c.TTFT,
+    "itl": c.ITL,
+    "e2e": c.E2E,
+    "queue_time": c.QUEUE_TIME,
+    "prefill_time": c.PREFILL_TIME,
+    "decode_time": c.DECODE_TIME,
+    "iteration_tokens": c.ITERATION_TOKENS,
+}
+
+
+def _le_order(le: str) -> float:
+    try:
+        return float(le)
+    except ValueError:
+        return math.inf
+
+
+def signal_samples(normalised: Normalised, endpoint: str) -> list[Sample]:
+    """Every engine's signals under the same names whatever the backend and version."""
+    samples = [Sample(c.SERVING_ENGINE_INFO, (endpoint, normalised.backend, normalised.generation), 1)]
+    for engine in normalised.engines.values():
+        labels = (engine.model_name, engine.engine, endpoint)
+        for key, spec in (*GAUGES.items(), *COUNTERS.items()):
+            if key in engine.values:
+                samples.append(Sample(spec, labels, engine.values[key]))
+        for reason, count in sorted(engine.finished.items()):
+            samples.append(Sample(c.REQUESTS_FINISHED, (*labels, reason), count))
+        for key, spec in HISTOGRAMS.items():
+            histogram = engine.histograms.get(key)
+            if histogram is None:
+                continue
+            buckets = dict(histogram.buckets)
+            buckets.setdefault("+Inf", histogram.count)  # a histogram without +Inf is invalid
+            for le in sorted(buckets, key=_le_order):
+                samples.append(Sample(spec, (*labels, le), buckets[le], "_bucket"))
+            samples += [
+                Sample(spec, labels, histogram.sum, "_sum"),
+                Sample(spec, labels, histogram.count, "_count"),
+            ]
+    return samples
+
+
+def _labels(labels: Mapping[str, str], endpoint: str) -> str:
+    pairs = dict(labels)
+    if "endpoint" in pairs:  # keep the engine's own label, as Prometheus does with honor_labels off
+        pairs["exported_endpoint"] = pairs.pop("endpoint")
+    pairs["endpoint"] = endpoint
+    return ",".join(f'{k}="{escape_label_value(v)}"' for k, v in pairs.items())
+
+
+def passthrough_text(scrapes: Iterable[tuple[str, list[FamilyLike]]]) -> str:
+    """The engines' own families, each endpoint's series labelled `endpoint`, one block per family.
+
+    `_created` samples are dropped: they only carry process start times and double every family.
+    """
+    blocks: dict[str, tuple[str, str, list[str]]] = {}
+    for endpoint, families in scrapes:
+        for family in families:
+            exposed = f"{family.name}_total" if family.type == "counter" else family.name
+            kind = family.type if family.type in ("counter", "gauge", "histogram", "summary") else "untyped"
+            doc = family.documentation
+            block = blocks.setdefault(exposed, (kind, doc, []))
+            block[2].extend(
+                f"{s.name}{{{_labels(s.labels, endpoint)}}} {format_value(s.value)}\n"
+                for s in family.samples
+                if not s.name.endswith("_created")
+            )
+    return "".join(
+        f"# HELP {name} {escape_help(doc)}\n# TYPE {name} {kind}\n" + "".join(lines)
+        for name, (kind, doc, lines) in blocks.items()
+        if lines
+    )

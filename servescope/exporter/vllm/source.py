@@ -1,0 +1,191 @@
+"""Source `vllm`: scrape every serving endpoint in parallel, normalise, join engines to GPUs."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from servescope import catalog as c
+from servescope.exporter.exposition import Sample
+from servescope.exporter.gpu_directory import GpuDirectory
+from servescope.exporter.sources.base import Collection
+from servescope.exporter.stores.serving_board import ServingBoard
+from servescope.exporter.stores.signals import GpuProcess, Normalised
+from servescope.exporter.vllm.aliases import FamilyLike, is_engine_family
+from servescope.exporter.vllm.export import passthrough_text, signal_samples
+from servescope.exporter.vllm.join import candidate_urls, gpus_of_endpoint
+from servescope.exporter.vllm.normalise import normalise
+from servescope.exporter.vllm.procfs import ProcFs
+from servescope.exporter.vllm.scrape import Fetcher, ScrapeError, Scraper
+from servescope.exporter.vllm.text_parser import ExpositionError, parse_exposition
+
+log = logging.getLogger(__name__)
+
+JOIN_REFRESH_SECONDS = 30.0
+JOIN_RETRY_SECONDS = 10.0  # sooner while an endpoint has no GPU yet (NVML may not have listed it)
+DISCOVERY_SECONDS = 60.0
+# An endpoint discovery found once and no longer finds (its process died, or answers errors) stays, as
+# down, this long after its last good scrape: long enough for ServescopeServingEndpointDown to fire,
+# short enough that an engine moved away for good stops being reported.
+DISCOVERY_GRACE_SECONDS = 900.0
+
+
+@dataclass
+class EndpointState:
+    url: str
+    up: bool = False
+    last_success: float = 0.0
+    errors: Counter[str] = field(default_factory=Counter)
+    last_error: str | None = None
+    gpus: list[GpuProcess] = field(default_factory=list)
+    joined_at: float = float("-inf")
+
+
+class VllmSource:
+    """Endpoints from configuration, else discovered from NVML's processes every minute."""
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        urls: list[str],
+        *,
+        directory: GpuDirectory,
+        procfs: ProcFs | None = None,
+        scraper: Fetcher | None = None,
+        interval_seconds: float = 5.0,
+        passthrough: bool = True,
+        discovery: bool = True,
+        board: ServingBoard | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.interval_seconds = interval_seconds
+        self._configured = list(dict.fromkeys(urls))
+        self._directory = directory
+        self._procfs = procfs or ProcFs()
+        self._scraper: Fetcher = scraper or Scraper()
+        self._passthrough = passthrough
+        self.board = board
+        self._discovery = discovery and not urls  # --vllm-url wins
+        self._monotonic, self._wall = monotonic, wall
+        self._states: dict[str, EndpointState] = {url: EndpointState(url) for url in self._configured}
+        self._discovered_at = float("-inf")
+        self._gpu_pids: frozenset[int] = frozenset()
+        self._missing: set[str] = set()  # kept after discovery lost them, already logged
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="vllm-scrape")
+
+    # --- endpoints ---------------------------------------------------------------------------------
+    def endpoints(self) -> list[str]:
+        if self._discovery:
+            # Every minute, and at once when NVML's set of GPU processes changes (an engine started).
+            pids = frozenset(pid for _, _, pid in self._directory.processes())
+            if pids != self._gpu_pids or self._monotonic() - self._discovered_at >= DISCOVERY_SECONDS:
+                self._gpu_pids = pids
+                self._discovered_at = self._monotonic()
+                self._rediscover()
+        return list(self._states)
+
+    def _rediscover(self) -> None:
+        own = frozenset({os.getpid()})
+        found = [
+            url for url in candidate_urls(self._procfs, self._directory, own) if self._speaks_engine(url)
+        ]
+        now = self._wall()
+        kept = [
+            url
+            for url, state in self._states.items()
+            if url not in found and state.last_success and now - state.last_success < DISCOVERY_GRACE_SECONDS
+        ]
+        if set(found) != set(self._states):
+            log.info("serving endpoints discovered on this node: %s", ", ".join(found) or "none")
+        for url in set(kept) - self._missing:
+            log.warning("endpoint %s no longer found: reported down until it returns or is forgotten", url)
+        self._missing = set(kept)
+        self._states = {url: self._states.get(url) or EndpointState(url) for url in [*found, *kept]}
+
+    def _speaks_engine(self, url: str) -> bool:
+        try:
+            text = self._scraper.fetch(url)
+            families = parse_exposition(text, keep=is_engine_family)
+        except (ScrapeError, ExpositionError):
+            return False
+        # A servescope exporter re-exports engine series: it is never an engine itself.
+        return bool(families) and "servescope_build_info" not in text
+
+    # --- one cycle ---------------------------------------------------------------------------------
+    def collect(self) -> Collection:
+        urls = self.endpoints()
+        results = list(self._pool.map(self._scrape, urls))
+        samples: list[Sample] = []
+        scrapes: list[tuple[str, list[FamilyLike]]] = []
+        for url, families in zip(urls, results, strict=True):
+            state = self._states[url]
+            samples += self._health_samples(state)
+            if families is None:
+                continue
+            normalised = normalise(families)
+            samples += signal_samples(normalised, url)
+            samples += self._join_samples(state, normalised)
+            if self.board is not None:
+                # Load, KV usage and latency over time feed the leak verdict, KV trend and advisor.
+                self.board.record(url, normalised, state.gpus, self._monotonic())
+            scrapes.append((url, families))
+        raw = passthrough_text(scrapes) if self._passthrough else None
+        return Collection(samples, [], raw)
+
+    def _scrape(self, url: str) -> list[FamilyLike] | None:
+        state = self._states[url]
+        try:
+            families: list[FamilyLike] = list(
+                parse_exposition(self._scraper.fetch(url), keep=is_engine_family)
+            )
+        except ScrapeError as exc:
+            return self._failed(state, exc.reason, exc.message)
+        except ExpositionError as exc:
+            return self._failed(state, "parse", f"{url}: {exc}")
+        if state.last_error is not None:
+            log.info("endpoint %s recovered", url)
+        state.up, state.last_error, state.last_success = True, None, self._wall()
+        return families
+
+    def _failed(self, state: EndpointState, reason: str, message: str) -> list[FamilyLike] | None:
+        if state.last_error is None or not state.last_error.startswith(reason):
+            log.warning("endpoint %s down (%s): %s", state.url, reason, message)
+        state.up, state.last_error = False, f"{reason}: {message}"
+        state.errors[reason] += 1
+        return None
+
+    def _health_samples(self, state: EndpointState) -> list[Sample]:
+        labels = ("vllm", state.url)
+        samples = [
+            Sample(c.SOURCE_UP_ENDPOINT, labels, 1 if state.up else 0),
+            Sample(c.SOURCE_LAST_SUCCESS_ENDPOINT, labels, state.last_success),
+        ]
+        samples += [
+            Sample(c.SOURCE_ERRORS_ENDPOINT, (*labels, reason), n)
+            for reason, n in sorted(state.errors.items())
+        ]
+        return samples
+
+    def _join_samples(self, state: EndpointState, normalised: Normalised) -> list[Sample]:
+        # Walking /proc costs a scan of every process's fds: do it every 30 s, not every scrape.
+        due = JOIN_REFRESH_SECONDS if state.gpus else JOIN_RETRY_SECONDS
+        if self._monotonic() - state.joined_at >= due:
+            state.gpus = gpus_of_endpoint(state.url, self._procfs, self._directory)
+            state.joined_at = self._monotonic()
+        engines = normalised.engines
+        return [
+            Sample(c.ENGINE_GPU_INFO, (model, engine, state.url, g.uuid, g.gpu, str(g.pid)), 1)
+            for (model, engine) in engines
+            for g in state.gpus
+        ]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._scraper.close()

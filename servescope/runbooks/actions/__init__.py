@@ -1,0 +1,57 @@
+"""The registry of runbook actions: `ACTIONS[name]` is an Action with typed params, a kind and `run`.
+
+Read actions: gpu_snapshot, process_list, memory_curve, dcgm_sample, nvlink_errors, serving_snapshot,
+promql, batch_size_advice, capacity_advice. Change actions (dry-run unless executed): scale_deployment,
+cordon_node, drain_node, lower_max_num_seqs (prints only, always), create_silence.
+"""
+
+from __future__ import annotations
+
+from servescope.runbooks.actions import changes, dcgm, gpu, promql, serving
+from servescope.runbooks.actions.base import (
+    ACTIONS,
+    Action,
+    ActionError,
+    Comment,
+    GpuIndex,
+    GpuRef,
+    HttpUrl,
+    K8sName,
+    Kind,
+    LabelName,
+    LabelValue,
+    LiteralOnly,
+    ModelName,
+    Params,
+    RunContext,
+    StepResult,
+    Window,
+)
+from servescope.runbooks.actions.promql import PromQLTemplate, promql_string
+
+__all__ = [
+    "ACTIONS",
+    "Action",
+    "ActionError",
+    "Comment",
+    "GpuIndex",
+    "GpuRef",
+    "HttpUrl",
+    "K8sName",
+    "Kind",
+    "LabelName",
+    "LabelValue",
+    "LiteralOnly",
+    "ModelName",
+    "Params",
+    "PromQLTemplate",
+    "RunContext",
+    "StepResult",
+    "Window",
+    "changes",
+    "dcgm",
+    "gpu",
+    "promql",
+    "promql_string",
+    "serving",
+]

@@ -1,0 +1,104 @@
+"""Reading the exporter: one /metrics scrape parsed into samples, its JSON API, GPU lookup."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from servescope.exporter.vllm.text_parser import ParsedSample, parse_exposition
+from servescope.runbooks.actions.base import ActionError, RunContext, http
+
+_MAX_BYTES = 64 * 2**20
+
+
+def _get(ctx: RunContext, path: str, params: dict[str, str] | None = None) -> httpx.Response:
+    url = ctx.exporter_url.rstrip("/") + path
+    try:
+        response = http().get(url, params=params, timeout=ctx.timeout_seconds)
+    except httpx.TransportError as exc:
+        raise ActionError(
+            f"cannot reach the exporter at {ctx.exporter_url} ({type(exc).__name__}: {exc}); "
+            "is it running, and is --exporter-url right?"
+        ) from None
+    if len(response.content) > _MAX_BYTES:
+        raise ActionError(f"{url}: answer larger than {_MAX_BYTES} bytes")
+    return response
+
+
+def get_json(ctx: RunContext, path: str, params: dict[str, str] | None = None) -> Any:
+    response = _get(ctx, path, params)
+    if response.status_code != 200:
+        try:
+            detail = response.json().get("error", response.text[:300])
+        except ValueError:
+            detail = response.text[:300]
+        raise ActionError(f"exporter {path}: HTTP {response.status_code}: {detail}")
+    return response.json()
+
+
+def get_text(ctx: RunContext, path: str, params: dict[str, str] | None = None) -> str:
+    response = _get(ctx, path, params)
+    if response.status_code != 200:
+        raise ActionError(f"exporter {path}: HTTP {response.status_code}: {response.text[:300]}")
+    return response.text
+
+
+def gpu_path(index: str) -> str:
+    return quote(index, safe="")
+
+
+@dataclass
+class Metrics:
+    """The samples of one scrape, by sample name (histogram samples under their _bucket/_sum/_count)."""
+
+    samples: dict[str, list[ParsedSample]]
+
+    def get(self, name: str, **match: str) -> list[ParsedSample]:
+        return [s for s in self.samples.get(name, []) if all(s.labels.get(k) == v for k, v in match.items())]
+
+    def value(self, name: str, **match: str) -> float | None:
+        found = self.get(name, **match)
+        return found[0].value if found else None
+
+
+def scrape(ctx: RunContext, prefix: str = "servescope_") -> Metrics:
+    text = get_text(ctx, "/metrics")
+    samples: dict[str, list[ParsedSample]] = defaultdict(list)
+    for family in parse_exposition(text, keep=lambda name: name.startswith(prefix)):
+        for sample in family.samples:
+            samples[sample.name].append(sample)
+    return Metrics(dict(samples))
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: str
+    uuid: str
+    hostname: str
+    model: str
+
+
+def find_gpu(metrics: Metrics, ref: str) -> Gpu:
+    """The GPU an index or UUID (any case) names, from servescope_gpu_info (or servescope_gpu_up)."""
+    rows = metrics.get("servescope_gpu_info") or metrics.get("servescope_gpu_up")
+    for sample in rows:
+        labels = sample.labels
+        if labels.get("gpu") == ref or labels.get("uuid", "").lower() == ref.lower():
+            return Gpu(
+                labels["gpu"], labels.get("uuid", ""), labels.get("hostname", ""), labels.get("gpu_model", "")
+            )
+    known = ", ".join(f"{s.labels.get('gpu')} ({s.labels.get('uuid')})" for s in rows) or "none"
+    raise ActionError(f"GPU {ref!r} is not in the exporter's metrics (known GPUs: {known})")
+
+
+def gpu_series(metrics: Metrics, name: str, gpu: Gpu) -> list[ParsedSample]:
+    return metrics.get(name, gpu=gpu.index, uuid=gpu.uuid) if gpu.uuid else metrics.get(name, gpu=gpu.index)
+
+
+def gpu_value(metrics: Metrics, name: str, gpu: Gpu) -> float | None:
+    found = gpu_series(metrics, name, gpu)
+    return found[0].value if found else None

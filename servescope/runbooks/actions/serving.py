@@ -1,0 +1,224 @@
+"""Read actions about serving engines, from the exporter: engine snapshot and batch-size advice."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from servescope.exporter.derived.batch_controller import (
+    DEFAULT_LOW_UTILISATION,
+    DEFAULT_SLO_SECONDS,
+    GPU_UNDERUTILISED,
+    LATENCY_OVER_SLO,
+    NO_TRAFFIC,
+    WITHIN_SLO,
+    p99_from_deltas,
+)
+from servescope.runbooks.actions.base import (
+    ActionError,
+    HttpUrl,
+    ModelName,
+    Params,
+    RunContext,
+    StepResult,
+    action,
+    duration,
+    number,
+    percent,
+)
+from servescope.runbooks.actions.metrics import Metrics, scrape
+
+KV_PRESSURE = 0.7  # the operators start OOM prevention above 70% KV cache usage
+
+
+class EngineParams(Params):
+    """Which engines: those at `endpoint`, those serving `model_name`, both filters, or every engine."""
+
+    endpoint: HttpUrl | None = None
+    model_name: ModelName | None = None
+
+
+@dataclass(frozen=True)
+class Engine:
+    model_name: str
+    engine: str
+    endpoint: str
+
+    @property
+    def match(self) -> dict[str, str]:
+        return {"model_name": self.model_name, "engine": self.engine, "endpoint": self.endpoint}
+
+
+def _same_endpoint(a: str, b: str) -> bool:
+    return a.rstrip("/") == b.rstrip("/")
+
+
+def engines(metrics: Metrics, params: EngineParams) -> list[Engine]:
+    found = sorted(
+        {
+            Engine(s.labels.get("model_name", ""), s.labels.get("engine", ""), s.labels.get("endpoint", ""))
+            for name in ("servescope_serving_kv_cache_usage_ratio", "servescope_serving_requests_running")
+            for s in metrics.get(name)
+        },
+        key=lambda e: (e.model_name, e.endpoint, e.engine),
+    )
+    chosen = [
+        e
+        for e in found
+        if (params.endpoint is None or _same_endpoint(e.endpoint, params.endpoint))
+        and (params.model_name is None or e.model_name == params.model_name)
+    ]
+    if not chosen:
+        wanted = " and ".join(
+            f"{k} {v!r}" for k, v in (("endpoint", params.endpoint), ("model_name", params.model_name)) if v
+        )
+        known = "; ".join(f"{e.model_name} at {e.endpoint}" for e in found) or "none"
+        raise ActionError(
+            f"no serving engine with {wanted or 'any labels'} on this exporter (engines: {known})"
+        )
+    return chosen
+
+
+def _gpus(metrics: Metrics, engine: Engine) -> list[dict[str, str]]:
+    return [
+        {"gpu": s.labels.get("gpu", ""), "uuid": s.labels.get("uuid", ""), "pid": s.labels.get("pid", "")}
+        for s in metrics.get("servescope_engine_gpu_info", **engine.match)
+    ]
+
+
+def _recommendation(metrics: Metrics, engine: Engine) -> tuple[float | None, str | None]:
+    found = metrics.get("servescope_serving_recommended_max_num_seqs", **engine.match)
+    return (found[0].value, found[0].labels.get("reason")) if found else (None, None)
+
+
+@action("serving_snapshot", "read", EngineParams)
+def serving_snapshot(params: EngineParams, ctx: RunContext) -> StepResult:
+    """The engines' batch, queue, KV cache, preemptions and batch advice now."""
+    metrics = scrape(ctx)
+    chosen = engines(metrics, params)
+    reports: list[dict[str, Any]] = []
+    lines: list[str] = []
+    for engine in chosen:
+
+        def value(name: str, engine: Engine = engine) -> float | None:
+            return metrics.value(f"servescope_serving_{name}", **engine.match)
+
+        recommended, reason = _recommendation(metrics, engine)
+        over_budget = {
+            s.labels.get("gpu", ""): s.value
+            for s in metrics.get("servescope_serving_memory_over_budget_bytes", **engine.match)
+        }
+        report: dict[str, Any] = {
+            **engine.match,
+            "requests_running": value("requests_running"),
+            "requests_waiting": value("requests_waiting"),
+            "kv_cache_usage_ratio": value("kv_cache_usage_ratio"),
+            "kv_cache_capacity_tokens": value("kv_cache_capacity_tokens"),
+            "kv_cache_free_tokens": value("kv_cache_free_tokens"),
+            "kv_cache_free_requests": value("kv_cache_free_requests"),
+            "kv_cache_saturation_seconds": value("kv_cache_saturation_seconds"),
+            "preemptions_total": value("preemptions_total"),
+            "gpu_memory_utilization_ratio": value("gpu_memory_utilization_ratio"),
+            "memory_over_budget_bytes": over_budget,
+            "recommended_max_num_seqs": recommended,
+            "recommended_reason": reason,
+            "gpus": _gpus(metrics, engine),
+        }
+        reports.append(report)
+        kv = report["kv_cache_usage_ratio"]
+        running, waiting = report["requests_running"], report["requests_waiting"]
+        warnings = []
+        if kv is not None and kv > KV_PRESSURE:
+            warnings.append(f"KV cache over {percent(KV_PRESSURE)}: start OOM prevention")
+        if waiting and running is not None and waiting > max(running, 5):
+            warnings.append("more requests wait than run: the queue is building")
+        if any(v > 2**30 for v in over_budget.values()):
+            warnings.append("memory held outside the engine's budget (> 1 GiB): see the memory curve")
+        lines += [
+            f"{engine.model_name} engine {engine.engine} at {engine.endpoint} "
+            f"(GPUs {', '.join(g['gpu'] for g in report['gpus']) or 'not joined'})",
+            f"  running {number(running)}, waiting {number(waiting)}, preemptions since start "
+            f"{number(report['preemptions_total'])}",
+            f"  KV cache {percent(kv)} used of {number(report['kv_cache_capacity_tokens'])} tokens; free "
+            f"{number(report['kv_cache_free_tokens'])} tokens"
+            + (
+                f" (~{number(report['kv_cache_free_requests'])} max-length requests)"
+                if report["kv_cache_free_requests"] is not None
+                else ""
+            )
+            + f"; full in {duration(report['kv_cache_saturation_seconds'])}",
+            "  memory over budget: "
+            + (", ".join(f"GPU {g} {v / 2**30:+.2f} GiB" for g, v in sorted(over_budget.items())) or "-"),
+            f"  recommended max_num_seqs {number(recommended)} ({reason or 'no advice yet'})",
+        ]
+        lines += [f"  ! {w}" for w in warnings]
+    return StepResult(ok=True, title="Serving engines", output="\n".join(lines), data={"engines": reports})
+
+
+_RULES = {
+    LATENCY_OVER_SLO: "P99 latency over the SLO in the last window: batch x0.8, rounded down (floor 1)",
+    GPU_UNDERUTILISED: "P99 within the SLO and the engine's GPUs under the low-utilisation threshold: "
+    "batch x1.2, rounded up (capped at the maximum)",
+    WITHIN_SLO: "P99 within the SLO and the GPUs busy enough: keep the batch",
+    NO_TRAFFIC: "no request finished in the window: keep the batch",
+}
+
+
+def _buckets(metrics: Metrics, name: str, engine: Engine) -> dict[str, float]:
+    return {s.labels.get("le", ""): s.value for s in metrics.get(f"{name}_bucket", **engine.match)}
+
+
+@action("batch_size_advice", "read", EngineParams)
+def batch_size_advice(params: EngineParams, ctx: RunContext) -> StepResult:
+    """The exporter's max_num_seqs recommendation, its inputs (P99, GPU utilisation) and the rule applied."""
+    metrics = scrape(ctx)
+    chosen = engines(metrics, params)
+    advice: list[dict[str, Any]] = []
+    lines: list[str] = []
+    for engine in chosen:
+        recommended, reason = _recommendation(metrics, engine)
+        p99: dict[str, float | None] = {}
+        for short, name in (
+            ("ttft", "servescope_serving_time_to_first_token_seconds"),
+            ("e2e", "servescope_serving_e2e_request_latency_seconds"),
+        ):
+            buckets = _buckets(metrics, name, engine)
+            try:
+                p99[short] = p99_from_deltas({}, buckets) if buckets else None
+            except ValueError:
+                p99[short] = None
+        gpus = _gpus(metrics, engine)
+        utilisation = [
+            s.value
+            for g in gpus
+            for s in metrics.get("servescope_gpu_utilization_ratio", gpu=g["gpu"], uuid=g["uuid"])
+        ]
+        mean_util = sum(utilisation) / len(utilisation) if utilisation else None
+        item: dict[str, Any] = {
+            **engine.match,
+            "recommended_max_num_seqs": recommended,
+            "reason": reason,
+            "rule": _RULES.get(reason or "", "no recommendation exported yet"),
+            "p99_since_start_seconds": p99,
+            "gpu_utilization_ratio": mean_util,
+            "gpus": gpus,
+            "requests_running": metrics.value("servescope_serving_requests_running", **engine.match),
+            "requests_waiting": metrics.value("servescope_serving_requests_waiting", **engine.match),
+        }
+        advice.append(item)
+        p99_text = ", ".join(f"{k} {'-' if v is None else f'{v * 1000:.0f} ms'}" for k, v in p99.items())
+        lines += [
+            f"{engine.model_name} engine {engine.engine} at {engine.endpoint}",
+            f"  recommended max_num_seqs: {number(recommended)}"
+            + (f" (reason {reason}: {item['rule']})" if reason else " (no recommendation exported yet)"),
+            f"  inputs: P99 since the engine started {p99_text} (the advisor uses the last window's P99); "
+            f"GPU utilisation {percent(mean_util)} over GPUs "
+            f"{', '.join(g['gpu'] for g in gpus) or '(not joined: only the latency rule acts)'}",
+            f"  running {number(item['requests_running'])}, waiting {number(item['requests_waiting'])}",
+        ]
+    lines.append(
+        f"  the rule (defaults): P99 over {DEFAULT_SLO_SECONDS * 1000:.0f} ms -> x0.8; utilisation under "
+        f"{percent(DEFAULT_LOW_UTILISATION)} -> x1.2; else keep. Lowering the batch acts immediately "
+        "(a restart with --max-num-seqs); servescope only recommends and never changes an engine."
+    )
+    return StepResult(ok=True, title="Batch-size advice", output="\n".join(lines), data={"engines": advice})

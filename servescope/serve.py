@@ -1,0 +1,181 @@
+"""`servescope serve`: the exporter daemon's command.
+
+Its options are the exporter's settings areas plus the simulation options below, turned into flags by
+the one settings bridge. The simulator itself is imported only when `--simulate` is given: a real node's
+exporter never loads it.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any, Literal
+
+import typer
+from pydantic import BaseModel, Field
+from pydantic_settings import BaseSettings
+
+from servescope import __version__
+from servescope.common.listen import ListenError, bind, bound_address, parse_listen
+from servescope.common.settings_cli import area_config, settings_command, usage_error
+from servescope.exporter.settings import (
+    AREAS,
+    DcgmSettings,
+    DerivedSettings,
+    NodeSettings,
+    NvmlSettings,
+    ServerSettings,
+    Settings,
+    VllmSettings,
+)
+
+
+class SimulationSettings(BaseSettings):
+    """What `--simulate` serves. Only declarations: the simulator checks the names when it starts."""
+
+    model_config = area_config("sim")
+
+    enabled: bool = Field(
+        False,
+        json_schema_extra={"cli": "--simulate/--no-simulate"},
+        description="Serve a simulated GPU node instead of real NVML. Never turned on implicitly.",
+    )
+    gpus: int = Field(
+        8, ge=0, le=1024, json_schema_extra={"cli": "--gpus"}, description="Number of simulated GPUs."
+    )
+    gpu_model: str = Field(
+        "H200",
+        json_schema_extra={"cli": "--gpu-model"},
+        description="Simulated GPU model (`servescope sim models` lists them).",
+    )
+    nvlinks: int = Field(
+        -1,
+        ge=-1,
+        le=36,
+        json_schema_extra={"cli": "--nvlinks"},
+        description="NVLinks per simulated GPU; -1 uses the model's count.",
+    )
+    seed: int = Field(
+        1,
+        json_schema_extra={"cli": "--seed"},
+        description="Seed of the simulation; the same seed gives the same node.",
+    )
+    engines: int = Field(
+        0,
+        ge=0,
+        le=64,
+        json_schema_extra={"cli": "--engines"},
+        description="Simulated vLLM engines to start with --simulate, each serving a group of the GPUs "
+        "from its own process (found and joined like real ones).",
+    )
+    scenario: str = Field(
+        "none",
+        json_schema_extra={"cli": "--scenario"},
+        description="What the simulated node and engines go through; `none` is a slow daily-like load "
+        "wave. `servescope sim scenarios` lists every scenario with what it does.",
+    )
+    scenario_pace: Literal["real", "demo"] = Field(
+        "real",
+        json_schema_extra={"cli": "--scenario-pace"},
+        description="real: the timings detectors are tested against (KV ramp 30 min, leak 40 MiB/min); "
+        "demo: compressed so faults show within minutes (KV ramp 90 s, leak 2 GiB/min, tour phases 4 min).",
+    )
+
+
+SERVE_AREAS: tuple[type[BaseSettings], ...] = (*AREAS, SimulationSettings)
+log = logging.getLogger("servescope")
+
+
+def _run(models: dict[type[BaseModel], BaseModel], _: dict[str, Any]) -> None:
+    def area(kind: type[Any]) -> Any:
+        return models[kind]
+
+    settings = Settings(
+        server=area(ServerSettings),
+        node=area(NodeSettings),
+        nvml=area(NvmlSettings),
+        dcgm=area(DcgmSettings),
+        vllm=area(VllmSettings),
+        derived=area(DerivedSettings),
+    )
+    run_server(settings, area(SimulationSettings))
+
+
+serve = settings_command(
+    SERVE_AREAS,
+    _run,
+    doc="""Run the exporter: collect in the background, serve /metrics, /healthz, /readyz.
+
+    On a GPU node it reads the real driver through NVML. Without one, --simulate serves a simulated
+    node (never chosen automatically: a node whose driver is missing reports the NVML source down).
+    """,
+    panels={
+        ServerSettings: "Server",
+        NodeSettings: "Node",
+        NvmlSettings: "NVML",
+        DcgmSettings: "DCGM",
+        VllmSettings: "Serving engines (vLLM, SGLang)",
+        DerivedSettings: "Derived signals and batch advice",
+        SimulationSettings: "Simulation (no GPU needed)",
+    },
+    error_code=1,
+)
+
+
+def run_server(settings: Settings, simulation: SimulationSettings) -> None:
+    import uvicorn
+
+    from servescope.exporter.app import create_app
+    from servescope.exporter.dcgm.counters import CountersError
+    from servescope.exporter.runtime import build_runtime
+
+    logging.basicConfig(
+        level=settings.server.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # httpx logs every request at INFO: one line per endpoint every 5 s says nothing an operator needs.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        sock = bind(parse_listen(settings.server.listen))
+    except ListenError as exc:
+        usage_error(str(exc), 1)
+    address = bound_address(sock)
+    try:
+        if simulation.enabled:
+            from servescope.sim.wiring import SimulationError, simulated_runtime
+
+            try:
+                runtime = simulated_runtime(settings, simulation)
+            except SimulationError as exc:
+                usage_error(str(exc), 1)
+        else:
+            runtime = build_runtime(settings)
+    except CountersError as exc:
+        usage_error(str(exc), 1)
+    config = uvicorn.Config(
+        create_app(runtime, routers=_runbook_pages()),
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=3,
+    )
+    shown = f"[{address.host}]" if ":" in address.host else address.host
+    if shown in ("0.0.0.0", "[::]"):
+        shown = "127.0.0.1"
+    mode = " (simulated fleet)" if simulation.enabled else ""
+    typer.echo(
+        f"servescope {__version__} serving{mode} on {address}\n"
+        f"  metrics:   http://{shown}:{address.port}/metrics\n"
+        f"  readiness: http://{shown}:{address.port}/readyz"
+    )
+    sys.stdout.flush()
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def _runbook_pages() -> list[Any]:
+    """The runbook pages served beside /metrics, their read steps asking this exporter itself."""
+    from servescope.runbooks.server import mounted_router
+
+    router = mounted_router()
+    return [] if router is None else [router]

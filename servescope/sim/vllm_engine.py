@@ -1,0 +1,444 @@
+"""A simulated vLLM engine: Poisson or closed-loop load, continuous batching, a paged KV cache, vLLM's stats.
+
+Pure model on an explicit clock: `advance_to(t)` runs whole engine steps, each as long as the step-time
+model says, and idles until the next arrival; the state depends only on the seed and on the control calls
+(and when they were made), never on how often `advance_to` is called.
+
+Step time, for the DeepSeek-class MoE of the seed guide (batch 1 -> 8: 3.2x throughput, +120% P99):
+
+    step = base + experts * (1 - (1 - top_k / num_experts) ** batch)
+           + kv_per_1k_context * context_tokens / 1024 + prefill_per_token * prefill_tokens
+
+`base` is what every step pays (dense and shared-expert weights, launches). The experts term is the
+routed-expert weight a step must read: each sequence routes to its own top-k of 256, so 1 sequence reads
+8 experts and 8 read ~57 (the guide's KV-bandwidth and SM contention play that part on dense models).
+The KV term is attention reading every cached token of every running sequence, the last one prefill
+compute. With 512/128-token requests a step takes 10.8 ms at batch 1 and 25.6 ms at batch 8, so tokens/s
+rise 8 x 10.8 / 25.6 = 3.4x and latency 25.6 / 10.8 = +137%. A full batch obeys Little's law (throughput
+x latency rises by the batch ratio, 8), so the operators' 3.2x and +120% (product 7.0) cannot both hold
+exactly; the constants sit in between. Larger batches keep gaining throughput, slowly (~750 tokens/s at
+64, ~1660 at 256) while each token takes longer (85 ms, 154 ms).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import deque
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from servescope.sim.engine_stats import EngineStats
+
+
+@dataclass(frozen=True, slots=True)
+class StepCost:
+    """Seconds per engine step, from the batch, the tokens it reads and the tokens it prefills."""
+
+    base: float = 0.0085
+    experts: float = 0.065
+    top_k: int = 8
+    num_experts: int = 256
+    kv_per_1k_context: float = 0.0004
+    prefill_per_token: float = 0.00003
+
+    def seconds(self, batch: int, context_tokens: int, prefill_tokens: int) -> float:
+        coverage = 1.0 - (1.0 - self.top_k / self.num_experts) ** batch
+        return (
+            self.base
+            + self.experts * coverage
+            + self.kv_per_1k_context * context_tokens / 1024
+            + self.prefill_per_token * prefill_tokens
+        )
+
+
+_MINIMUMS = {"arrival_rate": 0, "concurrency": 0, "max_num_seqs": 1, "prompt_tokens": 1, "output_tokens": 1}
+_MINIMUMS |= {"block_size": 1, "num_gpu_blocks": 1, "max_model_len": 2}
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """Load and capacity; load fields change at run time through `SimulatedEngine.set_load`."""
+
+    arrival_rate: float = 1.0  # Poisson arrivals, requests per second
+    concurrency: int = 0  # closed-loop clients that send a new request when theirs finishes
+    max_num_seqs: int = 256
+    prompt_tokens: int = 512  # mean of a log-normal prompt length
+    output_tokens: int = 128  # mean of a log-normal natural output length
+    prompt_sigma: float = 0.6
+    output_sigma: float = 0.5
+    max_tokens_factor: float = 2.0  # clients ask for max_tokens = factor x output_tokens
+    prefix_hit_fraction: float = 0.3  # mean share of a prompt found in the prefix cache
+    abort_fraction: float = 0.0  # share of requests their client aborts half way
+    block_size: int = 16
+    num_gpu_blocks: int = 65_536  # x block_size = 1,048,576 tokens, an H200's KV budget
+    max_model_len: int = 8192
+    max_num_batched_tokens: int = 8192
+    gpu_memory_utilization: float = 0.9
+    cost: StepCost = field(default_factory=StepCost)
+
+    def __post_init__(self) -> None:
+        problems = []
+        for name, low in _MINIMUMS.items():
+            if getattr(self, name) < low:
+                problems.append(f"{name} must be >= {low}, got {getattr(self, name)}")
+        if not math.isfinite(self.arrival_rate):
+            problems.append(f"arrival_rate must be finite, got {self.arrival_rate}")
+        for name in ("prefix_hit_fraction", "abort_fraction"):
+            if not 0 <= getattr(self, name) <= 1:
+                problems.append(f"{name} must be between 0 and 1, got {getattr(self, name)}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @property
+    def context_limit(self) -> int:
+        """Longest sequence: vLLM refuses to start when max_model_len does not fit in the KV cache."""
+        return min(self.max_model_len, self.block_size * self.num_gpu_blocks)
+
+    @property
+    def max_tokens(self) -> int:
+        return max(1, round(self.output_tokens * self.max_tokens_factor))
+
+
+@dataclass(slots=True, eq=False)
+class Request:
+    """One request's progress: identity comparison only, as the queues hold and remove exact objects."""
+
+    arrival: float
+    prompt: int
+    max_tokens: int
+    natural_length: int  # where the model would emit end-of-sequence
+    cached: int  # prompt tokens found in the prefix cache
+    client: bool  # sent by a closed-loop client, which sends another when this one ends
+    abort_after: int | None = None
+    generated: int = 0
+    blocks: int = 0
+    preemptions: int = 0
+    scheduled_at: float | None = None
+    first_token_at: float | None = None
+    last_token_at: float = 0.0
+    done: bool = False
+
+    @property
+    def context(self) -> int:
+        return self.prompt + self.generated
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedRequest:
+    """What a finished request looked like, kept for tests and scenario checks."""
+
+    arrival: float
+    finished: float
+    e2e: float
+    reason: str
+    prompt_tokens: int
+    generation_tokens: int
+    preemptions: int
+
+
+@dataclass(slots=True)
+class _Step:
+    """An engine step in flight: planned at `start`, its tokens come out at `end`."""
+
+    start: float
+    end: float
+    decoding: list[Request]
+    prefilling: list[Request]
+    tokens: int
+
+
+class SimulatedEngine:
+    """One vLLM engine (one data-parallel rank) under load, stepped by an explicit clock."""
+
+    def __init__(
+        self,
+        config: EngineConfig | None = None,
+        *,
+        seed: int = 0,
+        model_name: str = "sim-llm",
+        engine_id: str = "0",
+        start: float = 0.0,
+        wall_start: float = 1.7e9,
+        history: int = 10_000,
+    ) -> None:
+        self.config = config or EngineConfig()
+        self.model_name, self.engine_id = model_name, engine_id
+        # One stream per source of randomness, so that the order in which they are drawn never matters.
+        self._arrival_rng = random.Random(f"{seed}/arrivals")
+        self._client_rng = random.Random(f"{seed}/clients")
+        self._start, self._wall_start = start, wall_start
+        self._time = start
+        self.down = False
+        self.finished: deque[FinishedRequest] = deque(maxlen=history)
+        self._boot(start)
+
+    def _boot(self, now: float) -> None:
+        """Start (or restart) the engine process: empty queues and cache, fresh counters."""
+        self.stats = EngineStats.new(created=self.wall(now), max_model_len=self.config.max_model_len)
+        self._waiting: deque[Request] = deque()
+        self._running: list[Request] = []
+        self._step: _Step | None = None
+        self._free_at = now
+        self._used_blocks = 0
+        self._context_tokens = 0
+        self._clients = 0
+        self._next_arrival = self._draw_arrival(now)
+        self._add_clients(now)
+
+    # --- state ------------------------------------------------------------------------------------
+    @property
+    def now(self) -> float:
+        return self._time
+
+    def wall(self, t: float) -> float:
+        """Unix time of engine time `t`."""
+        return self._wall_start + (t - self._start)
+
+    @property
+    def num_running(self) -> int:
+        return len(self._running)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def kv_cache_usage(self) -> float:
+        """Fraction of KV blocks held by running sequences (vLLM's kv_cache_usage_perc, 0-1)."""
+        return self._used_blocks / self.config.num_gpu_blocks
+
+    # --- control ----------------------------------------------------------------------------------
+    def set_load(
+        self,
+        *,
+        arrival_rate: float | None = None,
+        max_num_seqs: int | None = None,
+        prompt_tokens: int | None = None,
+        output_tokens: int | None = None,
+        concurrency: int | None = None,
+    ) -> EngineConfig:
+        """Change the load from the current time on; raises ValueError naming any invalid value."""
+        given: dict[str, Any] = {"arrival_rate": arrival_rate, "max_num_seqs": max_num_seqs}
+        given |= {"prompt_tokens": prompt_tokens, "output_tokens": output_tokens, "concurrency": concurrency}
+        self.config = replace(self.config, **{k: v for k, v in given.items() if v is not None})
+        if not self.down:
+            if arrival_rate is not None:
+                # Poisson arrivals are memoryless: redrawing the next one from now is exact.
+                self._next_arrival = self._draw_arrival(self._time)
+            self._add_clients(self._time)
+        return self.config
+
+    def set_down(self, down: bool) -> None:
+        """Kill the engine process (requests in flight are lost) or start it again with fresh counters."""
+        if down == self.down:
+            return
+        self.down = down
+        if down:
+            self._waiting.clear()
+            self._running.clear()
+            self._step, self._used_blocks, self._context_tokens, self._clients = None, 0, 0, 0
+        else:
+            self._boot(self._time)
+
+    def abort(self, count: int | None = None) -> int:
+        """The clients of the newest `count` requests (all when None) abort them; returns how many."""
+        victims = sorted([*self._waiting, *self._running], key=lambda r: r.arrival, reverse=True)
+        victims = victims if count is None else victims[:count]
+        for req in victims:
+            if req in self._waiting:
+                self._waiting.remove(req)
+            else:
+                self._running.remove(req)
+                self._release(req)
+            self._finish(req, "abort", self._time)
+        return len(victims)
+
+    # --- time -------------------------------------------------------------------------------------
+    def advance_to(self, t: float) -> None:
+        """Run every engine step that ends by `t`; requests that arrive by `t` join the queue."""
+        if t < self._time:
+            return  # the clock never goes back
+        while not self.down:
+            if self._step is None:
+                start = self._next_start()
+                if start > t:
+                    break
+                self._ingest(start)
+                self._step = self._plan(start)
+            if self._step.end > t:
+                break
+            self._complete(self._step)
+        self._time = t
+        if not self.down:
+            self._ingest(t)
+
+    def _next_start(self) -> float:
+        if self._running:
+            return self._free_at
+        first = self._waiting[0].arrival if self._waiting else self._next_arrival
+        return max(self._free_at, first)
+
+    def _draw_arrival(self, now: float) -> float:
+        rate = self.config.arrival_rate
+        return now + self._arrival_rng.expovariate(rate) if rate > 0 else math.inf
+
+    def _ingest(self, t: float) -> None:
+        while self._next_arrival <= t:
+            self._waiting.append(self._new_request(self._next_arrival, self._arrival_rng, client=False))
+            self._next_arrival = self._draw_arrival(self._next_arrival)
+
+    def _add_clients(self, now: float) -> None:
+        while self._clients < self.config.concurrency:
+            self._clients += 1
+            self._waiting.append(self._new_request(now, self._client_rng, client=True))
+
+    def _new_request(self, arrival: float, rng: random.Random, *, client: bool) -> Request:
+        c = self.config
+        prompt = min(c.context_limit - 1, _lognormal(rng, c.prompt_tokens, c.prompt_sigma))
+        natural = _lognormal(rng, c.output_tokens, c.output_sigma)
+        share = min(1.0, rng.uniform(0.0, 2.0 * c.prefix_hit_fraction))
+        # Prefix-cache hits come in whole blocks, and vLLM always computes the last prompt token.
+        cached = min(prompt - 1, int(prompt * share) // c.block_size * c.block_size)
+        aborts = rng.random() < c.abort_fraction
+        abort_after = max(1, natural // 2) if aborts else None
+        return Request(arrival, prompt, c.max_tokens, natural, cached, client, abort_after)
+
+    # --- scheduling -------------------------------------------------------------------------------
+    def _blocks_for(self, tokens: int) -> int:
+        return -(-tokens // self.config.block_size)
+
+    def _take(self, req: Request, blocks: int) -> None:
+        req.blocks += blocks
+        self._used_blocks += blocks
+
+    def _release(self, req: Request) -> None:
+        self._used_blocks -= req.blocks
+        self._context_tokens -= req.context
+        req.blocks = 0
+
+    def _preempt(self, req: Request) -> None:
+        # vLLM V1 preempts by recomputation: the KV is freed and the request waits at the queue head.
+        self._release(req)
+        req.preemptions += 1
+        self.stats.preemptions += 1
+        self._waiting.appendleft(req)
+
+    def _grow_running(self) -> bool:
+        """Give each running sequence room for its next token, preempting the newest when blocks run out."""
+        preempted = False
+        i = 0
+        while i < len(self._running):
+            req = self._running[i]
+            need = self._blocks_for(req.context) - req.blocks
+            while need > self.config.num_gpu_blocks - self._used_blocks:
+                preempted = True
+                victim = self._running.pop()
+                self._preempt(victim)
+                if victim is req:
+                    return preempted
+            self._take(req, need)
+            i += 1
+        return preempted
+
+    def _plan(self, start: float) -> _Step:
+        c = self.config
+        preempted = self._grow_running()
+        decoding = list(self._running)
+        prefilling: list[Request] = []
+        tokens, prefill = len(decoding), 0
+        # Like vLLM, a step that had to preempt admits nobody new.
+        while not preempted and self._waiting and len(self._running) < c.max_num_seqs:
+            req = self._waiting[0]
+            compute = req.context - req.cached
+            need = self._blocks_for(req.context)
+            if need > c.num_gpu_blocks - self._used_blocks:
+                break
+            if prefilling and tokens + compute > c.max_num_batched_tokens:
+                break
+            self._waiting.popleft()
+            self._take(req, need)
+            self._context_tokens += req.context
+            if req.scheduled_at is None:
+                req.scheduled_at = start
+                self.stats.prefix_queries += req.prompt
+                self.stats.prefix_hits += req.cached
+            self._running.append(req)
+            prefilling.append(req)
+            tokens += compute
+            prefill += compute
+        seconds = c.cost.seconds(len(self._running), self._context_tokens, prefill)
+        return _Step(start, start + seconds, decoding, prefilling, tokens)
+
+    def _complete(self, step: _Step) -> None:
+        end = step.end
+        # Poisson arrivals during the step queue before the closed-loop requests its finishes send.
+        self._ingest(end)
+        self._step, self._free_at = None, end
+        stats = self.stats
+        stats.observe("iteration_tokens_total", step.tokens)
+        decoding = [req for req in step.decoding if not req.done]
+        # Every sequence that decoded had its previous token at the end of the previous step.
+        stats.observe("inter_token_latency_seconds", end - step.start, len(decoding))
+        for req in step.prefilling:
+            if req.done:
+                continue
+            if req.first_token_at is None:
+                req.first_token_at = end
+                stats.observe("time_to_first_token_seconds", end - req.arrival)
+                stats.prompt_tokens += req.prompt
+                stats.cached_prompt_tokens += req.cached
+            else:  # resumed after a preemption
+                stats.observe("inter_token_latency_seconds", end - req.last_token_at)
+            decoding.append(req)
+        for req in decoding:
+            req.generated += 1
+            req.last_token_at = end
+            self._context_tokens += 1
+            reason = self._finish_reason(req)
+            if reason is not None:
+                self._release(req)
+                self._finish(req, reason, end)
+        stats.generation_tokens += len(decoding)
+        self._running = [req for req in self._running if not req.done]
+
+    def _finish_reason(self, req: Request) -> str | None:
+        if req.abort_after is not None and req.generated >= req.abort_after:
+            return "abort"
+        if req.generated >= req.natural_length and req.natural_length < req.max_tokens:
+            return "stop"
+        if req.generated >= req.max_tokens or req.context >= self.config.context_limit:
+            return "length"
+        return None
+
+    def _finish(self, req: Request, reason: str, now: float) -> None:
+        req.done = True
+        scheduled = req.scheduled_at if req.scheduled_at is not None else now
+        first = req.first_token_at if req.first_token_at is not None else scheduled
+        last = max(req.last_token_at, first)
+        self.stats.observe_finished(
+            reason,
+            e2e=now - req.arrival,
+            queue=scheduled - req.arrival,
+            prefill=first - scheduled,
+            decode=last - first,
+            inference=last - scheduled,
+            prompt=req.prompt,
+            cached=req.cached,
+            generated=req.generated,
+            max_tokens=req.max_tokens,
+            preemptions=req.preemptions,
+        )
+        self.finished.append(
+            FinishedRequest(
+                req.arrival, now, now - req.arrival, reason, req.prompt, req.generated, req.preemptions
+            )
+        )
+        if req.client:
+            self._clients -= 1
+            self._add_clients(now)
+
+
+def _lognormal(rng: random.Random, mean: float, sigma: float) -> int:
+    """A positive integer drawn log-normally with the given mean."""
+    return max(1, round(rng.lognormvariate(math.log(mean) - sigma * sigma / 2, sigma)))
