@@ -105,6 +105,13 @@ def _env(options: DeployOptions) -> list[dict[str, Any]]:
     return env + dcgm.exporter_env(options)
 
 
+def exporter_settings(options: DeployOptions) -> dict[str, str]:
+    """The exporter's SERVESCOPE_* settings the DaemonSet sets to literal values (for running the same
+    configuration outside Kubernetes: benchmarks and end-to-end tests)."""
+    env = _env(options)
+    return {e["name"]: e["value"] for e in env if e["name"].startswith("SERVESCOPE_") and "value" in e}
+
+
 def _probe(path: str) -> dict[str, Any]:
     return {
         "httpGet": {"path": path, "port": METRICS_PORT_NAME},
