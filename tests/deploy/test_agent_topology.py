@@ -15,10 +15,10 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -33,6 +33,7 @@ from servescope.deploy.dcgm import exporter_env
 from servescope.deploy.exporter import exporter_settings
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.scraping import service_monitor
+from tests.helpers import wait_for
 
 pytestmark = [
     pytest.mark.e2e,
@@ -52,7 +53,6 @@ OPERATOR_TARGET_LABELS = {
     "pod": "servescope-x7k2p",
     "container": "exporter",
 }
-T = TypeVar("T")
 
 
 @dataclass
@@ -160,20 +160,6 @@ def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
             child.stop()
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            found = probe()
-        except httpx.HTTPError:
-            found = None
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.5)
-
-
 def query(base: str, expr: str) -> list[dict[str, Any]]:
     response = httpx.get(f"{base}/api/v1/query", params={"query": expr}, timeout=5)
     response.raise_for_status()
@@ -193,6 +179,7 @@ def test_the_agent_forwards_the_exporter_s_series_named_after_the_node(topology:
         "the exporter's GPUs on the receiver",
         lambda: query(topology.receiver_url, 'servescope_gpu_up{job="servescope"}') or None,
         timeout=30,
+        every=0.5,
     )
     topology.timings["first_series_on_receiver"] = time.monotonic() - topology.started
     assert sorted(s["metric"]["gpu"] for s in series) == ["0", "1", "2", "3"]
@@ -202,7 +189,7 @@ def test_the_agent_forwards_the_exporter_s_series_named_after_the_node(topology:
         assert labels["hostname"] == NODE
         assert not {"namespace", "pod", "container", "service", "endpoint"} & set(labels), labels
     # `up` is the agent's own (its scrape's report, sent in a later batch than the samples).
-    up = wait_for("up on the receiver", lambda: query(topology.receiver_url, 'up{job="servescope"}'), 10)
+    up = wait_for("up on the receiver", lambda: query(topology.receiver_url, 'up{job="servescope"}'), 10, 0.5)
     assert [(s["metric"]["instance"], s["value"][1]) for s in up] == [(NODE, "1")]
     # The agent keeps no queryable storage: the receiver is where the series are.
     assert (
@@ -211,10 +198,10 @@ def test_the_agent_forwards_the_exporter_s_series_named_after_the_node(topology:
 
 
 def test_the_receiver_evaluates_the_bundle_and_fires_the_lost_gpu(topology: Topology) -> None:
-    watchdog = wait_for("Watchdog", lambda: firing(topology.receiver_url, "Watchdog"), timeout=30)
+    watchdog = wait_for("Watchdog", lambda: firing(topology.receiver_url, "Watchdog"), timeout=30, every=0.5)
     assert watchdog[0]["labels"]["severity"] == "info"
     lost = wait_for(
-        "ServescopeGpuLost", lambda: firing(topology.receiver_url, "ServescopeGpuLost"), timeout=90
+        "ServescopeGpuLost", lambda: firing(topology.receiver_url, "ServescopeGpuLost"), timeout=90, every=0.5
     )
     topology.timings["gpu_lost_firing"] = time.monotonic() - topology.started
     (alert,) = lost

@@ -194,3 +194,30 @@ def test_help_explains_every_option_and_every_option_is_a_flag() -> None:
     result = render("--help")
     assert result.exit_code == 0
     assert "--topology" in result.stdout and "kustomize" in result.stdout
+
+
+MAPPINGS = [name for name, info in DeployOptions.model_fields.items() if info.annotation == dict[str, str]]
+
+
+@pytest.mark.parametrize("field", MAPPINGS)
+def test_every_key_value_option_parses_and_checks_its_pairs(field: str) -> None:
+    # A validator of the same name in a subclass would silently replace its parent's: each field is
+    # checked here, whichever class declares it.
+    assert DeployOptions(**{field: ["example.com/role=gpu"]}).model_dump()[field] == {
+        "example.com/role": "gpu"
+    }
+    result = render(flag_of(field), "bad key=x")
+    assert result.exit_code == 2 and flag_of(field) in result.stderr, result.output
+
+
+def test_the_mapping_options_are_the_ones_expected() -> None:
+    assert sorted(MAPPINGS) == sorted(
+        [
+            "prometheus_pod_labels",
+            "agent_pod_labels",
+            "extra_scraper_pod_labels",
+            "alertmanager_pod_labels",
+            "node_selector",
+            "vllm_pod_labels",
+        ]
+    )
