@@ -52,9 +52,9 @@ check: lint typecheck imports unit
 test: $(STAMP) tools lint typecheck imports everything
 
 # Minutes on a 2-core machine: scrape ~3.5, ingest ~0.3, dcgm ~0.7, derived ~0.8, footprint ~10.1,
-# alert quality ~2.6 (~18 in all; a clean clone adds ~1 for the virtualenv). bench/results/REPORT.md then
-# compares them, marks each target and says how long each part took; it counts only results written
-# after this target started.
+# alert quality ~2.6, series per node ~1 (~19 in all; a clean clone adds ~1 for the virtualenv).
+# bench/results/REPORT.md then compares them, marks each target and says how long each part took; it
+# counts only results written after this target started.
 bench: $(STAMP)
 	./scripts/install-debian-tools.sh --bench
 	started=$$(date +%s) && \
@@ -64,6 +64,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/derived.py && \
 	$(BIN)/python bench/footprint.py && \
 	$(BIN)/python bench/alert_quality.py && \
+	$(BIN)/python bench/series_per_node.py && \
 	$(BIN)/python bench/report.py --since $$started
 
 docs: $(STAMP)

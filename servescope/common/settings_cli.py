@@ -57,6 +57,14 @@ def field_default(info: FieldInfo) -> Any:
     return info.get_default(call_default_factory=True)
 
 
+def _option_default(info: FieldInfo) -> Any:
+    """The default as the option shows and parses it: a mapping becomes its KEY=VALUE items."""
+    default = field_default(info)
+    if isinstance(default, dict):
+        return [f"{key}={value}" for key, value in default.items()]
+    return default
+
+
 def _parameter_name(flag: str) -> str:
     return flag.split("/", maxsplit=1)[0].lstrip("-").replace("-", "_")
 
@@ -71,8 +79,8 @@ def _option_type(annotation: Any) -> Any:
     if origin in (typing.Union, types.UnionType):
         members = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
         return _option_type(members[0]) if len(members) == 1 else str
-    if origin is list:
-        return list[str]
+    if origin in (list, dict):
+        return list[str]  # a dict field takes one KEY=VALUE per repetition; its model parses them
     return annotation
 
 
@@ -116,7 +124,7 @@ def _parameter(option: Option, panel: str | None) -> inspect.Parameter:
     return inspect.Parameter(
         option.parameter,
         inspect.Parameter.KEYWORD_ONLY,
-        default=field_default(info),
+        default=_option_default(info),
         annotation=Annotated[_option_type(info.annotation), typer_option],
     )
 

@@ -1,10 +1,11 @@
-"""The per-node exporter: Namespace, ServiceAccount, DaemonSet, Service and ServiceMonitor."""
+"""The per-node exporter: Namespace, ServiceAccount, DaemonSet and Service."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from servescope.common.settings_cli import env_names
+from servescope.deploy import dcgm
 from servescope.deploy.names import (
     EXPORTER,
     EXPORTER_PORT,
@@ -16,23 +17,30 @@ from servescope.deploy.names import (
     selector_labels,
 )
 from servescope.deploy.options import DeployOptions
-from servescope.exporter.settings import DcgmSettings, VllmSettings
+from servescope.exporter.settings import VllmSettings
 
 COMPONENT = "exporter"
 POD_RESOURCES = "/var/lib/kubelet/pod-resources"
 # What engine-to-GPU attribution reads under /proc (exporter/vllm/procfs.py): <pid>/stat (readable by
-# anyone), net/tcp (the reader's own network), and <pid>/fd, which only its owner may list (else
-# DAC_READ_SEARCH) and whose socket links need ptrace read access (same UID and GID, else SYS_PTRACE).
-# Engines commonly run as root, hence UID 0; the two capabilities cover engines under other UIDs.
+# anyone), <pid>/net/tcp (the engine's own network namespace), and <pid>/fd, which only its owner may list
+# (else DAC_READ_SEARCH) and whose socket links need ptrace read access (same UID and capabilities, else
+# SYS_PTRACE). Engines commonly run as root with every capability, hence UID 0 plus these two.
 # Capabilities given to a non-root UID never become effective (Kubernetes sets no ambient set), so a
 # non-root exporter cannot have them: attribution means root, without any other capability.
 ATTRIBUTION_CAPABILITIES = ["DAC_READ_SEARCH", "SYS_PTRACE"]
+# Measured (bench/results/footprint.md): at most 72 MiB RSS, flat after minute 2, with 8 simulated GPUs and
+# 4 engines. The limit doubles the request for what that run did not see (more engines, larger engine
+# pages, each capped by --vllm-max-bytes); to be sized again from the hostile-engine benchmark.
+EXPORTER_MEMORY_REQUEST = "128Mi"
+EXPORTER_MEMORY_LIMIT = "256Mi"
+EXPORTER_CPU_REQUEST = "50m"
 
 
 def namespace(options: DeployOptions) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": options.namespace}
-    if options.process_attribution or options.host_network:
-        # hostPID, a hostPath and SYS_PTRACE are refused by the baseline and restricted Pod Security levels.
+    if options.runs_as_root or options.host_network:
+        # hostPID, hostPath volumes and added capabilities are refused by the baseline and restricted
+        # Pod Security levels; the namespace is servescope's own, so the level is granted to it alone.
         meta["labels"] = {"pod-security.kubernetes.io/enforce": "privileged"}
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
 
@@ -55,8 +63,11 @@ def _security(options: DeployOptions) -> tuple[dict[str, Any], dict[str, Any]]:
         "readOnlyRootFilesystem": True,
         "capabilities": {"drop": ["ALL"]},
     }
-    if options.process_attribution:
+    if options.host_pid:
         container["capabilities"]["add"] = list(ATTRIBUTION_CAPABILITIES)
+    if options.runs_as_root:
+        # The kubelet's socket is root's (mode 0755 under the kubelet's umask): UID 0 connects to it as its
+        # owner, with no capability; other processes' /proc entries take the two above as well.
         pod = {"runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False, "seccompProfile": seccomp}
     else:
         # NVML alone needs no privilege: the NVIDIA runtime mounts /dev/nvidia* readable by everyone.
@@ -67,6 +78,10 @@ def _security(options: DeployOptions) -> tuple[dict[str, Any], dict[str, Any]]:
             "seccompProfile": seccomp,
         }
     return pod, container
+
+
+def _setting(model: type[Any], field: str, value: str) -> dict[str, Any]:
+    return {"name": env_names(model, field)[0], "value": value}
 
 
 def _env(options: DeployOptions) -> list[dict[str, Any]]:
@@ -80,12 +95,21 @@ def _env(options: DeployOptions) -> list[dict[str, Any]]:
         {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
         {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
     ]
-    if options.dcgm_exporter_url:
-        env.append({"name": env_names(DcgmSettings, "exporter_url")[0], "value": options.dcgm_exporter_url})
-    if not options.process_attribution:
-        # Without hostPID, NVML's host PIDs are not in the pod's /proc: discovery could find nothing.
-        env.append({"name": env_names(VllmSettings, "discovery")[0], "value": "false"})
-    return env
+    if options.topology == "exporter":
+        # Prometheus scrapes the engines too (a PodMonitor of your own, or vLLM's chart): their raw series
+        # would be stored twice. The exporter's normalised servescope_serving_* series are what rules use.
+        env.append(_setting(VllmSettings, "passthrough", str(options.passthrough).lower()))
+    else:
+        # Prometheus scrapes the engines through the PodMonitor; the exporter adds GPU series only.
+        env.append(_setting(VllmSettings, "discovery", "false"))
+    return env + dcgm.exporter_env(options)
+
+
+def exporter_settings(options: DeployOptions) -> dict[str, str]:
+    """The exporter's SERVESCOPE_* settings the DaemonSet sets to literal values (for running the same
+    configuration outside Kubernetes: benchmarks and end-to-end tests)."""
+    env = _env(options)
+    return {e["name"]: e["value"] for e in env if e["name"].startswith("SERVESCOPE_") and "value" in e}
 
 
 def _probe(path: str) -> dict[str, Any]:
@@ -99,7 +123,8 @@ def _probe(path: str) -> dict[str, Any]:
 
 def _container(options: DeployOptions, security: dict[str, Any]) -> dict[str, Any]:
     mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
-    if options.process_attribution:
+    if options.pod_resources:
+        # The exporter's default --pod-resources-socket is kubelet.sock in this folder: no setting needed.
         mounts.append({"name": "pod-resources", "mountPath": POD_RESOURCES, "readOnly": True})
     return {
         "name": COMPONENT,
@@ -115,12 +140,12 @@ def _container(options: DeployOptions, security: dict[str, Any]) -> dict[str, An
         # 503 until every source has succeeded once; the Service still publishes not-ready pods, so a
         # node whose driver is broken is scraped and says why (servescope_source_up 0, with a reason).
         "readinessProbe": _probe("/readyz"),
-        # Measured (bench/results/footprint.md): at most 72 MiB RSS, flat after minute 2, and 5 % of a core
-        # with 8 simulated GPUs and 4 engines. The limit doubles the request for what that run did not
-        # see (more engines, larger engine pages, each capped by --vllm-max-bytes). No CPU limit: CFS
-        # throttling would stall the 1 s collection loops, and the request already sets the exporter's
-        # share under contention.
-        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+        # No CPU limit: CFS throttling would stall the 1 s collection loops, and the request already sets
+        # the exporter's share under contention.
+        "resources": {
+            "requests": {"cpu": EXPORTER_CPU_REQUEST, "memory": EXPORTER_MEMORY_REQUEST},
+            "limits": {"memory": EXPORTER_MEMORY_LIMIT},
+        },
         "securityContext": security,
         "volumeMounts": mounts,
     }
@@ -129,8 +154,8 @@ def _container(options: DeployOptions, security: dict[str, Any]) -> dict[str, An
 def _pod_spec(options: DeployOptions) -> dict[str, Any]:
     pod_security, container_security = _security(options)
     volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}]
-    if options.process_attribution:
-        # The kubelet's pod-resources API maps devices to pods; its socket is root's, hence attribution only.
+    if options.pod_resources:
+        # The kubelet's pod-resources API says which pod holds which GPU (the socket, read-only).
         volumes.append({"name": "pod-resources", "hostPath": {"path": POD_RESOURCES, "type": "Directory"}})
     spec: dict[str, Any] = {
         "serviceAccountName": EXPORTER,
@@ -140,9 +165,13 @@ def _pod_spec(options: DeployOptions) -> dict[str, Any]:
         # GPU node pools are usually tainted so that only GPU workloads land there; the exporter must too.
         "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
     }
+    if options.priority_class:
+        # A node's monitoring must not be the pod evicted first when the node runs short.
+        spec["priorityClassName"] = options.priority_class
     if options.runtime_class:
+        # Under CDI (GPU Operator v25.10+) only the nvidia runtime class injects the driver and devices.
         spec["runtimeClassName"] = options.runtime_class
-    if options.process_attribution:
+    if options.host_pid:
         spec["hostPID"] = True  # NVML reports host PIDs; only the host's /proc knows them
     if options.host_network:
         spec["hostNetwork"] = True
@@ -189,40 +218,6 @@ def service(options: DeployOptions) -> dict[str, Any]:
     }
 
 
-def service_monitor(options: DeployOptions) -> dict[str, Any]:
-    return {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "ServiceMonitor",
-        "metadata": metadata(EXPORTER, options.namespace, COMPONENT, release=options.release),
-        "spec": {
-            # The job label is the Service's name, `servescope`: what the alert rules select.
-            "selector": {"matchLabels": selector_labels(COMPONENT)},
-            "namespaceSelector": {"matchNames": [options.namespace]},
-            "endpoints": [
-                {
-                    "port": METRICS_PORT_NAME,
-                    "path": "/metrics",
-                    "interval": options.scrape_interval,
-                    "relabelings": [
-                        # `instance` stays the pod's address (IP:9108): the runbook service reads each
-                        # alert's own exporter there (--exporter-per-instance). `node` names the node,
-                        # which survives the pod being replaced; the exporter's `hostname` says it too.
-                        {
-                            "sourceLabels": ["__meta_kubernetes_pod_node_name"],
-                            "targetLabel": "node",
-                            "action": "replace",
-                        },
-                        # The operator labels every target endpoint="metrics" (the port's name); the engine
-                        # series carry their own `endpoint`, which the rules join on, and which would
-                        # otherwise be renamed exported_endpoint.
-                        {"action": "labeldrop", "regex": "endpoint"},
-                    ],
-                }
-            ],
-        },
-    }
-
-
 def documents(options: DeployOptions) -> list[dict[str, Any]]:
-    docs = [service_account(options), daemonset(options), service(options), service_monitor(options)]
+    docs = [service_account(options), daemonset(options), service(options), *dcgm.documents(options)]
     return ([namespace(options)] if options.create_namespace else []) + docs

@@ -7,6 +7,9 @@ from servescope import __version__
 APP = "servescope"
 EXPORTER = "servescope"  # DaemonSet, Service, ServiceAccount; Prometheus's job label is this Service's name
 RUNBOOKS = "servescope-runbooks"  # Deployment, Service, ServiceAccount and Secret of the runbook service
+AGENT = "servescope-agent"  # the PrometheusAgent of --agent, its ServiceAccount and cluster role
+VLLM_MONITOR = "servescope-vllm"  # the PodMonitor of --topology podmonitor
+VLLM_JOB = "vllm"  # the job label the PodMonitor gives the engines' series
 EXPORTER_PORT = 9108
 RUNBOOKS_PORT = 9110
 METRICS_PORT_NAME = "metrics"
@@ -27,6 +30,8 @@ ALERTMANAGER_SECRETS_DIR = "/etc/alertmanager/secrets"
 DEFAULT_IMAGE = f"ghcr.io/servescope/servescope:{__version__}"
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"  # set by the GPU Operator's feature discovery
 GPU_RESOURCE = "nvidia.com/gpu"  # the taint key GPU node pools commonly carry
+# Every namespace carries this label (Kubernetes 1.21+), which makes a namespace selectable by name.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 def selector_labels(component: str) -> dict[str, str]:
@@ -44,3 +49,8 @@ def labels(component: str) -> dict[str, str]:
 
 def metadata(name: str, namespace: str, component: str, **extra_labels: str) -> dict[str, object]:
     return {"name": name, "namespace": namespace, "labels": {**labels(component), **extra_labels}}
+
+
+def cluster_metadata(name: str, component: str) -> dict[str, object]:
+    """Metadata of a cluster-scoped object (no namespace)."""
+    return {"name": name, "labels": labels(component)}

@@ -5,18 +5,17 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
+from servescope.deploy import agent
 from servescope.deploy.names import (
     EXPORTER,
     EXPORTER_PORT,
+    NAMESPACE_NAME_LABEL,
     RUNBOOKS,
     RUNBOOKS_PORT,
     metadata,
     selector_labels,
 )
 from servescope.deploy.options import DeployOptions
-
-# Every namespace carries this label (Kubernetes 1.21+), which makes a namespace selectable by name.
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 def _pods(namespace: str, pod_labels: dict[str, str]) -> dict[str, Any]:
@@ -37,8 +36,22 @@ def _url_port(url: str) -> int:
     return parts.port or (443 if parts.scheme == "https" else 80)
 
 
+def scrapers(options: DeployOptions) -> list[dict[str, Any]]:
+    """Who scrapes servescope: Prometheus, a PrometheusAgent beside it, servescope's own agent, and the
+    extra scraper named by the options."""
+    peers = [
+        _pods(options.prometheus_namespace, options.prometheus_pod_labels),
+        _pods(options.prometheus_namespace, options.agent_pod_labels),
+    ]
+    if options.agent:
+        peers.append({"podSelector": {"matchLabels": dict(agent.POD_LABELS)}})  # this namespace
+    if options.extra_scraper_namespace:
+        peers.append(_pods(options.extra_scraper_namespace, options.extra_scraper_pod_labels))
+    return peers
+
+
 def exporter_policy(options: DeployOptions) -> dict[str, Any]:
-    """Port 9108 from Prometheus (scrapes) and from the runbook service (read steps); nothing else."""
+    """Port 9108 from the scrapers and from the runbook service (read steps); nothing else."""
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -49,7 +62,7 @@ def exporter_policy(options: DeployOptions) -> dict[str, Any]:
             "ingress": [
                 {
                     "from": [
-                        _pods(options.prometheus_namespace, options.prometheus_pod_labels),
+                        *scrapers(options),
                         {"podSelector": {"matchLabels": selector_labels("runbooks")}},
                     ],
                     "ports": [_port(EXPORTER_PORT)],
@@ -62,7 +75,7 @@ def exporter_policy(options: DeployOptions) -> dict[str, Any]:
 def _runbooks_ingress(options: DeployOptions) -> list[dict[str, Any]]:
     peers = [
         _pods(options.alertmanager_namespace, options.alertmanager_pod_labels),  # the webhook
-        _pods(options.prometheus_namespace, options.prometheus_pod_labels),  # /incidents/metrics
+        *scrapers(options),  # /incidents/metrics
     ]
     if options.people_namespace:
         peers.append({"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: options.people_namespace}}})

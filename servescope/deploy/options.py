@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import re
-from typing import Any, Literal
-from urllib.parse import urlsplit
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from servescope.alerts.config import AlertsConfig
+from servescope.common.settings_cli import cli_flag
+from servescope.deploy import checks
+from servescope.deploy.cluster import ClusterOptions, flag
 from servescope.deploy.names import (
     DEFAULT_IMAGE,
     EXPORTER,
@@ -18,221 +19,223 @@ from servescope.deploy.names import (
     RUNBOOKS_PORT,
 )
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_DURATION = re.compile(r"^(\d+(ms|s|m|h))+$")
-_IMAGE = re.compile(r"^[a-z0-9][^\s]*$")
+Topology = Literal["exporter", "podmonitor"]
+DcgmSource = Literal["gpu-operator", "exporter-url", "dcgmi", "off"]
+REMOTE_WRITE_PATH = "/api/v1/write"
 
 
-def _flag(name: str) -> dict[str, Any]:
-    return {"cli": name}
+class DeployOptions(ClusterOptions):
+    """Defaults fit a GPU Operator cluster monitored by kube-prometheus-stack (docs/kubernetes.md)."""
 
-
-class DeployOptions(BaseModel):
-    """Defaults fit kube-prometheus-stack installed as release `kube-prometheus-stack` in `monitoring`."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    namespace: str = Field(
-        "monitoring",
-        json_schema_extra=_flag("--namespace"),
-        description="Namespace of every servescope object (the exporter, the runbook service, the rules).",
-    )
-    create_namespace: bool = Field(
-        True,
-        json_schema_extra=_flag("--create-namespace/--no-create-namespace"),
-        description="Include the Namespace object. With process attribution it carries the Pod Security "
-        "label `enforce: privileged` (hostPID and SYS_PTRACE need it); leave it out when the namespace is "
-        "shared and managed elsewhere.",
-    )
     image: str = Field(
         DEFAULT_IMAGE,
-        json_schema_extra=_flag("--image"),
+        json_schema_extra=flag("--image"),
         description="Container image of the exporter and the runbook service (built from deploy/Dockerfile).",
     )
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
         "IfNotPresent",
-        json_schema_extra=_flag("--image-pull-policy"),
+        json_schema_extra=flag("--image-pull-policy"),
         description="Always, IfNotPresent or Never.",
     )
-    process_attribution: bool = Field(
+    topology: Topology = Field(
+        "exporter",
+        json_schema_extra=flag("--topology"),
+        description="exporter: each exporter finds and scrapes the engines on its node (the derived signals "
+        "need it; hostPID and ptrace for the socket walk). podmonitor: Prometheus scrapes the engines "
+        "through a PodMonitor; the exporter adds GPU series and servescope_gpu_pod_info only, with no "
+        "hostPID and no capability.",
+    )
+    process_memory: bool = Field(
+        False,
+        json_schema_extra=flag("--process-memory/--no-process-memory"),
+        description="With --topology podmonitor: still give the exporter hostPID, UID 0, SYS_PTRACE and "
+        "DAC_READ_SEARCH, so per-process GPU memory names its processes. The exporter topology has them "
+        "anyway.",
+    )
+    pod_resources: bool = Field(
         True,
-        json_schema_extra=_flag("--process-attribution/--no-process-attribution"),
-        description="Attribute GPU processes to serving engines: hostPID, UID 0 with only SYS_PTRACE and "
-        "DAC_READ_SEARCH, and the kubelet's pod-resources folder mounted read-only. Off: UID 65532, no "
-        "host access, engine discovery off (GPU and DCGM metrics only, unless engines are given by URL).",
+        json_schema_extra=flag("--pod-resources/--no-pod-resources"),
+        description="Mount the kubelet's pod-resources socket folder read-only (GPU -> pod attribution, "
+        "servescope_gpu_pod_info). It takes UID 0, no capability. Off: no hostPath at all.",
+    )
+    passthrough: bool = Field(
+        False,
+        json_schema_extra=flag("--passthrough/--no-passthrough"),
+        description="Let the exporter re-export each engine's own vllm:* series. Off on Kubernetes: "
+        "Prometheus scrapes the engines itself, and the same series would be stored twice.",
     )
     host_network: bool = Field(
         False,
-        json_schema_extra=_flag("--host-network/--no-host-network"),
-        description="Run the exporter in the node's network namespace. Engine discovery reads listening "
-        "sockets from /proc/net/tcp, which shows the exporter's own network: it finds engines only when "
-        "they run with hostNetwork too (NetworkPolicies do not apply to host-network pods).",
+        json_schema_extra=flag("--host-network/--no-host-network"),
+        description="Run the exporter in the node's network namespace (NetworkPolicies do not apply to it). "
+        "Not needed to reach engines: the exporter reads each engine's own network namespace.",
     )
     node_selector: dict[str, str] = Field(
         default_factory=lambda: {GPU_PRESENT_LABEL: "true"},
-        json_schema_extra=_flag("--node-selector"),
-        description="KEY=VALUE node label the exporter's nodes carry (repeat the flag for several; the "
-        "default is the GPU Operator's nvidia.com/gpu.present=true).",
+        json_schema_extra=flag("--node-selector"),
+        description="KEY=VALUE node label the exporter's nodes carry (repeatable; the default is the GPU "
+        "Operator's nvidia.com/gpu.present=true).",
     )
     runtime_class: str = Field(
-        "",
-        json_schema_extra=_flag("--runtime-class"),
-        description="runtimeClassName of the exporter pods, e.g. nvidia. Empty: the node's default runtime "
-        "(the GPU Operator makes the NVIDIA runtime the default, so most clusters need none).",
+        "nvidia",
+        json_schema_extra=flag("--runtime-class"),
+        description="runtimeClassName of the exporter pods: the GPU Operator's `nvidia` class (since its "
+        "v25.10, CDI is on and nvidia is not the default runtime). Empty: the node's default runtime.",
+    )
+    priority_class: str = Field(
+        "system-node-critical",
+        json_schema_extra=flag("--priority-class"),
+        description="priorityClassName of the exporter pods, as dcgm-exporter and the GPU Operator use. "
+        "Empty: none.",
+    )
+    dcgm: DcgmSource = Field(
+        "gpu-operator",
+        json_schema_extra=flag("--dcgm"),
+        description="Where DCGM fields come from. gpu-operator: the Operator's dcgm-exporter on the same "
+        "node, through a Service with internalTrafficPolicy Local in --gpu-operator-namespace. "
+        "exporter-url: --dcgm-exporter-url. dcgmi: the image's dcgmi (built with DCGM=1). off: none.",
     )
     dcgm_exporter_url: str = Field(
         "",
-        json_schema_extra=_flag("--dcgm-exporter-url"),
-        description="Take DCGM fields from the dcgm-exporter on the same node instead of dcgmi (not in the "
-        "default image), e.g. http://$(NODE_IP):9400/metrics; $(NODE_IP) is the node's address.",
+        json_schema_extra=flag("--dcgm-exporter-url"),
+        description="With --dcgm exporter-url: the dcgm-exporter to read, e.g. "
+        "http://$(NODE_IP):9400/metrics where it listens on the host network ($(NODE_IP) is the node's "
+        "address).",
     )
     scrape_interval: str = Field(
         "15s",
-        json_schema_extra=_flag("--scrape-interval"),
-        description="How often Prometheus scrapes each exporter (a Prometheus duration).",
+        json_schema_extra=flag("--scrape-interval"),
+        description="How often Prometheus scrapes each exporter and engine (a Prometheus duration).",
     )
-    release: str = Field(
-        "kube-prometheus-stack",
-        json_schema_extra=_flag("--release"),
-        description="Helm release of kube-prometheus-stack: its Prometheus selects ServiceMonitors and "
-        "PrometheusRules by the label release=<this>, and names its services after it.",
+    vllm_pod_labels: dict[str, str] = Field(
+        default_factory=lambda: {"app.kubernetes.io/name": "vllm"},
+        json_schema_extra=flag("--vllm-pod-label"),
+        description="With --topology podmonitor: KEY=VALUE label of the engine pods the PodMonitor selects "
+        "(repeatable).",
     )
-    prometheus_namespace: str = Field(
-        "monitoring",
-        json_schema_extra=_flag("--prometheus-namespace"),
-        description="Namespace Prometheus runs in: the only one let through to the exporters' port.",
+    vllm_port: str = Field(
+        "http",
+        json_schema_extra=flag("--vllm-port"),
+        description="With --topology podmonitor: name of the engine container's port serving /metrics.",
     )
-    prometheus_pod_labels: dict[str, str] = Field(
-        default_factory=lambda: {"app.kubernetes.io/name": "prometheus"},
-        json_schema_extra=_flag("--prometheus-pod-label"),
-        description="KEY=VALUE label of the Prometheus pods, for the NetworkPolicies (repeatable).",
+    vllm_namespaces: list[str] = Field(
+        default_factory=list,
+        json_schema_extra=flag("--vllm-namespace"),
+        description="With --topology podmonitor: namespaces of the engine pods (repeatable). None: all.",
     )
-    alertmanager_namespace: str = Field(
-        "monitoring",
-        json_schema_extra=_flag("--alertmanager-namespace"),
-        description="Namespace Alertmanager runs in; it posts alerts to the runbook service.",
+    agent: bool = Field(
+        False,
+        json_schema_extra=flag("--agent/--no-agent"),
+        description="Scrape servescope's targets with a PrometheusAgent in servescope's namespace that "
+        "remote-writes to --remote-write-url (docs/scale-out.md); the central Prometheus then does not "
+        "scrape them.",
     )
-    alertmanager_pod_labels: dict[str, str] = Field(
-        default_factory=lambda: {"app.kubernetes.io/name": "alertmanager"},
-        json_schema_extra=_flag("--alertmanager-pod-label"),
-        description="KEY=VALUE label of the Alertmanager pods, for the NetworkPolicies (repeatable).",
-    )
-    people_namespace: str = Field(
+    remote_write_url: str = Field(
         "",
-        json_schema_extra=_flag("--people-namespace"),
-        description="Namespace whose pods may open the runbook pages, e.g. your ingress controller's. "
-        "Empty: none (kubectl port-forward still works).",
+        json_schema_extra=flag("--remote-write-url"),
+        description="With --agent: where it writes. Empty: kube-prometheus-stack's Prometheus, "
+        "http://<fullname>-prometheus.<prometheus-namespace>.svc:9090/api/v1/write (enable its "
+        "remote-write receiver).",
     )
-    prometheus_url: str = Field(
-        "",
-        json_schema_extra=_flag("--prometheus-url"),
-        description="Prometheus for the runbooks' PromQL steps. Empty: "
-        "http://<release>-prometheus.<prometheus-namespace>.svc:9090, kube-prometheus-stack's service.",
-    )
-    alertmanager_url: str = Field(
-        "",
-        json_schema_extra=_flag("--alertmanager-url"),
-        description="Alertmanager for the runbooks' silence steps. Empty: "
-        "http://<release>-alertmanager.<alertmanager-namespace>.svc:9093.",
+    agent_shards: int = Field(
+        1,
+        ge=1,
+        le=64,
+        json_schema_extra=flag("--agent-shards"),
+        description="With --agent: shards the targets are spread over (prometheus-operator `shards`).",
     )
     runbook_url: str = Field(
         "",
-        json_schema_extra=_flag("--runbook-url"),
+        json_schema_extra=flag("--runbook-url"),
         description="Base of every alert's runbook_url, as people's browsers reach the runbook service "
         "(e.g. your ingress). Empty: http://servescope-runbooks.<namespace>.svc:9110.",
     )
     grafana_url: str = Field(
         AlertsConfig.model_fields["dashboard_base_url"].default,
-        json_schema_extra=_flag("--grafana-url"),
+        json_schema_extra=flag("--grafana-url"),
         description="Base of the dashboard links in the alerts' annotations.",
     )
     incidents_pvc: str = Field(
         "",
-        json_schema_extra=_flag("--incidents-pvc"),
+        json_schema_extra=flag("--incidents-pvc"),
         description="An existing PersistentVolumeClaim keeping the runbook service's incidents and audit "
         "log. Empty: an emptyDir, lost when the pod goes.",
     )
 
-    # --- checks: each error names the value; the CLI adds the flag --------------------------------
-    @field_validator("namespace", "prometheus_namespace", "alertmanager_namespace", "release")
+    # --- checks: each error names the value; the settings bridge adds the flag ----------------------
+    @field_validator("runtime_class", "priority_class", "incidents_pvc")
     @classmethod
-    def _dns_label(cls, value: str) -> str:
-        if not _DNS_LABEL.match(value) or len(value) > 63:
-            raise ValueError(f"{value!r} is not a DNS label (a-z, 0-9 and '-', at most 63 characters)")
-        return value
+    def _object_names(cls, value: str) -> str:
+        return checks.optional_object_name(value)
 
-    @field_validator("people_namespace")
+    @field_validator("vllm_port")
     @classmethod
-    def _optional_dns_label(cls, value: str) -> str:
-        return cls._dns_label(value) if value else value
+    def _port_name(cls, value: str) -> str:
+        if len(value) > 15:
+            raise ValueError(f"{value!r} is not a port name (at most 15 characters)")
+        return checks.dns_label(value)
 
-    @field_validator("runtime_class", "incidents_pvc")
+    @field_validator("vllm_namespaces")
     @classmethod
-    def _optional_name(cls, value: str) -> str:
-        if value and (not _DNS_SUBDOMAIN.match(value) or len(value) > 253):
-            raise ValueError(f"{value!r} is not a Kubernetes object name (a-z, 0-9, '-' and '.')")
-        return value
+    def _namespaces(cls, value: list[str]) -> list[str]:
+        return [checks.dns_label(name) for name in value]
 
     @field_validator("image")
     @classmethod
     def _image(cls, value: str) -> str:
-        if not _IMAGE.match(value):
-            raise ValueError(f"{value!r} is not an image reference such as registry/name:tag")
-        return value
+        return checks.image(value)
 
     @field_validator("scrape_interval")
     @classmethod
     def _duration(cls, value: str) -> str:
-        if not _DURATION.match(value):
-            raise ValueError(f"{value!r} is not a Prometheus duration such as 15s or 1m")
-        return value
+        return checks.duration(value)
 
-    @field_validator("prometheus_url", "alertmanager_url", "runbook_url", "grafana_url", "dcgm_exporter_url")
+    @field_validator("runbook_url", "grafana_url")
     @classmethod
-    def _url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if value and (parts.scheme not in ("http", "https") or not parts.netloc):
-            raise ValueError(f"{value!r} is not an http:// or https:// URL")
-        return value
+    def _link_url(cls, value: str) -> str:
+        return checks.optional_url(value)
 
-    @field_validator("node_selector", "prometheus_pod_labels", "alertmanager_pod_labels", mode="before")
+    @field_validator("remote_write_url")
     @classmethod
-    def _pairs(cls, value: object) -> object:
-        """From the command line: a list of KEY=VALUE strings."""
-        if not isinstance(value, list | tuple):
-            return value
-        pairs: dict[str, str] = {}
-        for item in value:
-            key, sep, label_value = str(item).partition("=")
-            if not sep:
-                raise ValueError(f"{item!r} is not KEY=VALUE")
-            pairs[key.strip()] = label_value.strip()
-        return pairs
+    def _remote_write(cls, value: str, info: ValidationInfo) -> str:
+        if value and not info.data.get("agent"):
+            raise ValueError(f"{value!r} is written to only by the agent: add --agent")
+        return checks.optional_url(value)
 
-    @field_validator("node_selector", "prometheus_pod_labels", "alertmanager_pod_labels")
+    @field_validator("node_selector", "vllm_pod_labels", mode="before")
     @classmethod
-    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
-        if not value:
-            raise ValueError("give at least one KEY=VALUE")
-        for key, label_value in value.items():
-            prefix, _, name = key.rpartition("/")
-            if (prefix and not _DNS_SUBDOMAIN.match(prefix)) or not _LABEL_NAME.match(name) or len(name) > 63:
-                raise ValueError(f"{key!r} is not a label key such as example.com/name")
-            if label_value and (not _LABEL_NAME.match(label_value) or len(label_value) > 63):
-                raise ValueError(
-                    f"{key}={label_value!r}: not a label value (at most 63 of A-Z a-z 0-9 - _ .)"
-                )
+    def _workload_pairs(cls, value: object) -> object:
+        return checks.pairs(value)
+
+    @field_validator("node_selector", "vllm_pod_labels")
+    @classmethod
+    def _workload_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        return checks.labels(value)
+
+    @field_validator("dcgm_exporter_url")
+    @classmethod
+    def _dcgm_url(cls, value: str, info: ValidationInfo) -> str:
+        checks.optional_url(value)
+        wanted = info.data.get("dcgm") == "exporter-url"
+        if wanted and not value:
+            raise ValueError("--dcgm exporter-url needs the URL of a dcgm-exporter")
+        if value and not wanted:
+            raise ValueError(f"{value!r} is read only with --dcgm exporter-url")
         return value
 
     # --- what follows from them ---------------------------------------------------------------------
-    def prometheus_service_url(self) -> str:
-        return self.prometheus_url or f"http://{self.release}-prometheus.{self.prometheus_namespace}.svc:9090"
+    @property
+    def host_pid(self) -> bool:
+        """hostPID, UID 0, SYS_PTRACE and DAC_READ_SEARCH: for the socket walk or per-process memory."""
+        return self.topology == "exporter" or self.process_memory
 
-    def alertmanager_service_url(self) -> str:
-        default = f"http://{self.release}-alertmanager.{self.alertmanager_namespace}.svc:9093"
-        return self.alertmanager_url or default
+    @property
+    def runs_as_root(self) -> bool:
+        """The kubelet's socket and other processes' /proc entries are root's."""
+        return self.host_pid or self.pod_resources
+
+    def remote_write_target(self) -> str:
+        return self.remote_write_url or self.prometheus_service_url().rstrip("/") + REMOTE_WRITE_PATH
 
     def runbook_base_url(self) -> str:
         return (self.runbook_url or self.runbook_service_url()).rstrip("/")
@@ -247,7 +250,4 @@ class DeployOptions(BaseModel):
 
 def flag_of(field: str) -> str:
     """The command-line flag of a field (its positive form), e.g. `--namespace`."""
-    info = DeployOptions.model_fields.get(field)
-    extra = info.json_schema_extra if info is not None else None
-    flag = extra.get("cli") if isinstance(extra, dict) else None
-    return str(flag).split("/")[0] if flag else field
+    return cli_flag(DeployOptions, field).split("/")[0]

@@ -21,6 +21,7 @@ from servescope.deploy.names import (
     selector_labels,
 )
 from servescope.deploy.options import DeployOptions
+from servescope.deploy.scraping import monitor_labels
 
 COMPONENT = "runbooks"
 WEBHOOK_TOKEN_FILE = f"{TOKEN_DIR}/{WEBHOOK_TOKEN_KEY}"
@@ -74,8 +75,8 @@ def _args(options: DeployOptions) -> list[str]:
         "runbook-server",
         "--listen",
         f":{RUNBOOKS_PORT}",
-        # Read steps ask the exporter of the alert's node, named by its `instance` label (pod IP:9108);
-        # the Service is the fallback for steps run without one. PromQL steps see every node.
+        # Read steps ask the exporter of the alert's node, named by its `instance` label (the node's
+        # name); the Service is the fallback for steps run without one. PromQL steps see every node.
         "--exporter-url",
         options.exporter_service_url(),
         "--exporter-per-instance",
@@ -195,7 +196,7 @@ def service_monitor(options: DeployOptions) -> dict[str, Any]:
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "ServiceMonitor",
-        "metadata": metadata(RUNBOOKS, options.namespace, COMPONENT, release=options.release),
+        "metadata": metadata(RUNBOOKS, options.namespace, COMPONENT, **monitor_labels(options)),
         "spec": {
             "selector": {"matchLabels": selector_labels(COMPONENT)},
             "namespaceSelector": {"matchNames": [options.namespace]},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,25 @@ Doc = dict[str, Any]
 # Each variant turns on what the defaults leave off, so every branch of the renderer is checked.
 VARIANTS: dict[str, DeployOptions] = {
     "default": DeployOptions(),
-    "no-attribution": DeployOptions(process_attribution=False, create_namespace=False),
+    "podmonitor": DeployOptions(topology="podmonitor", vllm_namespaces=["llm", "llm-canary"], dcgm="off"),
+    "unprivileged": DeployOptions(
+        topology="podmonitor",
+        pod_resources=False,
+        create_namespace=False,
+        runtime_class="",
+        priority_class="",
+        dcgm="dcgmi",
+    ),
     "host-network": DeployOptions(
-        host_network=True, runtime_class="nvidia", dcgm_exporter_url="http://$(NODE_IP):9400/metrics"
+        host_network=True, dcgm="exporter-url", dcgm_exporter_url="http://$(NODE_IP):9400/metrics"
+    ),
+    "agent": DeployOptions(
+        agent=True,
+        agent_shards=4,
+        topology="podmonitor",
+        process_memory=True,
+        extra_scraper_namespace="alloy",
+        extra_scraper_pod_labels={"app.kubernetes.io/name": "alloy"},
     ),
     "elsewhere": DeployOptions(
         namespace="observability",
@@ -70,3 +87,20 @@ def container(workload: Doc) -> Doc:
 
 def matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
     return all(labels.get(key) == value for key, value in selector.items())
+
+
+def relabel(labels: dict[str, str], rules: list[Doc]) -> dict[str, str]:
+    """Prometheus's target relabelling for the actions the monitors use (replace, labeldrop)."""
+    result = dict(labels)
+    for rule in rules:
+        action = rule.get("action", "replace").lower()
+        regex = re.compile(rule.get("regex", "(.*)"))
+        if action == "labeldrop":
+            result = {k: v for k, v in result.items() if not regex.fullmatch(k)}
+            continue
+        assert action == "replace", rule
+        value = rule.get("separator", ";").join(result.get(name, "") for name in rule.get("sourceLabels", []))
+        found = regex.fullmatch(value)
+        if found is not None:
+            result[rule["targetLabel"]] = found.expand(rule.get("replacement", "$1").replace("$", "\\"))
+    return result

@@ -34,12 +34,16 @@ def test_namespace_moves_every_namespaced_object_and_the_urls_that_name_it() -> 
     docs = list(yaml.safe_load_all(result.stdout))
     namespace = next(d for d in docs if d["kind"] == "Namespace")
     assert namespace["metadata"]["name"] == "other"
-    assert {d["metadata"].get("namespace") for d in docs if d["kind"] != "Namespace"} == {"other"}
+    elsewhere = {
+        (d["kind"], d["metadata"]["name"]) for d in docs if d["metadata"].get("namespace") != "other"
+    }
+    # The one object outside it: the Service over the GPU Operator's dcgm-exporter, in the Operator's.
+    assert elsewhere == {("Namespace", "other"), ("Service", "servescope-dcgm-exporter")}
     for monitor in (d for d in docs if d["kind"] == "ServiceMonitor"):
         assert monitor["spec"]["namespaceSelector"]["matchNames"] == ["other"]
     assert "servescope-runbooks.other.svc:9110/runbooks/" in result.stdout
     assert "http://servescope.other.svc:9108" in result.stdout
-    assert "servescope-runbooks.monitoring.svc" not in result.stdout
+    assert "servescope-runbooks.servescope.svc" not in result.stdout
 
 
 @pytest.mark.parametrize(
@@ -56,6 +60,18 @@ def test_namespace_moves_every_namespaced_object_and_the_urls_that_name_it() -> 
         (["--image-pull-policy", "Sometimes"], "--image-pull-policy"),
         (["--incidents-pvc", "Claim_1"], "--incidents-pvc"),
         (["--release", "x" * 64], "--release"),
+        (["--namespace", "monitoring"], "--create-namespace"),
+        (["--namespace", "gpu-operator"], "--create-namespace"),
+        (["--namespace", "kube-system"], "--create-namespace"),
+        (["--topology", "sidecar"], "--topology"),
+        (["--dcgm", "exporter-url"], "--dcgm-exporter-url"),
+        (["--dcgm-exporter-url", "http://x:9400/metrics"], "--dcgm-exporter-url"),
+        (["--remote-write-url", "http://mimir/api/v1/push"], "--remote-write-url"),
+        (["--agent", "--agent-shards", "0"], "--agent-shards"),
+        (["--vllm-port", "a-very-long-port-name"], "--vllm-port"),
+        (["--vllm-namespace", "Bad"], "--vllm-namespace"),
+        (["--extra-scraper-pod-label", "a b=c"], "--extra-scraper-pod-label"),
+        (["--kps-fullname-override", "Not_A_Name"], "--kps-fullname-override"),
         (["--check"], "--check"),
         (["--receiver-out", "x.yaml"], "--receiver-out"),
     ],
@@ -69,8 +85,24 @@ def test_bad_options_exit_2_with_a_line_naming_the_option(args: list[str], flag:
 
 
 def test_a_value_click_cannot_convert_is_also_a_usage_error() -> None:
-    result = render("--process-attribution=maybe")
+    result = render("--agent-shards", "many")
     assert result.exit_code == 2
+
+
+def test_a_shared_namespace_is_used_without_being_owned() -> None:
+    result = render("--namespace", "monitoring", "--no-create-namespace")
+    assert result.exit_code == 0, result.output
+    docs = list(yaml.safe_load_all(result.stdout))
+    assert not [d for d in docs if d["kind"] == "Namespace"]
+
+
+def test_repeated_key_value_options_build_one_mapping() -> None:
+    result = render("--node-selector", "pool=gpu", "--node-selector", "zone=a", "--runtime-class", "")
+    assert result.exit_code == 0, result.output
+    (daemonset,) = [d for d in yaml.safe_load_all(result.stdout) if d["kind"] == "DaemonSet"]
+    spec = daemonset["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {"pool": "gpu", "zone": "a"}
+    assert "runtimeClassName" not in spec
 
 
 def test_out_writes_the_base_and_check_tells_current_from_stale(tmp_path: Path) -> None:
@@ -110,7 +142,11 @@ def test_tokens_put_the_secret_in_the_printed_documents(tmp_path: Path) -> None:
     webhook, change = _token_files(tmp_path)
     result = render("--webhook-token-file", str(webhook), "--change-token-file", str(change))
     assert result.exit_code == 0, result.output
-    (secret,) = [d for d in yaml.safe_load_all(result.stdout) if d["kind"] == "Secret"]
+    (secret,) = [
+        d
+        for d in yaml.safe_load_all(result.stdout)
+        if d["kind"] == "Secret" and d["metadata"]["namespace"] == "servescope"
+    ]
     assert secret["stringData"] == {"token": "a" * 64, "change-token": "b" * 64}
 
 
@@ -157,4 +193,31 @@ def test_help_explains_every_option_and_every_option_is_a_flag() -> None:
         assert flag_of(field) in flags, field
     result = render("--help")
     assert result.exit_code == 0
-    assert "--process-attribution" in result.stdout and "kustomize" in result.stdout
+    assert "--topology" in result.stdout and "kustomize" in result.stdout
+
+
+MAPPINGS = [name for name, info in DeployOptions.model_fields.items() if info.annotation == dict[str, str]]
+
+
+@pytest.mark.parametrize("field", MAPPINGS)
+def test_every_key_value_option_parses_and_checks_its_pairs(field: str) -> None:
+    # A validator of the same name in a subclass would silently replace its parent's: each field is
+    # checked here, whichever class declares it.
+    assert DeployOptions(**{field: ["example.com/role=gpu"]}).model_dump()[field] == {
+        "example.com/role": "gpu"
+    }
+    result = render(flag_of(field), "bad key=x")
+    assert result.exit_code == 2 and flag_of(field) in result.stderr, result.output
+
+
+def test_the_mapping_options_are_the_ones_expected() -> None:
+    assert sorted(MAPPINGS) == sorted(
+        [
+            "prometheus_pod_labels",
+            "agent_pod_labels",
+            "extra_scraper_pod_labels",
+            "alertmanager_pod_labels",
+            "node_selector",
+            "vllm_pod_labels",
+        ]
+    )

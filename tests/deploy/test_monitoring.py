@@ -17,10 +17,10 @@ from servescope.alerts.config import AlertsConfig
 from servescope.dashboards import BUILD_DIR as DASHBOARDS_BUILD
 from servescope.deploy.monitoring import alertmanager_receiver
 from servescope.deploy.options import DeployOptions
-from servescope.deploy.render import RECEIVER
+from servescope.deploy.render import RECEIVER, documents
 from servescope.deploy.runbooks import ALERTMANAGER_TOKEN_FILE
 from servescope.runbooks.webhook import WEBHOOK_PATH
-from tests.deploy.manifests import DEPLOY, VARIANTS, find, matches, rendered
+from tests.deploy.manifests import DEPLOY, VARIANTS, find, matches, relabel, rendered
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -29,7 +29,8 @@ def test_service_monitor_selects_its_service_and_a_port_it_has(variant: str, nam
     options, docs = VARIANTS[variant], rendered(variant)
     monitor, service = find(docs, "ServiceMonitor", name), find(docs, "Service", name)
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
-    assert monitor["metadata"]["labels"]["release"] == options.release
+    # kube-prometheus-stack's Prometheus selects it by `release`, unless servescope's agent scrapes it.
+    assert monitor["metadata"]["labels"].get("release") == (None if options.agent else options.release)
     assert matches(monitor["spec"]["selector"]["matchLabels"], service["metadata"]["labels"])
     assert service["metadata"]["namespace"] in monitor["spec"]["namespaceSelector"]["matchNames"]
     port_names = {p["name"] for p in service["spec"]["ports"]}
@@ -46,13 +47,24 @@ def test_the_job_label_prometheus_gives_the_exporter_is_the_one_the_rules_select
     assert AlertsConfig().selector == f'job="{find(rendered(), "Service", "servescope")["metadata"]["name"]}"'
 
 
-def test_exporter_targets_keep_their_address_gain_the_node_and_keep_the_engines_endpoint_label() -> None:
-    relabelings = find(rendered(), "ServiceMonitor", "servescope")["spec"]["endpoints"][0]["relabelings"]
-    by_target = {r.get("targetLabel"): r for r in relabelings if r.get("action") == "replace"}
-    assert by_target["node"]["sourceLabels"] == ["__meta_kubernetes_pod_node_name"]
-    # instance stays host:port, the address the runbook service reads each alert's exporter at.
-    assert "instance" not in by_target
-    assert {"action": "labeldrop", "regex": "endpoint"} in relabelings
+def test_exporter_targets_are_named_after_their_node_and_keep_the_workloads_pod_labels() -> None:
+    (endpoint,) = find(rendered(), "ServiceMonitor", "servescope")["spec"]["endpoints"]
+    # The target labels prometheus-operator gives an exporter pod behind a Service.
+    target = {
+        "__address__": "10.0.3.7:9108",
+        "__meta_kubernetes_pod_node_name": "gpu-node-17",
+        "instance": "10.0.3.7:9108",
+        "job": "servescope",
+        "namespace": "servescope",
+        "service": "servescope",
+        "endpoint": "metrics",
+        "pod": "servescope-x7k2p",
+        "container": "exporter",
+    }
+    kept = {k: v for k, v in relabel(target, endpoint["relabelings"]).items() if not k.startswith("__")}
+    assert kept == {"instance": "gpu-node-17", "job": "servescope"}
+    # So a series of the workloads keeps its own namespace/pod/container (no exported_* renaming).
+    assert not {"namespace", "pod", "container", "endpoint"} & set(kept)
 
 
 def test_the_runbook_service_reads_each_alerts_own_exporter() -> None:
@@ -85,9 +97,12 @@ def test_prometheus_rule_shape_labels_and_runbook_links(variant: str) -> None:
     assert alerts >= 10
 
 
-def test_default_prometheus_rule_is_the_alert_bundle_s_own() -> None:
+def test_prometheus_rule_is_the_alert_bundle_s_own() -> None:
+    # Rendered for the bundle's default namespace, the rule is the bundle's committed build, byte for byte
+    # once parsed; other namespaces change only where it lives and the URLs that name it.
     committed = yaml.safe_load((ALERTS_BUILD / "prometheusrule.yaml").read_text())
-    assert find(rendered(), "PrometheusRule") == committed
+    at_defaults = DeployOptions(namespace=AlertsConfig().namespace, create_namespace=False)
+    assert find(documents(at_defaults), "PrometheusRule") == committed
 
 
 @pytest.mark.e2e

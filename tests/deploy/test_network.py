@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from servescope.deploy.network import exporter_policy
 from tests.deploy.manifests import VARIANTS, Doc, find, matches, rendered
 
 
@@ -104,3 +105,33 @@ def test_the_evaluator_refuses_what_no_rule_names() -> None:
     assert not allows(empty, "ingress", Peer("monitoring", PROMETHEUS), 9108)
     open_rule = {"metadata": {"namespace": "monitoring"}, "spec": {"ingress": [{}]}}
     assert allows(open_rule, "ingress", Peer("anywhere", {}), 1)
+
+
+PROMETHEUS_AGENT = {"app.kubernetes.io/name": "prometheus-agent"}
+OWN_AGENT = {"app.kubernetes.io/name": "prometheus-agent", "operator.prometheus.io/name": "servescope-agent"}
+
+
+@pytest.mark.parametrize("name", ["servescope", "servescope-runbooks"])
+def test_prometheus_agents_and_the_extra_scraper_may_scrape(name: str) -> None:
+    port = 9108 if name == "servescope" else 9110
+    default, agent = _policy("default", name), _policy("agent", name)
+    # A PrometheusAgent beside Prometheus (kube-prometheus-stack's agentMode) scrapes in both.
+    for policy in (default, agent):
+        assert allows(policy, "ingress", Peer("monitoring", PROMETHEUS_AGENT), port)
+    # servescope's own agent, in servescope's namespace, only where it is rendered.
+    assert allows(agent, "ingress", Peer("servescope", OWN_AGENT), port)
+    assert not allows(default, "ingress", Peer("servescope", OWN_AGENT), port)
+    assert not allows(
+        agent, "ingress", Peer("servescope", {"app.kubernetes.io/name": "prometheus-agent"}), port
+    )
+    # The extra scraper: its namespace and labels, nothing else there.
+    alloy = Peer("alloy", {"app.kubernetes.io/name": "alloy"})
+    assert allows(agent, "ingress", alloy, port) and not allows(default, "ingress", alloy, port)
+    assert not allows(agent, "ingress", Peer("alloy", {"app": "other"}), port)
+
+
+def test_an_extra_scraper_without_labels_means_every_pod_of_its_namespace() -> None:
+    options = VARIANTS["default"].model_copy(update={"extra_scraper_namespace": "vm"})
+    policy = exporter_policy(options)
+    assert allows(policy, "ingress", Peer("vm", {"app": "vmagent"}), 9108)
+    assert not allows(policy, "ingress", Peer("other", {"app": "vmagent"}), 9108)

@@ -6,9 +6,11 @@ import pytest
 
 from servescope.common.settings_cli import env_names
 from servescope.deploy.names import NONROOT_UID
+from servescope.deploy.options import DeployOptions
+from servescope.deploy.render import documents
 from servescope.deploy.runbooks import ALERTMANAGER_TOKEN_FILE
-from servescope.exporter.settings import NodeSettings
-from tests.deploy.manifests import VARIANTS, Doc, container, find, matches, pod_spec, rendered
+from servescope.exporter.settings import DcgmSettings, NodeSettings, VllmSettings
+from tests.deploy.manifests import TOKENS, VARIANTS, Doc, container, find, matches, pod_spec, rendered
 
 POD_RESOURCES = "/var/lib/kubelet/pod-resources"
 
@@ -84,45 +86,99 @@ def test_both_workloads_are_locked_down(variant: str) -> None:
         assert "privileged" not in security
 
 
-def test_without_attribution_the_exporter_is_an_unprivileged_pod() -> None:
-    spec = pod_spec(_daemonset("no-attribution"))
+def test_without_host_access_the_exporter_is_an_unprivileged_pod() -> None:
+    spec = pod_spec(_daemonset("unprivileged"))
     assert spec["securityContext"]["runAsNonRoot"] is True
     assert spec["securityContext"]["runAsUser"] == NONROOT_UID
     assert "hostPID" not in spec and "hostNetwork" not in spec
     assert not any("hostPath" in v for v in spec["volumes"])
-    assert "add" not in container(_daemonset("no-attribution"))["securityContext"]["capabilities"]
-    # Without the host's /proc discovery finds nothing: it is turned off rather than left failing.
-    assert _env(_daemonset("no-attribution"))["SERVESCOPE_VLLM_DISCOVERY"]["value"] == "false"
-    assert not any(d["kind"] == "Namespace" for d in rendered("no-attribution"))
+    assert "add" not in container(_daemonset("unprivileged"))["securityContext"]["capabilities"]
+    assert "runtimeClassName" not in spec and "priorityClassName" not in spec
+    assert not any(d["kind"] == "Namespace" for d in rendered("unprivileged"))
 
 
-def test_attribution_gets_host_pids_root_and_only_the_capabilities_it_reads_proc_with() -> None:
-    spec = pod_spec(_daemonset())
-    assert spec["hostPID"] is True
-    assert spec["securityContext"]["runAsUser"] == 0
-    capabilities = container(_daemonset())["securityContext"]["capabilities"]
-    assert capabilities == {"drop": ["ALL"], "add": ["DAC_READ_SEARCH", "SYS_PTRACE"]}
+def test_the_exporter_topology_gets_host_pids_root_and_only_the_capabilities_it_reads_proc_with() -> None:
+    for variant in ("default", "agent"):  # agent: --topology podmonitor with --process-memory
+        spec = pod_spec(_daemonset(variant))
+        assert spec["hostPID"] is True
+        assert spec["securityContext"]["runAsUser"] == 0
+        capabilities = container(_daemonset(variant))["securityContext"]["capabilities"]
+        assert capabilities == {"drop": ["ALL"], "add": ["DAC_READ_SEARCH", "SYS_PTRACE"]}
     namespace = find(rendered(), "Namespace")
-    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert namespace["metadata"] == {
+        "name": "servescope",
+        "labels": {"pod-security.kubernetes.io/enforce": "privileged"},
+    }
+    env = _env(_daemonset())
+    # The engines are scraped by Prometheus too: their raw series are not re-exported a second time.
+    assert env["SERVESCOPE_VLLM_PASSTHROUGH"]["value"] == "false"
+    assert env_names(VllmSettings, "passthrough") == ["SERVESCOPE_VLLM_PASSTHROUGH"]
+    assert "SERVESCOPE_VLLM_DISCOVERY" not in env
 
 
-def test_pod_resources_are_mounted_read_only_from_the_kubelet() -> None:
-    volumes = {v["name"]: v for v in pod_spec(_daemonset())["volumes"]}
-    mount = next(m for m in container(_daemonset())["volumeMounts"] if m["mountPath"] == POD_RESOURCES)
+def test_the_podmonitor_topology_needs_no_host_pids_and_no_capability() -> None:
+    spec = pod_spec(_daemonset("podmonitor"))
+    assert "hostPID" not in spec
+    assert "add" not in container(_daemonset("podmonitor"))["securityContext"]["capabilities"]
+    # UID 0 only to connect to the kubelet's socket, which is root's.
+    assert spec["securityContext"]["runAsUser"] == 0
+    assert [v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v] == [POD_RESOURCES]
+    env = _env(_daemonset("podmonitor"))
+    assert env["SERVESCOPE_VLLM_DISCOVERY"]["value"] == "false"
+    assert env_names(VllmSettings, "discovery") == ["SERVESCOPE_VLLM_DISCOVERY"]
+
+
+@pytest.mark.parametrize("variant", ["default", "podmonitor", "agent"])
+def test_pod_resources_are_mounted_read_only_from_the_kubelet(variant: str) -> None:
+    volumes = {v["name"]: v for v in pod_spec(_daemonset(variant))["volumes"]}
+    mounts = container(_daemonset(variant))["volumeMounts"]
+    mount = next(m for m in mounts if m["mountPath"] == POD_RESOURCES)
     assert mount["readOnly"] is True
-    assert volumes[mount["name"]]["hostPath"]["path"] == POD_RESOURCES
+    assert volumes[mount["name"]]["hostPath"] == {"path": POD_RESOURCES, "type": "Directory"}
+    # Mounted where the exporter looks by default: no setting needed.
+    assert POD_RESOURCES + "/kubelet.sock" == "/var/lib/kubelet/pod-resources/kubelet.sock"
 
 
-def test_host_network_and_runtime_class_and_dcgm_exporter_are_options() -> None:
-    spec = pod_spec(_daemonset("host-network"))
-    assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+def test_gpu_operator_defaults_runtime_class_and_priority() -> None:
+    spec = pod_spec(_daemonset())
     assert spec["runtimeClassName"] == "nvidia"
-    env = _env(_daemonset("host-network"))
-    # $(NODE_IP) is expanded by the kubelet only from a variable defined earlier in the list.
-    names = list(env)
-    assert names.index("NODE_IP") < names.index("SERVESCOPE_DCGM_EXPORTER_URL")
-    assert env["SERVESCOPE_DCGM_EXPORTER_URL"]["value"] == "http://$(NODE_IP):9400/metrics"
-    assert "runtimeClassName" not in pod_spec(_daemonset()) and "hostNetwork" not in pod_spec(_daemonset())
+    assert spec["priorityClassName"] == "system-node-critical"
+    assert "hostNetwork" not in spec
+
+
+def test_dcgm_comes_from_the_operator_s_dcgm_exporter_on_the_same_node() -> None:
+    env = _env(_daemonset())
+    service = find(rendered(), "Service", "servescope-dcgm-exporter")
+    assert service["metadata"]["namespace"] == "gpu-operator"
+    assert service["spec"]["internalTrafficPolicy"] == "Local"
+    # The GPU Operator's dcgm-exporter pods: label app=nvidia-dcgm-exporter, port 9400.
+    assert service["spec"]["selector"] == {"app": "nvidia-dcgm-exporter"}
+    assert service["spec"]["ports"][0]["targetPort"] == 9400
+    url = env[env_names(DcgmSettings, "exporter_url")[0]]["value"]
+    assert url == "http://servescope-dcgm-exporter.gpu-operator.svc:9400/metrics"
+    # The Service never carries the labels the Operator's own ServiceMonitor selects: scraped once.
+    assert "app" not in service["metadata"]["labels"]
+
+
+@pytest.mark.parametrize(
+    ("variant", "expected"),
+    [
+        ("host-network", {"SERVESCOPE_DCGM_EXPORTER_URL": "http://$(NODE_IP):9400/metrics"}),
+        ("podmonitor", {"SERVESCOPE_DCGM_ENABLED": "false"}),
+        ("unprivileged", {}),  # dcgmi: the exporter's default
+    ],
+)
+def test_the_other_dcgm_sources(variant: str, expected: dict[str, str]) -> None:
+    env = _env(_daemonset(variant))
+    dcgm = {name: item["value"] for name, item in env.items() if name.startswith("SERVESCOPE_DCGM_")}
+    assert dcgm == expected
+    assert not [d for d in rendered(variant) if d["metadata"]["name"] == "servescope-dcgm-exporter"]
+    if variant == "host-network":
+        spec = pod_spec(_daemonset(variant))
+        assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+        # $(NODE_IP) is expanded by the kubelet only from a variable defined earlier in the list.
+        names = list(env)
+        assert names.index("NODE_IP") < names.index("SERVESCOPE_DCGM_EXPORTER_URL")
 
 
 def test_requests_and_limits_are_set_and_no_cpu_limit_throttles_collection() -> None:
@@ -150,7 +206,7 @@ def test_services_select_their_pods_and_name_existing_ports() -> None:
 
 def test_runbook_service_reads_its_tokens_from_the_mounted_secret() -> None:
     deployment = _deployment()
-    secret = find(rendered(with_tokens=True), "Secret", "servescope-runbooks")
+    secret = find(rendered(with_tokens=True), "Secret", "servescope-runbooks", namespace="servescope")
     volumes = {v["name"]: v for v in pod_spec(deployment)["volumes"]}
     token_files = [_arg(deployment, "--webhook-token-file"), _arg(deployment, "--token-file")]
     for path in token_files:
@@ -169,7 +225,7 @@ def test_runbook_service_keeps_its_state_in_a_volume_and_asks_this_deployment_s_
     state = next(m for m in container(deployment)["volumeMounts"] if m["name"] == "state")["mountPath"]
     assert _arg(deployment, "--incidents-db").startswith(state + "/")
     assert _arg(deployment, "--audit-log").startswith(state + "/")
-    assert _arg(deployment, "--exporter-url") == "http://servescope.monitoring.svc:9108"
+    assert _arg(deployment, "--exporter-url") == "http://servescope.servescope.svc:9108"
     assert (
         _arg(deployment, "--prometheus-url") == "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
     )
@@ -180,7 +236,11 @@ def test_runbook_service_keeps_its_state_in_a_volume_and_asks_this_deployment_s_
     assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
     claim = {v["name"]: v for v in pod_spec(_deployment("elsewhere"))["volumes"]}["state"]
     assert claim == {"name": "state", "persistentVolumeClaim": {"claimName": "servescope-incidents"}}
-    assert _arg(_deployment("elsewhere"), "--prometheus-url") == "http://prom-prometheus.metrics.svc:9090"
+    # The chart's names for release `prom`: <release>-<chart>, 26 characters at most.
+    assert (
+        _arg(_deployment("elsewhere"), "--prometheus-url")
+        == "http://prom-kube-prometheus-stack-prometheus.metrics.svc:9090"
+    )
     assert pod_spec(deployment)["securityContext"]["runAsNonRoot"] is True
 
 
@@ -189,4 +249,5 @@ def test_a_secret_in_alertmanager_s_namespace_carries_only_the_webhook_token() -
     theirs = find(docs, "Secret", "servescope-runbooks", namespace="alerting")
     ours = find(docs, "Secret", "servescope-runbooks", namespace="observability")
     assert theirs["stringData"] == {"token": ours["stringData"]["token"]}
-    assert len([d for d in rendered(with_tokens=True) if d["kind"] == "Secret"]) == 1
+    together = DeployOptions(namespace="monitoring", create_namespace=False)
+    assert len([d for d in documents(together, TOKENS) if d["kind"] == "Secret"]) == 1

@@ -19,11 +19,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
@@ -31,6 +31,7 @@ import yaml
 
 from servescope.demo.stack import find_binaries
 from servescope.sim.scenarios import PACES
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -38,7 +39,6 @@ SCENARIOS = ("kv-pressure", "nvlink-crc", "gpu-lost", "vllm-down", "memory-leak"
 FAULT_START = {name: PACES["demo"].fault_start_seconds for name in ("nvlink-crc", "gpu-lost", "vllm-down")}
 STEADY_SECONDS = 300.0
 START_TIMEOUT = 180.0
-T = TypeVar("T")
 REPORT: dict[str, dict[str, Any]] = {}
 
 
@@ -55,20 +55,6 @@ def _unix(stamp: str) -> float:
         zone = rest[len(digits) :]
         stamp = f"{head}.{digits[:6]}{zone}"
     return datetime.fromisoformat(stamp).timestamp()
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float, every: float = 2.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            found = probe()
-        except httpx.HTTPError:
-            found = None
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(every)
 
 
 @dataclass

@@ -1,0 +1,73 @@
+"""Checks of `deploy render` values; each error names the value, the settings bridge adds the flag."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_DURATION = re.compile(r"^(\d+(ms|s|m|h))+$")
+_IMAGE = re.compile(r"^[a-z0-9][^\s]*$")
+
+
+def dns_label(value: str) -> str:
+    if not _DNS_LABEL.match(value) or len(value) > 63:
+        raise ValueError(f"{value!r} is not a DNS label (a-z, 0-9 and '-', at most 63 characters)")
+    return value
+
+
+def optional_dns_label(value: str) -> str:
+    return dns_label(value) if value else value
+
+
+def optional_object_name(value: str) -> str:
+    if value and (not _DNS_SUBDOMAIN.match(value) or len(value) > 253):
+        raise ValueError(f"{value!r} is not a Kubernetes object name (a-z, 0-9, '-' and '.')")
+    return value
+
+
+def image(value: str) -> str:
+    if not _IMAGE.match(value):
+        raise ValueError(f"{value!r} is not an image reference such as registry/name:tag")
+    return value
+
+
+def duration(value: str) -> str:
+    if not _DURATION.match(value):
+        raise ValueError(f"{value!r} is not a Prometheus duration such as 15s or 1m")
+    return value
+
+
+def optional_url(value: str) -> str:
+    parts = urlsplit(value)
+    if value and (parts.scheme not in ("http", "https") or not parts.netloc):
+        raise ValueError(f"{value!r} is not an http:// or https:// URL")
+    return value
+
+
+def pairs(value: object) -> object:
+    """From the command line: a list of KEY=VALUE strings becomes a mapping."""
+    if not isinstance(value, list | tuple):
+        return value
+    found: dict[str, str] = {}
+    for item in value:
+        key, sep, label_value = str(item).partition("=")
+        if not sep:
+            raise ValueError(f"{item!r} is not KEY=VALUE")
+        found[key.strip()] = label_value.strip()
+    return found
+
+
+def labels(value: dict[str, str], *, may_be_empty: bool = False) -> dict[str, str]:
+    """Label keys and values as Kubernetes accepts them in selectors."""
+    if not value and not may_be_empty:
+        raise ValueError("give at least one KEY=VALUE")
+    for key, label_value in value.items():
+        prefix, _, name = key.rpartition("/")
+        if (prefix and not _DNS_SUBDOMAIN.match(prefix)) or not _LABEL_NAME.match(name) or len(name) > 63:
+            raise ValueError(f"{key!r} is not a label key such as example.com/name")
+        if label_value and (not _LABEL_NAME.match(label_value) or len(label_value) > 63):
+            raise ValueError(f"{key}={label_value!r}: not a label value (at most 63 of A-Z a-z 0-9 - _ .)")
+    return value

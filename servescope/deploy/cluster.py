@@ -1,0 +1,198 @@
+"""Where things are in the cluster: servescope's namespace, the monitoring stack's, who scrapes whom."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from servescope.deploy import checks, kps
+
+# Namespaces Kubernetes itself owns: servescope never creates (and so never deletes) one of them.
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def flag(name: str) -> dict[str, Any]:
+    """The field's command-line flag, as the settings bridge reads it."""
+    return {"cli": name}
+
+
+def _pod_labels(name: str) -> dict[str, str]:
+    return {kps.POD_NAME_LABEL: name}
+
+
+class ClusterOptions(BaseModel):
+    """Defaults fit kube-prometheus-stack (release `kube-prometheus-stack` in `monitoring`) and the GPU
+    Operator (in `gpu-operator`); servescope gets a namespace of its own."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    namespace: str = Field(
+        "servescope",
+        json_schema_extra=flag("--namespace"),
+        description="Namespace of servescope's objects (exporter, runbook service, rules, dashboards). "
+        "Its own by default: the exporter needs the `privileged` Pod Security level, which a shared "
+        "namespace should not be given.",
+    )
+    release: str = Field(
+        kps.CHART,
+        json_schema_extra=flag("--release"),
+        description="Helm release of kube-prometheus-stack: its Prometheus selects ServiceMonitors, "
+        "PodMonitors and PrometheusRules labelled release=<this>; its service names derive from it.",
+    )
+    kps_name_override: str = Field(
+        "",
+        json_schema_extra=flag("--kps-name-override"),
+        description="The chart's nameOverride value, if your release sets one (it changes the service "
+        "names).",
+    )
+    kps_fullname_override: str = Field(
+        "",
+        json_schema_extra=flag("--kps-fullname-override"),
+        description="The chart's fullnameOverride value, if your release sets one (the service names then "
+        "start with it).",
+    )
+    prometheus_namespace: str = Field(
+        "monitoring",
+        json_schema_extra=flag("--prometheus-namespace"),
+        description="Namespace of Prometheus (and of a PrometheusAgent, if one scrapes instead).",
+    )
+    prometheus_pod_labels: dict[str, str] = Field(
+        default_factory=lambda: _pod_labels(kps.PROMETHEUS_POD),
+        json_schema_extra=flag("--prometheus-pod-label"),
+        description="KEY=VALUE label of the Prometheus pods, for the NetworkPolicies (repeatable).",
+    )
+    agent_pod_labels: dict[str, str] = Field(
+        default_factory=lambda: _pod_labels(kps.AGENT_POD),
+        json_schema_extra=flag("--agent-pod-label"),
+        description="KEY=VALUE label of PrometheusAgent pods in the Prometheus namespace, also let in to "
+        "scrape the exporters (repeatable).",
+    )
+    extra_scraper_namespace: str = Field(
+        "",
+        json_schema_extra=flag("--extra-scraper-namespace"),
+        description="Namespace of another scraper let in to the exporters (Grafana Alloy, vmagent, an "
+        "OpenTelemetry collector). Empty: none.",
+    )
+    extra_scraper_pod_labels: dict[str, str] = Field(
+        default_factory=dict,
+        json_schema_extra=flag("--extra-scraper-pod-label"),
+        description="KEY=VALUE label of that scraper's pods (repeatable). None: every pod of "
+        "--extra-scraper-namespace.",
+    )
+    alertmanager_namespace: str = Field(
+        "monitoring",
+        json_schema_extra=flag("--alertmanager-namespace"),
+        description="Namespace Alertmanager runs in; it posts alerts to the runbook service.",
+    )
+    alertmanager_pod_labels: dict[str, str] = Field(
+        default_factory=lambda: _pod_labels(kps.ALERTMANAGER_POD),
+        json_schema_extra=flag("--alertmanager-pod-label"),
+        description="KEY=VALUE label of the Alertmanager pods, for the NetworkPolicies (repeatable).",
+    )
+    people_namespace: str = Field(
+        "",
+        json_schema_extra=flag("--people-namespace"),
+        description="Namespace whose pods may open the runbook pages, e.g. your ingress controller's. "
+        "Empty: none (kubectl port-forward still works).",
+    )
+    gpu_operator_namespace: str = Field(
+        "gpu-operator",
+        json_schema_extra=flag("--gpu-operator-namespace"),
+        description="Namespace of the NVIDIA GPU Operator, whose dcgm-exporter `--dcgm gpu-operator` reads.",
+    )
+    create_namespace: bool = Field(
+        True,
+        json_schema_extra=flag("--create-namespace/--no-create-namespace"),
+        description="Include the Namespace object (then `kubectl delete -k` deletes it). Refused for a "
+        "namespace that the monitoring stack, the GPU Operator or Kubernetes uses: pass "
+        "--no-create-namespace to put servescope into a namespace you manage.",
+    )
+    prometheus_url: str = Field(
+        "",
+        json_schema_extra=flag("--prometheus-url"),
+        description="Prometheus for the runbooks' PromQL steps. Empty: kube-prometheus-stack's service, "
+        "http://<fullname>-prometheus.<prometheus-namespace>.svc:9090, named as the chart names it.",
+    )
+    alertmanager_url: str = Field(
+        "",
+        json_schema_extra=flag("--alertmanager-url"),
+        description="Alertmanager for the runbooks' silence steps. Empty: kube-prometheus-stack's service, "
+        "http://<fullname>-alertmanager.<alertmanager-namespace>.svc:9093.",
+    )
+
+    @field_validator(
+        "namespace", "prometheus_namespace", "alertmanager_namespace", "release", "gpu_operator_namespace"
+    )
+    @classmethod
+    def _dns_label(cls, value: str) -> str:
+        return checks.dns_label(value)
+
+    @field_validator("people_namespace", "extra_scraper_namespace")
+    @classmethod
+    def _optional_dns_label(cls, value: str) -> str:
+        return checks.optional_dns_label(value)
+
+    @field_validator("kps_name_override", "kps_fullname_override")
+    @classmethod
+    def _override(cls, value: str) -> str:
+        return checks.optional_object_name(value)
+
+    @field_validator("prometheus_url", "alertmanager_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return checks.optional_url(value)
+
+    @field_validator(
+        "prometheus_pod_labels",
+        "agent_pod_labels",
+        "alertmanager_pod_labels",
+        "extra_scraper_pod_labels",
+        mode="before",
+    )
+    @classmethod
+    def _pairs(cls, value: object) -> object:
+        return checks.pairs(value)
+
+    @field_validator("prometheus_pod_labels", "agent_pod_labels", "alertmanager_pod_labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        return checks.labels(value)
+
+    @field_validator("extra_scraper_pod_labels")
+    @classmethod
+    def _any_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        return checks.labels(value, may_be_empty=True)
+
+    @field_validator("create_namespace")
+    @classmethod
+    def _never_own_a_shared_namespace(cls, value: bool, info: ValidationInfo) -> bool:
+        # The namespace fields come first, so they are checked (and in info.data) by now.
+        shared = {
+            *SYSTEM_NAMESPACES,
+            *(info.data.get(name) for name in ("prometheus_namespace", "alertmanager_namespace")),
+            *(info.data.get(name) for name in ("gpu_operator_namespace", "people_namespace")),
+            info.data.get("extra_scraper_namespace"),
+        }
+        namespace = info.data.get("namespace")
+        if value and namespace in shared:
+            raise ValueError(
+                f"servescope would own the namespace {namespace!r}, which others use, and `kubectl delete "
+                "-k` would delete it with them: choose another --namespace, or --no-create-namespace"
+            )
+        return value
+
+    # --- what follows from them ---------------------------------------------------------------------
+    def chart_fullname(self) -> str:
+        return kps.fullname(self.release, self.kps_name_override, self.kps_fullname_override)
+
+    def prometheus_service_url(self) -> str:
+        service = kps.prometheus_service(self.chart_fullname())
+        return (
+            self.prometheus_url or f"http://{service}.{self.prometheus_namespace}.svc:{kps.PROMETHEUS_PORT}"
+        )
+
+    def alertmanager_service_url(self) -> str:
+        service = kps.alertmanager_service(self.chart_fullname())
+        default = f"http://{service}.{self.alertmanager_namespace}.svc:{kps.ALERTMANAGER_PORT}"
+        return self.alertmanager_url or default

@@ -1,0 +1,115 @@
+"""The two topologies (exporter scrapes the engines / a PodMonitor does) and the agent option, read as
+prometheus-operator reads them: which monitors a Prometheus or PrometheusAgent selects, with what labels."""
+
+from __future__ import annotations
+
+import pytest
+
+from servescope.deploy.names import AGENT
+from tests.deploy.manifests import VARIANTS, Doc, find, matches, relabel, rendered
+
+
+def _kinds(variant: str, kind: str) -> list[Doc]:
+    return [d for d in rendered(variant) if d["kind"] == kind]
+
+
+def test_the_exporter_topology_renders_no_pod_monitor() -> None:
+    assert _kinds("default", "PodMonitor") == []
+
+
+def test_the_pod_monitor_selects_the_engines_by_their_label_port_and_namespaces() -> None:
+    options = VARIANTS["podmonitor"]
+    monitor = find(rendered("podmonitor"), "PodMonitor", "servescope-vllm")
+    assert monitor["metadata"]["labels"]["release"] == options.release
+    assert monitor["spec"]["selector"] == {"matchLabels": {"app.kubernetes.io/name": "vllm"}}
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["llm", "llm-canary"]}
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["port"] == "http" and endpoint["path"] == "/metrics"
+    any_namespace = find(rendered("agent"), "PodMonitor")["spec"]["namespaceSelector"]
+    assert any_namespace == {"any": True}
+
+
+def test_engine_targets_keep_their_pod_labels_gain_the_node_as_instance_and_one_job() -> None:
+    (endpoint,) = find(rendered("podmonitor"), "PodMonitor")["spec"]["podMetricsEndpoints"]
+    target = {
+        "__address__": "10.0.9.4:8000",
+        "__meta_kubernetes_pod_node_name": "gpu-node-17",
+        "instance": "10.0.9.4:8000",
+        "job": "llm/servescope-vllm",
+        "namespace": "llm",
+        "pod": "deepseek-v3-0",
+        "container": "vllm",
+        "endpoint": "http",
+    }
+    kept = {k: v for k, v in relabel(target, endpoint["relabelings"]).items() if not k.startswith("__")}
+    assert kept == {
+        "instance": "gpu-node-17",
+        "job": "vllm",
+        "namespace": "llm",
+        "pod": "deepseek-v3-0",
+        "container": "vllm",
+        "endpoint": "http",
+    }
+
+
+def test_without_the_agent_nothing_but_the_central_prometheus_scrapes() -> None:
+    for kind in ("PrometheusAgent", "ClusterRole", "ClusterRoleBinding"):
+        assert _kinds("default", kind) == []
+
+
+def test_the_agent_selects_every_servescope_monitor_and_the_central_prometheus_none() -> None:
+    options, docs = VARIANTS["agent"], rendered("agent")
+    agent = find(docs, "PrometheusAgent", AGENT)
+    spec = agent["spec"]
+    monitors = [d for d in docs if d["kind"] in ("ServiceMonitor", "PodMonitor")]
+    assert len(monitors) == 3  # the exporters, the runbook service, the engines
+    for monitor in monitors:
+        selector = spec[f"{monitor['kind'][0].lower()}{monitor['kind'][1:]}Selector"]
+        assert matches(selector["matchLabels"], monitor["metadata"]["labels"]), monitor["metadata"]["name"]
+        namespace_selector = spec[f"{monitor['kind'][0].lower()}{monitor['kind'][1:]}NamespaceSelector"]
+        assert namespace_selector["matchLabels"] == {"kubernetes.io/metadata.name": options.namespace}
+        assert "release" not in monitor["metadata"]["labels"]
+    assert spec["shards"] == 4 and spec["replicas"] == 1
+    assert spec["scrapeInterval"] == options.scrape_interval
+    # The rules still go to the central Prometheus (or a ruler), which kube-prometheus-stack selects.
+    assert find(docs, "PrometheusRule")["metadata"]["labels"]["release"] == options.release
+
+
+def test_the_agent_writes_to_kube_prometheus_stack_s_receiver_unless_told_otherwise() -> None:
+    (write,) = find(rendered("agent"), "PrometheusAgent")["spec"]["remoteWrite"]
+    assert write == {"url": "http://kube-prometheus-stack-prometheus.monitoring.svc:9090/api/v1/write"}
+    options = VARIANTS["agent"].model_copy(update={"remote_write_url": "http://mimir.example/api/v1/push"})
+    assert options.remote_write_target() == "http://mimir.example/api/v1/push"
+
+
+def test_the_agent_may_read_what_service_and_pod_discovery_need_and_nothing_more() -> None:
+    docs = rendered("agent")
+    agent = find(docs, "PrometheusAgent")
+    account = find(docs, "ServiceAccount", agent["spec"]["serviceAccountName"])
+    binding = find(docs, "ClusterRoleBinding", AGENT)
+    role = find(docs, "ClusterRole", binding["roleRef"]["name"])
+    assert binding["subjects"] == [
+        {
+            "kind": "ServiceAccount",
+            "name": account["metadata"]["name"],
+            "namespace": agent["metadata"]["namespace"],
+        }
+    ]
+    verbs = {verb for rule in role["rules"] for verb in rule["verbs"]}
+    assert verbs == {"get", "list", "watch"}
+    resources = {resource for rule in role["rules"] for resource in rule["resources"]}
+    assert resources == {"services", "endpoints", "pods", "endpointslices"}
+    assert "namespace" not in role["metadata"] and "namespace" not in binding["metadata"]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_every_variant_s_monitors_scrape_the_node_name_as_instance(variant: str) -> None:
+    for monitor in (d for d in rendered(variant) if d["kind"] in ("ServiceMonitor", "PodMonitor")):
+        if monitor["metadata"]["name"] == "servescope-runbooks":
+            continue  # one pod, not per node
+        endpoints = monitor["spec"].get("endpoints") or monitor["spec"]["podMetricsEndpoints"]
+        for endpoint in endpoints:
+            labels = relabel(
+                {"__meta_kubernetes_pod_node_name": "n1", "instance": "ip:port"}, endpoint["relabelings"]
+            )
+            assert labels["instance"] == "n1"
