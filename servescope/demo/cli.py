@@ -10,7 +10,9 @@ from typing import Annotated
 import typer
 
 from servescope.demo.children import ChildFailedError
-from servescope.demo.stack import DemoOptions, DemoStack, StateDirError
+from servescope.demo.stack import DemoOptions, DemoStack
+from servescope.demo.state_dir import StateDirError
+from servescope.demo.verify import StackCheckError
 from servescope.sim.registry import SCENARIOS
 
 # The demo plays the fault scenarios; traffic-ramp and hardware-faults exist for detector tests.
@@ -67,7 +69,7 @@ def demo(  # noqa: PLR0917 (typer: one parameter per option)
     except StateDirError as exc:
         typer.echo(f"servescope: error: {exc}", err=True)
         raise typer.Exit(2) from None
-    except ChildFailedError as exc:
+    except (ChildFailedError, StackCheckError) as exc:
         typer.echo(f"servescope: error: {exc}", err=True)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:

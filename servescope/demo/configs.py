@@ -94,7 +94,10 @@ class ConfigFiles:
 
 
 def write_configs(state: Path, ports: Ports) -> ConfigFiles:
-    """Write every file the demo's children read into `state`; returns their paths."""
+    """Write every file the demo's children read into `state`; returns their (absolute) paths."""
+    # Prometheus resolves rule_files, and Alertmanager every *_file, against the config file's own
+    # folder: a relative path would be looked for under `state` inside `state`, and silently not found.
+    state = state.resolve()
     files = ConfigFiles(
         rules=state / "rules.yaml",
         prometheus=state / "prometheus.yml",

@@ -1,7 +1,8 @@
 """The whole stack on one machine: simulated node, exporter, runbook service, Prometheus, Alertmanager.
 
 Everything listens on 127.0.0.1 at free ports and writes under one state directory, which is emptied at
-every start (so a second demo never reads the first one's data) and refused when it holds anything else.
+every start (so a second demo never reads the first one's data) and refused when it holds anything else
+(state_dir.py).
 """
 
 from __future__ import annotations
@@ -14,28 +15,25 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 
 from servescope.demo.children import Child, ChildFailedError, free_port
 from servescope.demo.configs import ConfigFiles, Ports, url, write_configs
+from servescope.demo.state_dir import prepare_state_dir
+from servescope.demo.verify import verify_stack
 from servescope.sim.engines import gpu_groups
 from servescope.sim.fault_scenarios import FaultPlan
 from servescope.sim.registry import make_scenario
 from servescope.sim.wiring import fake_dcgmi_path
 
-MARKER = ".servescope-demo"
 INSTALL_HINT = (
     "install them with `sudo apt-get install prometheus prometheus-alertmanager` (Debian/Ubuntu; "
     "`make tools` does it), or put the official binaries on PATH"
 )
 HOSTNAME = "demo-node"
 READY_TIMEOUT_SECONDS = 90.0
-
-
-class StateDirError(ValueError):
-    """The state directory cannot be used (it holds files the demo did not write)."""
 
 
 @dataclass(frozen=True)
@@ -55,21 +53,6 @@ def find_binaries() -> tuple[str | None, str | None]:
     return shutil.which("prometheus"), shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
 
 
-def prepare_state_dir(path: Path) -> None:
-    """Create `path`, or empty it when an earlier demo made it; refuse a folder with other content."""
-    if path.exists() and not path.is_dir():
-        raise StateDirError(f"--state-dir {path}: exists and is not a directory")
-    if path.is_dir() and any(path.iterdir()) and not (path / MARKER).exists():
-        raise StateDirError(
-            f"--state-dir {path}: not empty and not made by `servescope demo` (no {MARKER} file); "
-            "choose another folder"
-        )
-    if path.is_dir():
-        shutil.rmtree(path)
-    path.mkdir(parents=True)
-    (path / MARKER).write_text("made by `servescope demo`; emptied at every start\n")
-
-
 def servescope_argv() -> list[str]:
     """This installation's CLI, run by the interpreter that runs the demo."""
     return [sys.executable, "-m", "servescope"]
@@ -87,8 +70,11 @@ class DemoStack:
 
     # --- start -------------------------------------------------------------------------------------
     def start(self) -> None:
-        """Start every child in order, waiting for each to be ready; on failure stop what started."""
-        o = self.options
+        """Start every child in order, waiting for each to be ready, then check that they do what the
+        demo relies on (verify.py); on failure stop what started."""
+        # Absolute before anything is written: Prometheus and Alertmanager resolve the paths in their
+        # configs against the config file's folder, not against the folder the demo was started in.
+        o = self.options = replace(self.options, state_dir=self.options.state_dir.resolve())
         prometheus, alertmanager = (o.prometheus, o.alertmanager)
         if prometheus is None and alertmanager is None:
             prometheus, alertmanager = find_binaries()
@@ -108,6 +94,7 @@ class DemoStack:
                 self._start(2, steps, self._alertmanager(alertmanager), "/-/ready")
                 self._start(3, steps, self._prometheus(prometheus), "/-/ready")
             self._start(steps, steps, self._exporter(), "/readyz")
+            self.echo("      " + verify_stack(self.urls, self._files().rules, self._files().webhook_token))
         except BaseException:
             self.stop()
             raise

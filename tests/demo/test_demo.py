@@ -18,7 +18,8 @@ from servescope.alerts.lint import lint_rule_file
 from servescope.alerts.profiles import DEMO, with_profile
 from servescope.demo import stack as stack_module
 from servescope.demo.configs import Ports, demo_alerts, write_configs
-from servescope.demo.stack import MARKER, DemoOptions, DemoStack, StateDirError, prepare_state_dir
+from servescope.demo.stack import DemoOptions, DemoStack
+from servescope.demo.state_dir import MARKER, StateDirError, prepare_state_dir
 from servescope.runbooks.webhook import WEBHOOK_PATH
 
 PORTS = Ports(exporter=19108, runbooks=19110, prometheus=19090, alertmanager=19093)
@@ -55,6 +56,33 @@ def test_generated_configs_wire_prometheus_alertmanager_and_the_webhook(tmp_path
     token = files.webhook_token.read_text().strip()
     assert len(token) == 64 and files.webhook_token.stat().st_mode & 0o077 == 0
     assert files.change_token.read_text().strip() != token
+
+
+def _paths_in(node: object, key: str = "") -> list[tuple[str, str]]:
+    """Every (key, value) of a config whose program reads the value as a file path."""
+    if isinstance(node, dict):
+        return [found for k, v in node.items() for found in _paths_in(v, str(k))]
+    if isinstance(node, list):
+        return [found for item in node for found in _paths_in(item, key)]
+    if isinstance(node, str) and (key.endswith(("_file", "_files")) or key in ("templates", "directory")):
+        return [(key, node)]
+    return []
+
+
+def test_every_path_in_the_generated_configs_is_absolute_from_a_relative_state_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Prometheus and Alertmanager resolve these against the config file's folder, not the demo's cwd.
+    monkeypatch.chdir(tmp_path)
+    files = write_configs(Path(".servescope-demo"), PORTS)
+    found = [
+        *_paths_in(yaml.safe_load(files.prometheus.read_text())),
+        *_paths_in(yaml.safe_load(files.alertmanager.read_text())),
+    ]
+    assert {key for key, _ in found} == {"rule_files", "credentials_file"}
+    for key, value in found:
+        assert Path(value).is_absolute() and Path(value).is_file(), f"{key}: {value}"
+    assert files.rules == tmp_path.resolve() / ".servescope-demo" / "rules.yaml"
 
 
 def test_demo_rules_are_the_bundle_at_the_demo_profile_and_lint_clean(tmp_path: Path) -> None:

@@ -1,0 +1,204 @@
+"""The demo's start-up checks: each names what failed, and a failed check stops the whole stack.
+
+The negative cases talk to a small HTTP server answering like a misconfigured Prometheus, Alertmanager
+or runbook service would; the positive path runs the real binaries."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from servescope.alerts.alertmanager import WEBHOOK
+from servescope.alerts.bundle import groups
+from servescope.alerts.config import AlertsConfig
+from servescope.demo import stack as stack_module
+from servescope.demo.configs import Ports, write_configs
+from servescope.demo.stack import DemoOptions, DemoStack, find_binaries
+from servescope.demo.verify import (
+    StackCheckError,
+    check_alertmanager,
+    check_rules,
+    check_webhook_token,
+    rule_group_names,
+    verify_stack,
+)
+from servescope.runbooks.webhook import WEBHOOK_PATH
+
+PORTS = Ports(exporter=19108, runbooks=19110, prometheus=19090, alertmanager=19093)
+
+
+class Answers:
+    """What the fake server answers: path -> (status, JSON body)."""
+
+    def __init__(self) -> None:
+        self.routes: dict[str, tuple[int, Any]] = {}
+        self.posted: list[tuple[str, str | None]] = []
+
+
+@pytest.fixture
+def fake() -> Iterator[tuple[str, Answers]]:
+    answers = Answers()
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            status, body = answers.routes.get(self.path, (404, {"error": "not found"}))
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            self._answer()
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            answers.posted.append((self.path, self.headers.get("Authorization")))
+            self._answer()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", answers
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _rules_answer(*names: str) -> tuple[int, Any]:
+    return 200, {"status": "success", "data": {"groups": [{"name": n, "rules": []} for n in names]}}
+
+
+def _status_answer(config: dict[str, Any]) -> tuple[int, Any]:
+    return 200, {"config": {"original": yaml.safe_dump(config)}, "versionInfo": {}}
+
+
+def test_rule_groups_missing_from_prometheus_are_named(fake: tuple[str, Answers]) -> None:
+    base, answers = fake
+    answers.routes["/api/v1/rules"] = _rules_answer("servescope-meta")
+    failure = check_rules(base, ["servescope-gpu-health", "servescope-meta"])
+    assert failure == (f"Prometheus at {base} loaded 1 of the 2 rule groups; missing: servescope-gpu-health")
+    answers.routes["/api/v1/rules"] = _rules_answer()  # what a relative rule_files path gave
+    assert "loaded 0 of the 2 rule groups" in (check_rules(base, ["a", "servescope-meta"]) or "")
+    answers.routes["/api/v1/rules"] = _rules_answer("servescope-gpu-health", "servescope-meta", "other")
+    assert check_rules(base, ["servescope-gpu-health", "servescope-meta"]) is None
+    answers.routes["/api/v1/rules"] = (500, {"error": "boom"})
+    assert "/api/v1/rules unreadable" in (check_rules(base, ["a"]) or "")
+
+
+def test_alertmanager_without_the_webhook_receiver_or_its_token_file_is_named(
+    fake: tuple[str, Answers], tmp_path: Path
+) -> None:
+    base, answers = fake
+    token = tmp_path / "token"
+    hook_url = "http://127.0.0.1:19110" + WEBHOOK_PATH
+    hook = {"url": hook_url, "http_config": {"authorization": {"credentials_file": str(token)}}}
+    answers.routes["/api/v2/status"] = _status_answer({"receivers": [{"name": "null"}]})
+    assert check_alertmanager(base, hook_url, token) == (
+        f"Alertmanager at {base}: loaded config has no {WEBHOOK} receiver"
+    )
+    relative = {**hook, "http_config": {"authorization": {"credentials_file": "secrets/token"}}}
+    answers.routes["/api/v2/status"] = _status_answer(
+        {"receivers": [{"name": WEBHOOK, "webhook_configs": [relative]}]}
+    )
+    assert check_alertmanager(base, hook_url, token) == (
+        f"Alertmanager at {base}: the {WEBHOOK} receiver does not read its token from {token}"
+    )
+    answers.routes["/api/v2/status"] = _status_answer(
+        {"receivers": [{"name": WEBHOOK, "webhook_configs": [hook]}]}
+    )
+    assert check_alertmanager(base, hook_url, token) is None
+    assert "does not post to http://elsewhere" in (check_alertmanager(base, "http://elsewhere", token) or "")
+    answers.routes["/api/v2/status"] = (200, {"versionInfo": {}})
+    assert "/api/v2/status unreadable" in (check_alertmanager(base, hook_url, token) or "")
+
+
+def test_a_webhook_refusing_the_token_file_or_an_unreadable_file_is_named(
+    fake: tuple[str, Answers], tmp_path: Path
+) -> None:
+    base, answers = fake
+    token = tmp_path / "token"
+    url = base + WEBHOOK_PATH
+    assert (
+        check_webhook_token(url, token)
+        == f"webhook token file {token}: unreadable (No such file or directory)"
+    )
+    token.write_text("\n")
+    assert check_webhook_token(url, token) == f"webhook token file {token}: empty"
+    token.write_text("s3cret\n")
+    answers.routes[WEBHOOK_PATH] = (401, {"error": "unauthorized"})
+    assert check_webhook_token(url, token) == f"runbook service at {url} answers 401 to the token in {token}"
+    answers.routes[WEBHOOK_PATH] = (200, {"received": 0})
+    assert check_webhook_token(url, token) is None
+    assert answers.posted[-1] == (WEBHOOK_PATH, "Bearer s3cret")
+
+
+def test_verify_stack_raises_one_line_naming_the_first_failed_check(
+    fake: tuple[str, Answers], tmp_path: Path
+) -> None:
+    base, answers = fake
+    files = write_configs(tmp_path, PORTS)
+    answers.routes[WEBHOOK_PATH] = (200, {"received": 0})
+    answers.routes["/api/v1/rules"] = _rules_answer()
+    urls = {"runbooks": base, "prometheus": base, "alertmanager": base}
+    with pytest.raises(StackCheckError) as raised:
+        verify_stack(urls, files.rules, files.webhook_token, settle=0.0)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith(f"Prometheus at {base} loaded 0 of the 7 rule groups; missing: servescope-")
+    assert rule_group_names(files.rules) == [g.name for g in groups(AlertsConfig())]
+
+
+@pytest.mark.e2e
+def test_a_failed_check_stops_every_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stack_module, "find_binaries", lambda: (None, None))
+
+    def refuse(*args: object, **kwargs: object) -> str:
+        raise StackCheckError("Prometheus at http://127.0.0.1:1 loaded 0 of the 7 rule groups")
+
+    monkeypatch.setattr(stack_module, "verify_stack", refuse)
+    demo = DemoStack(DemoOptions(scenario="steady", gpus=2, engines=1, state_dir=tmp_path / "s"), echo=print)
+    with pytest.raises(StackCheckError, match="loaded 0 of the 7"):
+        demo.start()
+    assert demo.children and all(not child.running() for child in demo.children)
+
+
+@pytest.mark.e2e
+def test_real_prometheus_and_alertmanager_pass_the_checks_from_a_relative_state_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prometheus, alertmanager = find_binaries()
+    if not (prometheus and alertmanager):
+        pytest.fail("prometheus and prometheus-alertmanager are needed: `make test` installs them")
+    monkeypatch.chdir(tmp_path)
+    lines: list[str] = []
+    demo = DemoStack(
+        DemoOptions(scenario="steady", gpus=2, engines=1, state_dir=Path("rel")), echo=lines.append
+    )
+    try:
+        demo.start()
+        bundle = [g.name for g in groups(AlertsConfig())]
+        assert (
+            f"      verified: Prometheus loaded all {len(bundle)} rule groups, Alertmanager posts"
+            in "\n".join(lines)
+        )
+        rules = httpx.get(demo.urls["prometheus"] + "/api/v1/rules", timeout=10).json()["data"]["groups"]
+        assert sorted(g["name"] for g in rules) == sorted(bundle)
+        loaded = yaml.safe_load((tmp_path / "rel" / "prometheus.yml").read_text())
+        assert loaded["rule_files"] == [str(tmp_path.resolve() / "rel" / "rules.yaml")]
+    finally:
+        demo.stop()
+    assert all(not child.running() for child in demo.children)
