@@ -68,7 +68,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/report.py --since $$started
 
 docs: $(STAMP)
-	$(BIN)/servescope docs --readme README.md
+	$(BIN)/servescope docs
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

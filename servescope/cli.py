@@ -120,19 +120,26 @@ def version() -> None:
 
 @app.command(hidden=True)
 def docs(
-    readme: Annotated[str, typer.Option(help="README file to update.")] = "README.md",
+    document: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--document",
+            help="A Markdown file to update (repeat it); default: README.md, DEVELOPING.md, docs/*.md.",
+        ),
+    ] = None,
     check: Annotated[bool, typer.Option(help="Only check that the generated tables are current.")] = False,
 ) -> None:
-    """Regenerate the README's settings and metric tables."""
+    """Regenerate the documents' tables: settings, metrics, alerts, dashboards."""
     from pathlib import Path
 
-    from servescope.docs import update_readme
+    from servescope.docs import documents, update_document
 
-    path = Path(readme)
-    if not path.is_file():
-        usage_error(f"{readme}: no such file", 1)
-    if not update_readme(path, check=check):
-        usage_error(f"{readme}: generated tables are stale; run `make docs`", 1)
+    paths = [Path(name) for name in document] if document else documents(Path.cwd())
+    for path in paths:
+        if not path.is_file():
+            usage_error(f"{path}: no such file", 1)
+        if not update_document(path, check=check):
+            usage_error(f"{path}: generated tables are stale; run `make docs`", 1)
 
 
 def main() -> None:

@@ -1,9 +1,13 @@
-"""README tables generated from the settings classes and the metric catalog, so they cannot drift."""
+"""Tables of the documents (README.md, DEVELOPING.md, docs/*.md) generated from the settings classes,
+the metric catalog, the alert bundle and the dashboards, so they cannot drift."""
 
 from __future__ import annotations
 
 import re
+import typing
 from pathlib import Path
+
+from pydantic.fields import FieldInfo
 
 from servescope.catalog import CATALOG
 from servescope.common.settings_cli import cli_flag, env_names
@@ -19,15 +23,32 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def default_shown(info: FieldInfo) -> str:
+    """A setting's default as a user would write it: a factory's value, `true`/`false` (what the
+    environment variable takes), a float without a needless `.0`, the choices of a Literal."""
+    default = info.get_default(call_default_factory=True)
+    if default in ("", None) or default == []:
+        shown = "(empty)"
+    elif isinstance(default, bool):
+        shown = f"`{str(default).lower()}`"
+    elif isinstance(default, float):
+        shown = f"`{default:g}`"
+    elif isinstance(default, list):
+        shown = ", ".join(f"`{item}`" for item in default)
+    else:
+        shown = f"`{default}`"
+    if typing.get_origin(info.annotation) is typing.Literal:
+        shown += f" (of {', '.join(str(choice) for choice in typing.get_args(info.annotation))})"
+    return shown
+
+
 def settings_table() -> str:
     rows = ["| flag | environment variable | default | description |", "| --- | --- | --- | --- |"]
     for area in AREAS:
         for name, info in area.model_fields.items():
             env = " or ".join(f"`{e}`" for e in env_names(area, name))
-            default = info.default
-            shown = f"`{default}`" if default not in ("", None) else "(empty)"
             flag = f"`{cli_flag(area, name)}`"
-            rows.append(f"| {flag} | {env} | {shown} | {_cell(info.description or '')} |")
+            rows.append(f"| {flag} | {env} | {default_shown(info)} | {_cell(info.description or '')} |")
     return "\n".join(rows) + "\n"
 
 
@@ -75,22 +96,36 @@ GENERATORS = {
 }
 
 
-def render_readme(text: str) -> str:
-    """Replace every generated region of the README with fresh content."""
+# Where the generated regions live: the README and every page beside it.
+DOCUMENT_GLOBS = ("README.md", "DEVELOPING.md", "docs/*.md")
+
+
+def documents(root: Path) -> list[Path]:
+    """The Markdown documents of a checkout that may hold generated regions."""
+    return [path for pattern in DOCUMENT_GLOBS for path in sorted(root.glob(pattern))]
+
+
+def region_names(text: str) -> list[str]:
+    """The names of the generated regions of a document, in order."""
+    return [match.group("name") for match in _REGION.finditer(text)]
+
+
+def render_regions(text: str, where: str = "README") -> str:
+    """Replace every generated region of a document with fresh content."""
 
     def fill(match: re.Match[str]) -> str:
         name = match.group("name")
         if name not in GENERATORS:
-            raise ValueError(f"README: unknown generated region {name!r}")
+            raise ValueError(f"{where}: unknown generated region {name!r}")
         return match.group(1) + GENERATORS[name]() + match.group(4)
 
     return _REGION.sub(fill, text)
 
 
-def update_readme(path: Path, check: bool = False) -> bool:
-    """Rewrite the README's generated regions; with `check`, only report whether they are current."""
+def update_document(path: Path, check: bool = False) -> bool:
+    """Rewrite a document's generated regions; with `check`, only report whether they are current."""
     text = path.read_text()
-    fresh = render_readme(text)
+    fresh = render_regions(text, str(path))
     if check:
         return fresh == text
     if fresh != text:

@@ -6,14 +6,20 @@ import tomllib
 from pathlib import Path
 
 from servescope.common.settings_cli import cli_flag
-from servescope.docs import update_readme
+from servescope.docs import GENERATORS, documents, region_names, update_document
 from servescope.serve import SERVE_AREAS as AREAS
 
 ROOT = Path(__file__).parent.parent
 
 
-def test_readme_generated_tables_are_current() -> None:
-    assert update_readme(ROOT / "README.md", check=True), "README tables are stale: run `make docs`"
+def test_generated_tables_of_every_document_are_current() -> None:
+    stale = [str(path) for path in documents(ROOT) if not update_document(path, check=True)]
+    assert not stale, f"generated tables are stale in {stale}: run `make docs`"
+
+
+def test_every_generated_table_is_in_exactly_one_document() -> None:
+    names = [name for path in documents(ROOT) for name in region_names(path.read_text())]
+    assert sorted(names) == sorted(GENERATORS)
 
 
 def test_readme_names_the_two_commands_and_ci_runs_the_test_one() -> None:
