@@ -34,6 +34,7 @@ INSTALL_HINT = (
 )
 HOSTNAME = "demo-node"
 READY_TIMEOUT_SECONDS = 90.0
+RESEND_DELAY = "10s"
 
 
 @dataclass(frozen=True)
@@ -178,6 +179,9 @@ class DemoStack:
             f"--config.file={files.prometheus}",
             f"--storage.tsdb.path={self.options.state_dir / 'prometheus'}",
             f"--web.listen-address=127.0.0.1:{ports.prometheus}",
+            # Its first evaluation runs before it has found Alertmanager, so Watchdog's first send is
+            # dropped; the default 1 min before resending would keep the incidents page empty that long.
+            f"--rules.alert.resend-delay={RESEND_DELAY}",
             "--log.level=warn",
         ]
         return Child("prometheus", argv, self._log("prometheus"))

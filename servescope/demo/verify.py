@@ -1,9 +1,10 @@
 """After start-up, the demo checks what it relies on, so it never runs while showing nothing.
 
-Prometheus must report every rule group of the generated rule file loaded, Alertmanager must have
-loaded the generated configuration (the webhook receiver posting to this demo's runbook service with
-this demo's token file), and the runbook service must accept the token in that file. Each check gives
-one line naming what failed, or None.
+Prometheus must report every rule group of the generated rule file loaded, and this demo's
+Alertmanager among those it sends alerts to; Alertmanager must have loaded the generated configuration
+(the webhook receiver posting to this demo's runbook service with this demo's token file); and the
+runbook service must accept the token in that file. Each check gives one line naming what failed, or
+None.
 """
 
 from __future__ import annotations
@@ -48,6 +49,19 @@ def check_rules(prometheus_url: str, expected: list[str]) -> str | None:
             f"Prometheus at {prometheus_url} loaded {len(loaded)} of the {len(expected)} rule groups; "
             f"missing: {', '.join(missing)}"
         )
+    return None
+
+
+def check_prometheus_sends(prometheus_url: str, alertmanager_url: str) -> str | None:
+    """None when Prometheus lists `alertmanager_url` among the Alertmanagers it sends alerts to."""
+    try:
+        response = httpx.get(prometheus_url + "/api/v1/alertmanagers", timeout=HTTP_TIMEOUT_SECONDS)
+        response.raise_for_status()
+        active = [am["url"] for am in response.json()["data"]["activeAlertmanagers"]]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+        return f"Prometheus at {prometheus_url}: /api/v1/alertmanagers unreadable ({_short(exc)})"
+    if not any(url.startswith(alertmanager_url + "/") for url in active):
+        return f"Prometheus at {prometheus_url} sends alerts to no Alertmanager at {alertmanager_url}"
     return None
 
 
@@ -107,6 +121,7 @@ def verify_stack(
     if "prometheus" in urls:
         checks += [
             lambda: check_rules(urls["prometheus"], groups),
+            lambda: check_prometheus_sends(urls["prometheus"], urls["alertmanager"]),
             lambda: check_alertmanager(urls["alertmanager"], webhook_url, token_file),
         ]
     deadline = time.monotonic() + settle
@@ -118,8 +133,8 @@ def verify_stack(
     if "prometheus" not in urls:
         return "verified: the runbook service accepts the webhook token"
     return (
-        f"verified: Prometheus loaded all {len(groups)} rule groups, Alertmanager posts to the runbook "
-        "service with the token it accepts"
+        f"verified: Prometheus loaded all {len(groups)} rule groups and sends to Alertmanager, which "
+        "posts to the runbook service with the token it accepts"
     )
 
 

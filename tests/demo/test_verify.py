@@ -25,6 +25,7 @@ from servescope.demo.stack import DemoOptions, DemoStack, find_binaries
 from servescope.demo.verify import (
     StackCheckError,
     check_alertmanager,
+    check_prometheus_sends,
     check_rules,
     check_webhook_token,
     rule_group_names,
@@ -97,6 +98,26 @@ def test_rule_groups_missing_from_prometheus_are_named(fake: tuple[str, Answers]
     assert check_rules(base, ["servescope-gpu-health", "servescope-meta"]) is None
     answers.routes["/api/v1/rules"] = (500, {"error": "boom"})
     assert "/api/v1/rules unreadable" in (check_rules(base, ["a"]) or "")
+
+
+def test_prometheus_sending_to_no_alertmanager_or_another_one_is_named(fake: tuple[str, Answers]) -> None:
+    base, answers = fake
+    ours = "http://127.0.0.1:19093"
+
+    def active(*urls: str) -> tuple[int, Any]:
+        found = [{"url": url} for url in urls]
+        return 200, {"status": "success", "data": {"activeAlertmanagers": found, "droppedAlertmanagers": []}}
+
+    answers.routes["/api/v1/alertmanagers"] = active()
+    assert check_prometheus_sends(base, ours) == (
+        f"Prometheus at {base} sends alerts to no Alertmanager at {ours}"
+    )
+    answers.routes["/api/v1/alertmanagers"] = active("http://127.0.0.1:190930/api/v2/alerts")
+    assert check_prometheus_sends(base, ours) is not None
+    answers.routes["/api/v1/alertmanagers"] = active(ours + "/api/v2/alerts")
+    assert check_prometheus_sends(base, ours) is None
+    answers.routes["/api/v1/alertmanagers"] = (200, {"status": "success"})
+    assert "/api/v1/alertmanagers unreadable" in (check_prometheus_sends(base, ours) or "")
 
 
 def test_alertmanager_without_the_webhook_receiver_or_its_token_file_is_named(
@@ -191,10 +212,10 @@ def test_real_prometheus_and_alertmanager_pass_the_checks_from_a_relative_state_
     try:
         demo.start()
         bundle = [g.name for g in groups(AlertsConfig())]
-        assert (
-            f"      verified: Prometheus loaded all {len(bundle)} rule groups, Alertmanager posts"
-            in "\n".join(lines)
+        verified = (
+            f"      verified: Prometheus loaded all {len(bundle)} rule groups and sends to Alertmanager"
         )
+        assert verified in "\n".join(lines)
         rules = httpx.get(demo.urls["prometheus"] + "/api/v1/rules", timeout=10).json()["data"]["groups"]
         assert sorted(g["name"] for g in rules) == sorted(bundle)
         loaded = yaml.safe_load((tmp_path / "rel" / "prometheus.yml").read_text())
