@@ -6,9 +6,7 @@ or runbook service would; the positive path runs the real binaries."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from servescope.demo.verify import (
     verify_stack,
 )
 from servescope.runbooks.webhook import WEBHOOK_PATH
+from tests.runbook.fakes import FakeHttp, Recorded, fake_http
 
 PORTS = Ports(exporter=19108, runbooks=19110, prometheus=19090, alertmanager=19093)
 
@@ -41,42 +40,16 @@ class Answers:
 
     def __init__(self) -> None:
         self.routes: dict[str, tuple[int, Any]] = {}
-        self.posted: list[tuple[str, str | None]] = []
+
+    def __call__(self, request: Recorded) -> tuple[int, Any]:
+        return self.routes.get(request.path, (404, {"error": "not found"}))
 
 
 @pytest.fixture
-def fake() -> Iterator[tuple[str, Answers]]:
+def fake() -> Iterator[tuple[str, Answers, FakeHttp]]:
     answers = Answers()
-
-    class Handler(BaseHTTPRequestHandler):
-        def _answer(self) -> None:
-            status, body = answers.routes.get(self.path, (404, {"error": "not found"}))
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self) -> None:
-            self._answer()
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            answers.posted.append((self.path, self.headers.get("Authorization")))
-            self._answer()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", answers
-    finally:
-        server.shutdown()
-        server.server_close()
+    with fake_http(answers) as server:
+        yield server.base, answers, server
 
 
 def _rules_answer(*names: str) -> tuple[int, Any]:
@@ -87,8 +60,8 @@ def _status_answer(config: dict[str, Any]) -> tuple[int, Any]:
     return 200, {"config": {"original": yaml.safe_dump(config)}, "versionInfo": {}}
 
 
-def test_rule_groups_missing_from_prometheus_are_named(fake: tuple[str, Answers]) -> None:
-    base, answers = fake
+def test_rule_groups_missing_from_prometheus_are_named(fake: tuple[str, Answers, FakeHttp]) -> None:
+    base, answers, _ = fake
     answers.routes["/api/v1/rules"] = _rules_answer("servescope-meta")
     failure = check_rules(base, ["servescope-gpu-health", "servescope-meta"])
     assert failure == (f"Prometheus at {base} loaded 1 of the 2 rule groups; missing: servescope-gpu-health")
@@ -100,8 +73,10 @@ def test_rule_groups_missing_from_prometheus_are_named(fake: tuple[str, Answers]
     assert "/api/v1/rules unreadable" in (check_rules(base, ["a"]) or "")
 
 
-def test_prometheus_sending_to_no_alertmanager_or_another_one_is_named(fake: tuple[str, Answers]) -> None:
-    base, answers = fake
+def test_prometheus_sending_to_no_alertmanager_or_another_one_is_named(
+    fake: tuple[str, Answers, FakeHttp],
+) -> None:
+    base, answers, _ = fake
     ours = "http://127.0.0.1:19093"
 
     def active(*urls: str) -> tuple[int, Any]:
@@ -121,9 +96,9 @@ def test_prometheus_sending_to_no_alertmanager_or_another_one_is_named(fake: tup
 
 
 def test_alertmanager_without_the_webhook_receiver_or_its_token_file_is_named(
-    fake: tuple[str, Answers], tmp_path: Path
+    fake: tuple[str, Answers, FakeHttp], tmp_path: Path
 ) -> None:
-    base, answers = fake
+    base, answers, _ = fake
     token = tmp_path / "token"
     hook_url = "http://127.0.0.1:19110" + WEBHOOK_PATH
     hook = {"url": hook_url, "http_config": {"authorization": {"credentials_file": str(token)}}}
@@ -148,9 +123,9 @@ def test_alertmanager_without_the_webhook_receiver_or_its_token_file_is_named(
 
 
 def test_a_webhook_refusing_the_token_file_or_an_unreadable_file_is_named(
-    fake: tuple[str, Answers], tmp_path: Path
+    fake: tuple[str, Answers, FakeHttp], tmp_path: Path
 ) -> None:
-    base, answers = fake
+    base, answers, server = fake
     token = tmp_path / "token"
     url = base + WEBHOOK_PATH
     assert (
@@ -164,13 +139,19 @@ def test_a_webhook_refusing_the_token_file_or_an_unreadable_file_is_named(
     assert check_webhook_token(url, token) == f"runbook service at {url} answers 401 to the token in {token}"
     answers.routes[WEBHOOK_PATH] = (200, {"received": 0})
     assert check_webhook_token(url, token) is None
-    assert answers.posted[-1] == (WEBHOOK_PATH, "Bearer s3cret")
+    posted = server.requests[-1]
+    assert (posted.method, posted.path, posted.headers["Authorization"]) == (
+        "POST",
+        WEBHOOK_PATH,
+        "Bearer s3cret",
+    )
+    assert json.loads(posted.body) == {"version": "4", "alerts": []}
 
 
 def test_verify_stack_raises_one_line_naming_the_first_failed_check(
-    fake: tuple[str, Answers], tmp_path: Path
+    fake: tuple[str, Answers, FakeHttp], tmp_path: Path
 ) -> None:
-    base, answers = fake
+    base, answers, _ = fake
     files = write_configs(tmp_path, PORTS)
     answers.routes[WEBHOOK_PATH] = (200, {"received": 0})
     answers.routes["/api/v1/rules"] = _rules_answer()

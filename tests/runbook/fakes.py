@@ -75,6 +75,7 @@ class Recorded:
     path: str
     query: dict[str, list[str]]
     body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -96,7 +97,8 @@ def fake_http(reply: Reply) -> Iterator[FakeHttp]:
         def _answer(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             parts = urlsplit(self.path)
-            request = Recorded(self.command, parts.path, parse_qs(parts.query), self.rfile.read(length))
+            body = self.rfile.read(length)
+            request = Recorded(self.command, parts.path, parse_qs(parts.query), body, dict(self.headers))
             holder["fake"].requests.append(request)
             status, payload = reply(request)
             data = json.dumps(payload).encode()
