@@ -21,8 +21,9 @@ from servescope.alerts.alertmanager import WEBHOOK
 from servescope.runbooks.webhook import WEBHOOK_PATH
 
 HTTP_TIMEOUT_SECONDS = 5.0
-# Prometheus reports ready once its configuration is applied; a few seconds cover a busy machine.
-SETTLE_SECONDS = 20.0
+# Prometheus reports ready once its configuration is applied, and finds Alertmanager within seconds;
+# the margin covers a busy machine.
+SETTLE_SECONDS = 30.0
 
 
 class StackCheckError(RuntimeError):
