@@ -111,9 +111,7 @@ def check_webhook_token(webhook_url: str, token_file: Path) -> str | None:
     return None
 
 
-def verify_stack(
-    urls: dict[str, str], rules: Path, token_file: Path, *, settle: float = SETTLE_SECONDS
-) -> str:
+def verify_stack(urls: dict[str, str], rules: Path, token_file: Path, *, settle: float | None = None) -> str:
     """Run every check (retrying for `settle` seconds while one fails); a one-line summary, or
     StackCheckError naming the first check that still fails."""
     webhook_url = urls["runbooks"] + WEBHOOK_PATH
@@ -125,7 +123,7 @@ def verify_stack(
             lambda: check_prometheus_sends(urls["prometheus"], urls["alertmanager"]),
             lambda: check_alertmanager(urls["alertmanager"], webhook_url, token_file),
         ]
-    deadline = time.monotonic() + settle
+    deadline = time.monotonic() + (SETTLE_SECONDS if settle is None else settle)
     for check in checks:
         while (failure := check()) is not None:
             if time.monotonic() >= deadline:

@@ -1,24 +1,31 @@
 """The demo's start-up checks: each names what failed, and a failed check stops the whole stack.
 
-The negative cases talk to a small HTTP server answering like a misconfigured Prometheus, Alertmanager
-or runbook service would; the positive path runs the real binaries."""
+Each check's negative cases talk to a fake HTTP server answering like a misconfigured Prometheus,
+Alertmanager or runbook service would; with the real binaries, the checks pass from a relative state
+directory, and a Prometheus that loaded no rule (the fresh-clone bug) stops `servescope demo` with one
+line naming it."""
 
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import typer
 import yaml
+from typer.testing import CliRunner
 
 from servescope.alerts.alertmanager import WEBHOOK
 from servescope.alerts.bundle import groups
 from servescope.alerts.config import AlertsConfig
 from servescope.demo import stack as stack_module
-from servescope.demo.configs import Ports, write_configs
+from servescope.demo import verify as verify_module
+from servescope.demo.cli import demo as demo_command
+from servescope.demo.configs import ConfigFiles, Ports, write_configs
 from servescope.demo.stack import DemoOptions, DemoStack, find_binaries
 from servescope.demo.verify import (
     StackCheckError,
@@ -204,3 +211,40 @@ def test_real_prometheus_and_alertmanager_pass_the_checks_from_a_relative_state_
     finally:
         demo.stop()
     assert all(not child.running() for child in demo.children)
+
+
+@pytest.mark.e2e
+def test_prometheus_loading_no_rule_stops_the_demo_with_one_line_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bug a fresh clone had: rule_files relative to the demo's folder, which Prometheus looks for
+    under the config file's folder and silently does not find."""
+    prometheus, alertmanager = find_binaries()
+    if not (prometheus and alertmanager):
+        pytest.fail("prometheus and prometheus-alertmanager are needed: `make test` installs them")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(verify_module, "SETTLE_SECONDS", 3.0)
+
+    def relative_rule_files(state: Path, ports: Ports) -> ConfigFiles:
+        files = write_configs(state, ports)
+        config = yaml.safe_load(files.prometheus.read_text())
+        config["rule_files"] = ["rel/rules.yaml"]
+        files.prometheus.write_text(yaml.safe_dump(config))
+        return files
+
+    monkeypatch.setattr(stack_module, "write_configs", relative_rule_files)
+    app = typer.Typer()
+    app.command()(demo_command)
+    previous = signal.getsignal(signal.SIGTERM)  # the command installs its own
+    try:
+        args = ["--scenario", "steady", "--gpus", "2", "--engines", "1", "--state-dir", "rel"]
+        result = CliRunner().invoke(app, args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("servescope: error:")]
+    assert len(errors) == 1 and "loaded 0 of the 7 rule groups; missing: servescope-" in errors[0], (
+        result.output
+    )
+    assert not (tmp_path / "rel" / "urls.json").exists()  # never announced as running
+    assert "stopping prometheus" in result.output and "stopping runbooks" in result.output
