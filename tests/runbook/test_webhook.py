@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from servescope.runbooks.actions import RunContext
 from servescope.runbooks.incidents import IncidentStore
+from servescope.runbooks.settings import TokenSettings
 from servescope.runbooks.webhook import IncidentRouter, WebhookAuth, incident_router
 from tests.runbook.fakes import corpus, step, write_runbook
 
@@ -299,12 +300,17 @@ def test_authentication(tmp_path: Path, runbooks: Path, exporter: FakeExporter) 
     router.service.close()
 
 
-def test_token_file_and_env(tmp_path: Path) -> None:
+def test_token_file_and_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "token"
     path.write_text(TOKEN + "\n")
     assert WebhookAuth.from_token_file(path).allows(f"Bearer {TOKEN}")
-    assert WebhookAuth.from_env({"SERVESCOPE_WEBHOOK_TOKEN": TOKEN}).allows(f"bearer {TOKEN}")
-    assert not WebhookAuth.from_env({}).allows("Bearer ")
+    monkeypatch.setenv("SERVESCOPE_WEBHOOK_TOKEN", TOKEN)
+    assert WebhookAuth.from_settings(TokenSettings()).allows(f"bearer {TOKEN}")
+    other = tmp_path / "other"
+    other.write_text("from-the-file\n")
+    assert WebhookAuth.from_settings(TokenSettings(webhook_token_file=other)).token == "from-the-file"
+    monkeypatch.delenv("SERVESCOPE_WEBHOOK_TOKEN")
+    assert not WebhookAuth.from_settings(TokenSettings()).allows("Bearer ")
     path.write_text("\n")
     with pytest.raises(ValueError, match="empty"):
         WebhookAuth.from_token_file(path)
