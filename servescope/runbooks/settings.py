@@ -14,7 +14,8 @@ from pydantic_settings import BaseSettings
 
 from servescope.common.listen import parse_listen
 from servescope.common.settings_cli import area_config
-from servescope.runbooks.actions.base import DEFAULT_EXPORTER_URL, HttpUrl, RunContext
+from servescope.runbooks.actions.base import DEFAULT_EXPORTER_URL, RunContext
+from servescope.runbooks.actions.params import HttpUrl
 from servescope.runbooks.audit import DEFAULT_AUDIT_LOG
 
 # The Markdown runbooks are package data: an installed servescope finds them without a checkout.
