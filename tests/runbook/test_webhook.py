@@ -240,6 +240,27 @@ def test_firing_then_duplicate_then_resolved(
     assert http.get("/incidents/999").status_code == 404
 
 
+def test_incident_pages_are_served_in_the_runbook_pages_shell(
+    client: tuple[TestClient, IncidentStore, IncidentRouter],
+) -> None:
+    http, store, _ = client
+    assert post(http, payload()).status_code == 200
+    [incident] = store.list()
+    for path, status in (
+        (f"/incidents/{incident['id']}", 200),
+        ("/incidents", 200),
+        ("/incidents/987654", 404),
+    ):
+        page = http.get(path, headers={"Accept": "text/html"})
+        assert page.status_code == status, path
+        assert page.headers["content-security-policy"].startswith("default-src 'self'; script-src 'none'; ")
+        assert page.headers["x-content-type-options"] == "nosniff"
+        assert page.headers["referrer-policy"] == "no-referrer"
+        assert page.text.startswith('<!doctype html><html lang="en"><head><meta charset="utf-8"><title>')
+        assert ".step.change{" in page.text and "<script" not in page.text
+    assert "no incident 987654" in http.get("/incidents/987654", headers={"Accept": "text/html"}).text
+
+
 @pytest.mark.e2e
 def test_a_group_is_split_and_alerts_without_runbook_are_noted(
     client: tuple[TestClient, IncidentStore, IncidentRouter],
