@@ -57,7 +57,7 @@ def _runbook() -> None:
 
 
 def _runbook_server() -> None:
-    from servescope.runbooks.cli import server_command
+    from servescope.runbooks.server_cli import server_command
 
     app.command("runbook-server")(server_command)
 

@@ -12,7 +12,10 @@ from pydantic.fields import FieldInfo
 from servescope.catalog import CATALOG
 from servescope.common.settings_cli import cli_flag, env_names
 from servescope.exporter.dcgm.counters import load_counters, specs_of
-from servescope.serve import SERVE_AREAS as AREAS
+from servescope.runbooks.settings import RUNBOOK_AREAS
+from servescope.serve import SERVE_AREAS
+
+AREAS = (*SERVE_AREAS, *RUNBOOK_AREAS)  # every settings area: the exporter's, then the runbook service's
 
 _REGION = re.compile(
     r"(<!-- BEGIN GENERATED: (?P<name>[a-z-]+) -->\n)(.*?)(<!-- END GENERATED: (?P=name) -->)", re.DOTALL

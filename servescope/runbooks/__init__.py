@@ -6,4 +6,21 @@ parameters are literals or exactly one `{{ labels.<name> }}` template, bound fro
 validated by the action's typed parameters before anything runs. Read actions only read (the exporter's
 /metrics and JSON API, Prometheus, `dcgmi dmon`); change actions print what they would do unless executed
 explicitly, and run subprocesses only from fixed argument lists, never through a shell.
+
+Where things are, from the Markdown to the browser:
+
+    settings.py                       every flag and SERVESCOPE_RUNBOOK_* variable (four areas)
+    model.py, document.py,            a runbook file: its types; the file and the folder; one step block
+      step_block.py, binding.py       and the `{{ labels.x }}` templates
+    actions/                          the typed actions (params.py: the whitelists; base.py: context,
+                                      result, registry; text.py: how numbers are shown)
+    runner.py                         binding a step to labels and running it
+    cli.py, cli_output.py             `servescope runbook list|show|run`
+    server_cli.py, server.py          `servescope runbook-server`, and the app (or the exporter's routes)
+    runbook_routes.py, step_routes.py the pages and their Run buttons
+    webhook.py, payload.py,           Alertmanager's webhook, and the incidents it opens
+      incident_service.py, incidents.py
+    shell.py, markdown.py,            the one HTML shell, the one Markdown renderer, the page bodies
+      runbook_html.py, incident_html.py
+    auth.py, audit.py                 the tokens (change steps, webhook) and the change-step audit log
 """

@@ -17,7 +17,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
-from tests.e2e.conftest import Served, start_servescope, stop
+from tests.e2e.conftest import Served, start_servescope
+from tests.e2e.conftest import stop as stop_process
 
 FRONT = """---
 alert: {alert}
@@ -36,6 +37,14 @@ What it costs.
 Look first.
 
 """
+
+
+def stop(served: Served) -> None:
+    """Stop a started servescope and close its pipes, so no open file is left to the garbage collector."""
+    stop_process(served)
+    for pipe in (served.process.stdout, served.process.stderr):
+        if pipe is not None:
+            pipe.close()
 
 
 def step(step_id: str, kind: str, action: str, params: str = "", title: str = "A step") -> str:

@@ -18,7 +18,8 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
-from tests.e2e.conftest import SERVESCOPE, Served, start_servescope, stop
+from tests.e2e.conftest import SERVESCOPE, Served, start_servescope
+from tests.runbook.fakes import stop
 
 pytestmark = pytest.mark.e2e
 ALERT = "ServescopeGpuMemoryLeakSuspected"
@@ -83,12 +84,7 @@ def runbook_server(exporter: Served, tmp_path_factory: pytest.TempPathFactory) -
     try:
         yield base
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(Served(base, process))
 
 
 def test_runbook_page_in_chromium(exporter: Served, runbook_server: str, tmp_path: Path) -> None:

@@ -17,8 +17,15 @@ from servescope.cli import app, register_subcommands
 from servescope.runbooks.actions import RunContext
 from servescope.runbooks.document import ENV_RUNBOOKS, SHIPPED_RUNBOOKS, load_runbooks
 from servescope.runbooks.runner import run
-from tests.e2e.conftest import stop
-from tests.runbook.fakes import corpus, fake_http, fake_kubectl, start_simulated_exporter, step, write_runbook
+from tests.runbook.fakes import (
+    corpus,
+    fake_http,
+    fake_kubectl,
+    start_simulated_exporter,
+    step,
+    stop,
+    write_runbook,
+)
 
 register_subcommands()  # the CLI imports subcommands when they run; these tests drive them directly
 
@@ -170,8 +177,14 @@ def test_show_prints_prose_and_steps_with_bound_params(env: Env) -> None:
         (["run", "TestAlert", "--label", "gpu"], "--label 'gpu': expected name=value"),
         (["run", "TestAlert", "--label", "9x=1"], "--label '9x=1': expected name=value"),
         (["run", "TestAlert", "--label", "gpu=0", "--label", "gpu=1"], "--label gpu: given twice"),
-        (["run", "TestAlert", "--exporter-url", "file:///etc/passwd"], "--exporter-url 'file:///etc/passwd'"),
-        (["run", "TestAlert", "--timeout", "0"], "--timeout 0.0"),
+        (
+            ["run", "TestAlert", "--exporter-url", "file:///etc/passwd"],
+            "invalid value for --exporter-url: expected an http:// or https:// URL, got 'file:///etc/passwd'",
+        ),
+        (
+            ["run", "TestAlert", "--timeout", "0"],
+            "invalid value for --timeout: Input should be greater than 0",
+        ),
     ],
 )
 def test_run_usage_errors_exit_2_and_read_nothing(tmp_path: Path, args: list[str], message: str) -> None:

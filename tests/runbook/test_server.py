@@ -14,10 +14,11 @@ from fastapi.testclient import TestClient
 from servescope.runbooks.actions import RunContext
 from servescope.runbooks.audit import AuditLog, fingerprint
 from servescope.runbooks.document import load_runbooks, runbooks_dir
-from servescope.runbooks.server import create_runbook_app, markdown, runbook_router
-from tests.e2e.conftest import Served, start_servescope, stop
+from servescope.runbooks.markdown import markdown
+from servescope.runbooks.server import create_runbook_app, runbook_router
+from tests.e2e.conftest import Served, start_servescope
 
-from .fakes import corpus, fake_kubectl, step, write_runbook
+from .fakes import corpus, fake_kubectl, step, stop, write_runbook
 
 TOKEN = "s3cret-Token-value-4242"
 ALERT = "TestAlert"

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from servescope.runbooks.actions import RunContext
 from servescope.runbooks.incidents import IncidentStore
+from servescope.runbooks.settings import TokenSettings
 from servescope.runbooks.webhook import IncidentRouter, WebhookAuth, incident_router
 from tests.runbook.fakes import corpus, step, write_runbook
 
@@ -239,6 +240,27 @@ def test_firing_then_duplicate_then_resolved(
     assert http.get("/incidents/999").status_code == 404
 
 
+def test_incident_pages_are_served_in_the_runbook_pages_shell(
+    client: tuple[TestClient, IncidentStore, IncidentRouter],
+) -> None:
+    http, store, _ = client
+    assert post(http, payload()).status_code == 200
+    [incident] = store.list()
+    for path, status in (
+        (f"/incidents/{incident['id']}", 200),
+        ("/incidents", 200),
+        ("/incidents/987654", 404),
+    ):
+        page = http.get(path, headers={"Accept": "text/html"})
+        assert page.status_code == status, path
+        assert page.headers["content-security-policy"].startswith("default-src 'self'; script-src 'none'; ")
+        assert page.headers["x-content-type-options"] == "nosniff"
+        assert page.headers["referrer-policy"] == "no-referrer"
+        assert page.text.startswith('<!doctype html><html lang="en"><head><meta charset="utf-8"><title>')
+        assert ".step.change{" in page.text and "<script" not in page.text
+    assert "no incident 987654" in http.get("/incidents/987654", headers={"Accept": "text/html"}).text
+
+
 @pytest.mark.e2e
 def test_a_group_is_split_and_alerts_without_runbook_are_noted(
     client: tuple[TestClient, IncidentStore, IncidentRouter],
@@ -299,12 +321,17 @@ def test_authentication(tmp_path: Path, runbooks: Path, exporter: FakeExporter) 
     router.service.close()
 
 
-def test_token_file_and_env(tmp_path: Path) -> None:
+def test_token_file_and_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "token"
     path.write_text(TOKEN + "\n")
     assert WebhookAuth.from_token_file(path).allows(f"Bearer {TOKEN}")
-    assert WebhookAuth.from_env({"SERVESCOPE_WEBHOOK_TOKEN": TOKEN}).allows(f"bearer {TOKEN}")
-    assert not WebhookAuth.from_env({}).allows("Bearer ")
+    monkeypatch.setenv("SERVESCOPE_WEBHOOK_TOKEN", TOKEN)
+    assert WebhookAuth.from_settings(TokenSettings()).allows(f"bearer {TOKEN}")
+    other = tmp_path / "other"
+    other.write_text("from-the-file\n")
+    assert WebhookAuth.from_settings(TokenSettings(webhook_token_file=other)).token == "from-the-file"
+    monkeypatch.delenv("SERVESCOPE_WEBHOOK_TOKEN")
+    assert not WebhookAuth.from_settings(TokenSettings()).allows("Bearer ")
     path.write_text("\n")
     with pytest.raises(ValueError, match="empty"):
         WebhookAuth.from_token_file(path)

@@ -7,24 +7,19 @@ cordon_node, drain_node, lower_max_num_seqs (prints only, always), create_silenc
 
 from __future__ import annotations
 
-from servescope.runbooks.actions import changes, dcgm, gpu, promql, serving
-from servescope.runbooks.actions.base import (
-    ACTIONS,
-    Action,
-    ActionError,
+from servescope.runbooks.actions import capacity, changes, dcgm, gpu, nvlink, processes, promql, serving
+from servescope.runbooks.actions.base import ACTIONS, Action, ActionError, Kind, RunContext, StepResult
+from servescope.runbooks.actions.params import (
     Comment,
     GpuIndex,
     GpuRef,
     HttpUrl,
     K8sName,
-    Kind,
     LabelName,
     LabelValue,
     LiteralOnly,
     ModelName,
     Params,
-    RunContext,
-    StepResult,
     Window,
 )
 from servescope.runbooks.actions.promql import PromQLTemplate, promql_string
@@ -48,9 +43,12 @@ __all__ = [
     "RunContext",
     "StepResult",
     "Window",
+    "capacity",
     "changes",
     "dcgm",
     "gpu",
+    "nvlink",
+    "processes",
     "promql",
     "promql_string",
     "serving",

@@ -17,6 +17,15 @@ from pydantic import Field, model_validator
 
 from servescope.runbooks.actions.base import (
     ActionError,
+    RunContext,
+    StepResult,
+    action,
+    http,
+    run_argv,
+    shown,
+    tail,
+)
+from servescope.runbooks.actions.params import (
     Comment,
     HttpUrl,
     K8sName,
@@ -24,14 +33,7 @@ from servescope.runbooks.actions.base import (
     LabelValue,
     ModelName,
     Params,
-    RunContext,
-    StepResult,
     Window,
-    action,
-    http,
-    run_argv,
-    shown,
-    tail,
     window_seconds,
 )
 

@@ -15,18 +15,9 @@ from typing import Annotated, Any
 import httpx
 from pydantic import ConfigDict, Field, PlainValidator, model_validator
 
-from servescope.runbooks.actions.base import (
-    ActionError,
-    LabelName,
-    LabelValue,
-    LiteralOnly,
-    Params,
-    RunContext,
-    StepResult,
-    action,
-    http,
-    table,
-)
+from servescope.runbooks.actions.base import ActionError, RunContext, StepResult, action, http
+from servescope.runbooks.actions.params import LabelName, LabelValue, LiteralOnly, Params
+from servescope.runbooks.actions.text import table
 
 PLACEHOLDER = re.compile(r"\$([a-zA-Z_][a-zA-Z0-9_]*)", re.ASCII)
 _NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*", re.ASCII)
@@ -103,18 +94,14 @@ def _series(metric: dict[str, str]) -> str:
     return f"{name}{{{rest}}}"
 
 
-@action("promql", "read", PromqlParams)
-def promql(params: PromqlParams, ctx: RunContext) -> StepResult:
-    """An instant PromQL query against Prometheus (label values inserted as escaped string literals)."""
-    query = params.render()
-    if not ctx.prometheus_url:
-        raise ActionError(f"no Prometheus to ask: pass --prometheus-url (the query would be: {query})")
-    url = ctx.prometheus_url.rstrip("/") + "/api/v1/query"
+def _ask(ctx: RunContext, prometheus_url: str, query: str) -> dict[str, Any]:
+    """The `data` of Prometheus' answer to an instant query; ActionError says why there is none."""
+    url = prometheus_url.rstrip("/") + "/api/v1/query"
     try:
         response = http().get(url, params={"query": query}, timeout=ctx.timeout_seconds)
     except httpx.TransportError as exc:
         raise ActionError(
-            f"cannot reach Prometheus at {ctx.prometheus_url}: {exc}; is --prometheus-url right?"
+            f"cannot reach Prometheus at {prometheus_url}: {exc}; is --prometheus-url right?"
         ) from None
     try:
         answer = response.json()
@@ -126,23 +113,34 @@ def promql(params: PromqlParams, ctx: RunContext) -> StepResult:
         raise ActionError(
             f"Prometheus refused the query {query}: {answer.get('errorType', '')}: {answer.get('error', '')}"
         )
-    result = answer.get("data", {})
-    kind, values = result.get("resultType"), result.get("result")
+    return dict(answer.get("data", {}))
+
+
+def _body(kind: Any, values: Any) -> str:
     if kind == "vector":
         rows = [[_series(r.get("metric", {})), str(r.get("value", [None, "?"])[1])] for r in values]
-        body = table(["series", "value"], rows) if rows else "(empty result: no series matched)"
-    elif kind == "matrix":
+        return table(["series", "value"], rows) if rows else "(empty result: no series matched)"
+    if kind == "matrix":
         rows = [
             [_series(r.get("metric", {})), f"{len(r.get('values', []))} samples, last {r['values'][-1][1]}"]
             for r in values
             if r.get("values")
         ]
-        body = table(["series", "values"], rows) if rows else "(empty result)"
-    else:
-        body = f"{kind}: {values[1] if isinstance(values, list) and len(values) > 1 else values}"
+        return table(["series", "values"], rows) if rows else "(empty result)"
+    return f"{kind}: {values[1] if isinstance(values, list) and len(values) > 1 else values}"
+
+
+@action("promql", "read", PromqlParams)
+def promql(params: PromqlParams, ctx: RunContext) -> StepResult:
+    """An instant PromQL query against Prometheus (label values inserted as escaped string literals)."""
+    query = params.render()
+    if not ctx.prometheus_url:
+        raise ActionError(f"no Prometheus to ask: pass --prometheus-url (the query would be: {query})")
+    result = _ask(ctx, ctx.prometheus_url, query)
+    kind, values = result.get("resultType"), result.get("result")
     return StepResult(
         ok=True,
         title="PromQL",
-        output=f"query: {query}\n{body}",
+        output=f"query: {query}\n{_body(kind, values)}",
         data={"query": query, "resultType": kind, "result": values},
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,21 +15,23 @@ from servescope.exporter.derived.batch_controller import (
     WITHIN_SLO,
     p99_from_deltas,
 )
-from servescope.runbooks.actions.base import (
-    ActionError,
-    HttpUrl,
-    ModelName,
-    Params,
-    RunContext,
-    StepResult,
-    action,
-    duration,
-    number,
-    percent,
-)
+from servescope.runbooks.actions.base import ActionError, RunContext, StepResult, action
 from servescope.runbooks.actions.metrics import Metrics, scrape
+from servescope.runbooks.actions.params import HttpUrl, ModelName, Params
+from servescope.runbooks.actions.text import duration, number, percent
 
 KV_PRESSURE = 0.7  # the operators start OOM prevention above 70% KV cache usage
+_SNAPSHOT_GAUGES = (
+    "requests_running",
+    "requests_waiting",
+    "kv_cache_usage_ratio",
+    "kv_cache_capacity_tokens",
+    "kv_cache_free_tokens",
+    "kv_cache_free_requests",
+    "kv_cache_saturation_seconds",
+    "preemptions_total",
+    "gpu_memory_utilization_ratio",
+)
 
 
 class EngineParams(Params):
@@ -91,67 +94,82 @@ def _recommendation(metrics: Metrics, engine: Engine) -> tuple[float | None, str
     return (found[0].value, found[0].labels.get("reason")) if found else (None, None)
 
 
+def _per_engine(
+    params: EngineParams,
+    ctx: RunContext,
+    report: Callable[[Metrics, Engine], tuple[dict[str, Any], list[str]]],
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """`report(metrics, engine)` for each chosen engine: their data, and their lines one after the other."""
+    metrics = scrape(ctx)
+    reports: list[dict[str, Any]] = []
+    lines: list[str] = []
+    for engine in engines(metrics, params):
+        data, text = report(metrics, engine)
+        reports.append(data)
+        lines += text
+    return reports, lines
+
+
+def _snapshot(metrics: Metrics, engine: Engine) -> dict[str, Any]:
+    def value(name: str) -> float | None:
+        return metrics.value(f"servescope_serving_{name}", **engine.match)
+
+    recommended, reason = _recommendation(metrics, engine)
+    return {
+        **engine.match,
+        **{name: value(name) for name in _SNAPSHOT_GAUGES},
+        "memory_over_budget_bytes": {
+            s.labels.get("gpu", ""): s.value
+            for s in metrics.get("servescope_serving_memory_over_budget_bytes", **engine.match)
+        },
+        "recommended_max_num_seqs": recommended,
+        "recommended_reason": reason,
+        "gpus": _gpus(metrics, engine),
+    }
+
+
+def _warnings(report: dict[str, Any]) -> list[str]:
+    kv, running, waiting = (
+        report["kv_cache_usage_ratio"],
+        report["requests_running"],
+        report["requests_waiting"],
+    )
+    warnings = []
+    if kv is not None and kv > KV_PRESSURE:
+        warnings.append(f"KV cache over {percent(KV_PRESSURE)}: start OOM prevention")
+    if waiting and running is not None and waiting > max(running, 5):
+        warnings.append("more requests wait than run: the queue is building")
+    if any(v > 2**30 for v in report["memory_over_budget_bytes"].values()):
+        warnings.append("memory held outside the engine's budget (> 1 GiB): see the memory curve")
+    return [f"  ! {w}" for w in warnings]
+
+
+def _snapshot_report(metrics: Metrics, engine: Engine) -> tuple[dict[str, Any], list[str]]:
+    report = _snapshot(metrics, engine)
+    over_budget = report["memory_over_budget_bytes"]
+    free_requests = report["kv_cache_free_requests"]
+    lines = [
+        f"{engine.model_name} engine {engine.engine} at {engine.endpoint} "
+        f"(GPUs {', '.join(g['gpu'] for g in report['gpus']) or 'not joined'})",
+        f"  running {number(report['requests_running'])}, waiting {number(report['requests_waiting'])}, "
+        f"preemptions since start {number(report['preemptions_total'])}",
+        f"  KV cache {percent(report['kv_cache_usage_ratio'])} used of "
+        f"{number(report['kv_cache_capacity_tokens'])} tokens; "
+        f"free {number(report['kv_cache_free_tokens'])} tokens"
+        + (f" (~{number(free_requests)} max-length requests)" if free_requests is not None else "")
+        + f"; full in {duration(report['kv_cache_saturation_seconds'])}",
+        "  memory over budget: "
+        + (", ".join(f"GPU {g} {v / 2**30:+.2f} GiB" for g, v in sorted(over_budget.items())) or "-"),
+        f"  recommended max_num_seqs {number(report['recommended_max_num_seqs'])} "
+        f"({report['recommended_reason'] or 'no advice yet'})",
+    ]
+    return report, lines + _warnings(report)
+
+
 @action("serving_snapshot", "read", EngineParams)
 def serving_snapshot(params: EngineParams, ctx: RunContext) -> StepResult:
     """The engines' batch, queue, KV cache, preemptions and batch advice now."""
-    metrics = scrape(ctx)
-    chosen = engines(metrics, params)
-    reports: list[dict[str, Any]] = []
-    lines: list[str] = []
-    for engine in chosen:
-
-        def value(name: str, engine: Engine = engine) -> float | None:
-            return metrics.value(f"servescope_serving_{name}", **engine.match)
-
-        recommended, reason = _recommendation(metrics, engine)
-        over_budget = {
-            s.labels.get("gpu", ""): s.value
-            for s in metrics.get("servescope_serving_memory_over_budget_bytes", **engine.match)
-        }
-        report: dict[str, Any] = {
-            **engine.match,
-            "requests_running": value("requests_running"),
-            "requests_waiting": value("requests_waiting"),
-            "kv_cache_usage_ratio": value("kv_cache_usage_ratio"),
-            "kv_cache_capacity_tokens": value("kv_cache_capacity_tokens"),
-            "kv_cache_free_tokens": value("kv_cache_free_tokens"),
-            "kv_cache_free_requests": value("kv_cache_free_requests"),
-            "kv_cache_saturation_seconds": value("kv_cache_saturation_seconds"),
-            "preemptions_total": value("preemptions_total"),
-            "gpu_memory_utilization_ratio": value("gpu_memory_utilization_ratio"),
-            "memory_over_budget_bytes": over_budget,
-            "recommended_max_num_seqs": recommended,
-            "recommended_reason": reason,
-            "gpus": _gpus(metrics, engine),
-        }
-        reports.append(report)
-        kv = report["kv_cache_usage_ratio"]
-        running, waiting = report["requests_running"], report["requests_waiting"]
-        warnings = []
-        if kv is not None and kv > KV_PRESSURE:
-            warnings.append(f"KV cache over {percent(KV_PRESSURE)}: start OOM prevention")
-        if waiting and running is not None and waiting > max(running, 5):
-            warnings.append("more requests wait than run: the queue is building")
-        if any(v > 2**30 for v in over_budget.values()):
-            warnings.append("memory held outside the engine's budget (> 1 GiB): see the memory curve")
-        lines += [
-            f"{engine.model_name} engine {engine.engine} at {engine.endpoint} "
-            f"(GPUs {', '.join(g['gpu'] for g in report['gpus']) or 'not joined'})",
-            f"  running {number(running)}, waiting {number(waiting)}, preemptions since start "
-            f"{number(report['preemptions_total'])}",
-            f"  KV cache {percent(kv)} used of {number(report['kv_cache_capacity_tokens'])} tokens; free "
-            f"{number(report['kv_cache_free_tokens'])} tokens"
-            + (
-                f" (~{number(report['kv_cache_free_requests'])} max-length requests)"
-                if report["kv_cache_free_requests"] is not None
-                else ""
-            )
-            + f"; full in {duration(report['kv_cache_saturation_seconds'])}",
-            "  memory over budget: "
-            + (", ".join(f"GPU {g} {v / 2**30:+.2f} GiB" for g, v in sorted(over_budget.items())) or "-"),
-            f"  recommended max_num_seqs {number(recommended)} ({reason or 'no advice yet'})",
-        ]
-        lines += [f"  ! {w}" for w in warnings]
+    reports, lines = _per_engine(params, ctx, _snapshot_report)
     return StepResult(ok=True, title="Serving engines", output="\n".join(lines), data={"engines": reports})
 
 
@@ -168,54 +186,62 @@ def _buckets(metrics: Metrics, name: str, engine: Engine) -> dict[str, float]:
     return {s.labels.get("le", ""): s.value for s in metrics.get(f"{name}_bucket", **engine.match)}
 
 
+def _p99(metrics: Metrics, engine: Engine) -> dict[str, float | None]:
+    p99: dict[str, float | None] = {}
+    for short, name in (
+        ("ttft", "servescope_serving_time_to_first_token_seconds"),
+        ("e2e", "servescope_serving_e2e_request_latency_seconds"),
+    ):
+        buckets = _buckets(metrics, name, engine)
+        try:
+            p99[short] = p99_from_deltas({}, buckets) if buckets else None
+        except ValueError:
+            p99[short] = None
+    return p99
+
+
+def _advice(metrics: Metrics, engine: Engine) -> dict[str, Any]:
+    recommended, reason = _recommendation(metrics, engine)
+    gpus = _gpus(metrics, engine)
+    utilisation = [
+        s.value
+        for g in gpus
+        for s in metrics.get("servescope_gpu_utilization_ratio", gpu=g["gpu"], uuid=g["uuid"])
+    ]
+    return {
+        **engine.match,
+        "recommended_max_num_seqs": recommended,
+        "reason": reason,
+        "rule": _RULES.get(reason or "", "no recommendation exported yet"),
+        "p99_since_start_seconds": _p99(metrics, engine),
+        "gpu_utilization_ratio": sum(utilisation) / len(utilisation) if utilisation else None,
+        "gpus": gpus,
+        "requests_running": metrics.value("servescope_serving_requests_running", **engine.match),
+        "requests_waiting": metrics.value("servescope_serving_requests_waiting", **engine.match),
+    }
+
+
+def _advice_report(metrics: Metrics, engine: Engine) -> tuple[dict[str, Any], list[str]]:
+    item = _advice(metrics, engine)
+    reason = item["reason"]
+    p99 = item["p99_since_start_seconds"]
+    p99_text = ", ".join(f"{k} {'-' if v is None else f'{v * 1000:.0f} ms'}" for k, v in p99.items())
+    lines = [
+        f"{engine.model_name} engine {engine.engine} at {engine.endpoint}",
+        f"  recommended max_num_seqs: {number(item['recommended_max_num_seqs'])}"
+        + (f" (reason {reason}: {item['rule']})" if reason else " (no recommendation exported yet)"),
+        f"  inputs: P99 since the engine started {p99_text} (the advisor uses the last window's P99); "
+        f"GPU utilisation {percent(item['gpu_utilization_ratio'])} over GPUs "
+        f"{', '.join(g['gpu'] for g in item['gpus']) or '(not joined: only the latency rule acts)'}",
+        f"  running {number(item['requests_running'])}, waiting {number(item['requests_waiting'])}",
+    ]
+    return item, lines
+
+
 @action("batch_size_advice", "read", EngineParams)
 def batch_size_advice(params: EngineParams, ctx: RunContext) -> StepResult:
     """The exporter's max_num_seqs recommendation, its inputs (P99, GPU utilisation) and the rule applied."""
-    metrics = scrape(ctx)
-    chosen = engines(metrics, params)
-    advice: list[dict[str, Any]] = []
-    lines: list[str] = []
-    for engine in chosen:
-        recommended, reason = _recommendation(metrics, engine)
-        p99: dict[str, float | None] = {}
-        for short, name in (
-            ("ttft", "servescope_serving_time_to_first_token_seconds"),
-            ("e2e", "servescope_serving_e2e_request_latency_seconds"),
-        ):
-            buckets = _buckets(metrics, name, engine)
-            try:
-                p99[short] = p99_from_deltas({}, buckets) if buckets else None
-            except ValueError:
-                p99[short] = None
-        gpus = _gpus(metrics, engine)
-        utilisation = [
-            s.value
-            for g in gpus
-            for s in metrics.get("servescope_gpu_utilization_ratio", gpu=g["gpu"], uuid=g["uuid"])
-        ]
-        mean_util = sum(utilisation) / len(utilisation) if utilisation else None
-        item: dict[str, Any] = {
-            **engine.match,
-            "recommended_max_num_seqs": recommended,
-            "reason": reason,
-            "rule": _RULES.get(reason or "", "no recommendation exported yet"),
-            "p99_since_start_seconds": p99,
-            "gpu_utilization_ratio": mean_util,
-            "gpus": gpus,
-            "requests_running": metrics.value("servescope_serving_requests_running", **engine.match),
-            "requests_waiting": metrics.value("servescope_serving_requests_waiting", **engine.match),
-        }
-        advice.append(item)
-        p99_text = ", ".join(f"{k} {'-' if v is None else f'{v * 1000:.0f} ms'}" for k, v in p99.items())
-        lines += [
-            f"{engine.model_name} engine {engine.engine} at {engine.endpoint}",
-            f"  recommended max_num_seqs: {number(recommended)}"
-            + (f" (reason {reason}: {item['rule']})" if reason else " (no recommendation exported yet)"),
-            f"  inputs: P99 since the engine started {p99_text} (the advisor uses the last window's P99); "
-            f"GPU utilisation {percent(mean_util)} over GPUs "
-            f"{', '.join(g['gpu'] for g in gpus) or '(not joined: only the latency rule acts)'}",
-            f"  running {number(item['requests_running'])}, waiting {number(item['requests_waiting'])}",
-        ]
+    advice, lines = _per_engine(params, ctx, _advice_report)
     lines.append(
         f"  the rule (defaults): P99 over {DEFAULT_SLO_SECONDS * 1000:.0f} ms -> x0.8; utilisation under "
         f"{percent(DEFAULT_LOW_UTILISATION)} -> x1.2; else keep. Lowering the batch acts immediately "

@@ -1,0 +1,82 @@
+"""`nvlink_errors`: NVLink errors of a GPU per link and type (NVML), and DCGM's 409/419/429/439 counters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servescope.runbooks.actions.base import RunContext, StepResult, action
+from servescope.runbooks.actions.gpu import GpuParams
+from servescope.runbooks.actions.metrics import Gpu, Metrics, find_gpu, gpu_series, gpu_value, scrape
+from servescope.runbooks.actions.text import number, table
+
+_NVLINK_TYPES = ("crc_flit", "crc_data", "replay", "recovery")
+_STATES: dict[Any, str] = {1.0: "up", 0.0: "DOWN"}
+_DCGM_NVLINK = (
+    (409, "crc_flit", "servescope_dcgm_nvlink_crc_flit_errors_total"),
+    (419, "crc_data", "servescope_dcgm_nvlink_crc_data_errors_total"),
+    (429, "replay", "servescope_dcgm_nvlink_replay_errors_total"),
+    (439, "recovery", "servescope_dcgm_nvlink_recovery_errors_total"),
+)
+_NOTE = (
+    "  note: counters are totals; what matters is their increase (the alert counts 10 min). "
+    "NVLink CRC errors are DCGM 409/419 (replay/recovery 429/439); 1009/1010 are PCIe bytes/s."
+)
+
+
+def _links(metrics: Metrics, gpu: Gpu) -> list[tuple[str, dict[str, Any]]]:
+    """Each link's state and error counts, in link order."""
+    links: dict[str, dict[str, Any]] = {}
+    for sample in gpu_series(metrics, "servescope_gpu_nvlink_up", gpu):
+        links.setdefault(sample.labels.get("link", "?"), {})["up"] = sample.value
+    for sample in gpu_series(metrics, "servescope_gpu_nvlink_errors_total", gpu):
+        links.setdefault(sample.labels.get("link", "?"), {})[sample.labels.get("type", "?")] = sample.value
+    return sorted(links.items(), key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0))
+
+
+def _link_lines(
+    ordered: list[tuple[str, dict[str, Any]]], down: list[str], with_errors: list[str]
+) -> list[str]:
+    rows = [
+        [link, _STATES.get(v.get("up"), "-"), *(number(v.get(t)) for t in _NVLINK_TYPES)]
+        for link, v in ordered
+        if link in with_errors or link in down
+    ]
+    if rows:
+        return [table(["link", "state", *_NVLINK_TYPES], rows)]
+    if ordered:
+        return ["  every link is up with no error counted"]
+    return ["  no NVLink series for this GPU (PCIe-only board, or NVLink not supported)"]
+
+
+@action("nvlink_errors", "read", GpuParams)
+def nvlink_errors(params: GpuParams, ctx: RunContext) -> StepResult:
+    """NVLink errors of the GPU per link and type (NVML) and DCGM's 409/419/429/439 counters."""
+    metrics = scrape(ctx)
+    gpu = find_gpu(metrics, params.gpu)
+    ordered = _links(metrics, gpu)
+    totals = {t: sum(v.get(t) or 0.0 for _, v in ordered) for t in _NVLINK_TYPES}
+    dcgm: dict[str, dict[str, Any]] = {
+        str(field_id): {"type": kind, "value": gpu_value(metrics, name, gpu)}
+        for field_id, kind, name in _DCGM_NVLINK
+    }
+    down = [link for link, v in ordered if v.get("up") == 0]
+    with_errors = [link for link, v in ordered if any(v.get(t) for t in _NVLINK_TYPES)]
+    lines = [
+        f"GPU {gpu.index} ({gpu.uuid}): {len(ordered)} NVLink link(s), {len(down)} down, "
+        f"{len(with_errors)} with errors since the driver loaded",
+        "  totals: " + ", ".join(f"{t} {number(totals[t])}" for t in _NVLINK_TYPES),
+        *_link_lines(ordered, down, with_errors),
+        "  DCGM: "
+        + ", ".join(
+            f"{fid} ({v['type']}) {number(v['value']) if v['value'] is not None else 'not exported'}"
+            for fid, v in dcgm.items()
+        ),
+        _NOTE,
+    ]
+    data = {"gpu": gpu.index, "uuid": gpu.uuid, "links": dict(ordered), "totals": totals}
+    return StepResult(
+        ok=True,
+        title=f"NVLink errors of GPU {gpu.index}",
+        output="\n".join(lines),
+        data={**data, "links_down": down, "dcgm": dcgm},
+    )

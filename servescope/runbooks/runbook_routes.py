@@ -1,0 +1,114 @@
+"""The runbook pages: the index, one page per alert, and the GPU's memory curve it shows.
+
+    GET  /runbooks                              index: alert, severity, summary
+    GET  /runbooks/{alert}?<label>=<value>...   the runbook, its steps bound to the alert's labels
+    GET  /runbooks/{alert}/memory.svg?gpu=...   the GPU's memory curve (memory_curve action, proxied)
+
+Query parameters are untrusted: everything shown is escaped, and values reach an action only through
+its typed parameters.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+from pydantic import ValidationError
+
+from servescope.runbooks.actions import ACTIONS, RunContext
+from servescope.runbooks.audit import AuditLog
+from servescope.runbooks.document import (
+    Runbook,
+    RunbookError,
+    UnknownAlertError,
+    is_label_name,
+    load_runbook,
+    load_runbooks,
+)
+from servescope.runbooks.runbook_html import index_html, runbook_html
+from servescope.runbooks.shell import esc, not_found, page
+
+Incidents = Callable[[str], list[dict[str, Any]]]
+ContextFactory = Callable[[Request], RunContext]
+_MAX_LABELS = 64
+# Served from this origin: an SVG opened directly may not run scripts.
+_SVG_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
+    "Cache-Control": "no-store",
+}
+
+
+@dataclass(frozen=True)
+class Pages:
+    """What the /runbooks routes serve from: the folder, the run context, the token and audit log."""
+
+    folder: Path
+    ctx_factory: ContextFactory
+    token: str | None
+    audit: AuditLog
+    incidents: Incidents | None = None
+
+    def load(self, alert: str) -> Runbook:
+        return load_runbook(self.folder, alert)
+
+    def latest_incidents(self, alert: str) -> list[dict[str, Any]] | None:
+        if self.incidents is None:
+            return None
+        try:
+            return self.incidents(alert)
+        except Exception:
+            return []  # the page stands without them
+
+
+def _labels_from_query(request: Request) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for name, value in request.query_params.multi_items():
+        if is_label_name(name) and len(labels) < _MAX_LABELS:
+            labels[name] = value
+    return labels
+
+
+def _text(message: str, status: int) -> Response:
+    return Response(message, status_code=status, media_type="text/plain")
+
+
+def add_page_routes(router: APIRouter, pages: Pages) -> None:
+    @router.get("/runbooks", include_in_schema=False)
+    def index() -> HTMLResponse:
+        return page("servescope runbooks", index_html(*load_runbooks(pages.folder)))
+
+    @router.get("/runbooks/{alert}", include_in_schema=False)
+    def runbook_page(alert: str, request: Request) -> HTMLResponse:
+        try:
+            runbook = pages.load(alert)
+        except UnknownAlertError:
+            return not_found(f"No runbook for alert {alert[:80]!r}.")
+        except RunbookError as exc:
+            return page("Broken runbook", f"<h1>Broken runbook</h1><pre>{esc(exc)}</pre>", status=500)
+        labels = _labels_from_query(request)
+        latest = pages.latest_incidents(runbook.alert)
+        nonce = secrets.token_urlsafe(16)
+        return page(f"{runbook.alert} runbook", runbook_html(runbook, labels, latest, nonce), nonce=nonce)
+
+    @router.get("/runbooks/{alert}/memory.svg", include_in_schema=False)
+    def memory_svg(alert: str, request: Request, gpu: str = "", window: str = "30m") -> Response:
+        try:
+            pages.load(alert)
+        except (UnknownAlertError, RunbookError):
+            return _text(f"no runbook for alert {alert[:80]!r}", 404)
+        action = ACTIONS["memory_curve"]
+        try:
+            params = action.params.model_validate({"gpu": gpu, "window": window})
+        except ValidationError as exc:
+            return _text(
+                f"invalid gpu or window: {str(exc.errors()[0]['msg']).removeprefix('Value error, ')}", 422
+            )
+        result = action.run(params, pages.ctx_factory(request).model_copy(update={"execute": False}))
+        if not result.ok or result.svg is None:
+            return _text(result.output, 502)
+        return Response(result.svg, media_type="image/svg+xml", headers=_SVG_HEADERS)

@@ -1,0 +1,170 @@
+"""Every setting of the runbook commands and service, read from flags or SERVESCOPE_RUNBOOK_* variables.
+
+Four areas, so that each command takes only the options it uses: where the runbooks are (every command),
+where steps read from and what they run (`runbook run`, `runbook-server`), the tokens and the service's
+own address and files (`runbook-server`). The names of the variables are those of earlier releases.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, BaseModel, Field, field_validator
+from pydantic_settings import BaseSettings
+
+from servescope.common.listen import parse_listen
+from servescope.common.settings_cli import area_config
+from servescope.runbooks.actions.base import DEFAULT_EXPORTER_URL, RunContext
+from servescope.runbooks.actions.params import HttpUrl
+from servescope.runbooks.audit import DEFAULT_AUDIT_LOG
+
+# The Markdown runbooks are package data: an installed servescope finds them without a checkout.
+SHIPPED_RUNBOOKS = Path(__file__).resolve().parent / "pages"
+ENV_RUNBOOKS = "SERVESCOPE_RUNBOOKS"
+ENV_TOKEN = "SERVESCOPE_RUNBOOK_TOKEN"
+ENV_WEBHOOK_TOKEN = "SERVESCOPE_WEBHOOK_TOKEN"
+
+
+class FolderSettings(BaseSettings):
+    """Where the runbooks are."""
+
+    model_config = area_config("runbook")
+
+    runbooks: Path | None = Field(
+        None,
+        validation_alias=AliasChoices(ENV_RUNBOOKS),
+        json_schema_extra={"cli": "--runbooks"},
+        description="Folder of <AlertName>.md runbooks. Empty: the runbooks shipped with servescope.",
+    )
+
+    @field_validator("runbooks", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if value == "" else value  # SERVESCOPE_RUNBOOKS= means the shipped runbooks
+
+    @field_validator("runbooks")
+    @classmethod
+    def _is_folder(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_dir():
+            raise ValueError(f"{value}: not a folder")
+        return value
+
+    def folder(self) -> Path:
+        return self.runbooks if self.runbooks is not None else SHIPPED_RUNBOOKS
+
+
+class StepSettings(BaseSettings):
+    """Where read steps read from and what change steps run; never taken from an alert's labels."""
+
+    model_config = area_config("runbook")
+
+    exporter_url: HttpUrl = Field(
+        DEFAULT_EXPORTER_URL,
+        json_schema_extra={"cli": "--exporter-url"},
+        description="The servescope exporter read actions ask.",
+    )
+    prometheus_url: HttpUrl | None = Field(
+        None, json_schema_extra={"cli": "--prometheus-url"}, description="Prometheus for promql steps."
+    )
+    alertmanager_url: HttpUrl | None = Field(
+        None,
+        json_schema_extra={"cli": "--alertmanager-url"},
+        description="Alertmanager for create_silence steps.",
+    )
+    kubectl: str = Field(
+        "kubectl", json_schema_extra={"cli": "--kubectl"}, description="kubectl to run change steps with."
+    )
+    dcgmi: str = Field(
+        "dcgmi", json_schema_extra={"cli": "--dcgmi"}, description="dcgmi for dcgm_sample steps."
+    )
+    timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        json_schema_extra={"cli": "--timeout"},
+        description="Seconds each request or command of a step may take (at most 600).",
+    )
+    exporter_per_instance: bool = Field(
+        False,
+        json_schema_extra={"cli": "--exporter-per-instance"},
+        description="Ask the exporter named by the alert's `instance` label (host:port, on the "
+        "--exporter-url port) instead of --exporter-url: what a central runbook service in front of a "
+        "DaemonSet needs.",
+    )
+
+    def context(self, *, execute: bool = False) -> RunContext:
+        """The RunContext steps run with."""
+        return RunContext(**self.model_dump(), execute=execute)
+
+
+class TokenSettings(BaseSettings):
+    """The bearer tokens of the runbook service: change steps, and Alertmanager's webhook."""
+
+    model_config = area_config("runbook")
+
+    token_file: Path | None = Field(
+        None,
+        json_schema_extra={"cli": "--token-file"},
+        description="File holding the bearer token change steps need (else --token; with neither, "
+        "change steps are refused).",
+    )
+    token: str | None = Field(
+        None,
+        repr=False,
+        json_schema_extra={"cli": "--token"},
+        description="The bearer token change steps need, when there is no --token-file. Prefer the file "
+        "or the variable: a command line is visible to every user of the machine.",
+    )
+    webhook_token_file: Path | None = Field(
+        None,
+        json_schema_extra={"cli": "--webhook-token-file"},
+        description="File holding the bearer token Alertmanager sends (else --webhook-token; with "
+        "neither, the webhook refuses every post).",
+    )
+    webhook_token: str | None = Field(
+        None,
+        repr=False,
+        validation_alias=AliasChoices(ENV_WEBHOOK_TOKEN),
+        json_schema_extra={"cli": "--webhook-token"},
+        description="The bearer token Alertmanager sends, when there is no --webhook-token-file.",
+    )
+
+
+class ServiceSettings(BaseSettings):
+    """The runbook service's address and the files it keeps."""
+
+    model_config = area_config("runbook")
+
+    listen: str = Field(
+        "127.0.0.1:9110",
+        json_schema_extra={"cli": "--listen"},
+        description="HOST:PORT the runbook service serves on ([IPv6]:PORT, :PORT for all interfaces).",
+    )
+    audit_log: Path = Field(
+        Path(DEFAULT_AUDIT_LOG),
+        json_schema_extra={"cli": "--audit-log"},
+        description="JSON Lines file recording every change-step request.",
+    )
+    incidents_db: Path = Field(
+        Path("servescope-incidents.sqlite"),
+        json_schema_extra={"cli": "--incidents-db"},
+        description="SQLite file (WAL) keeping incidents and their step outputs.",
+    )
+
+    @field_validator("listen")
+    @classmethod
+    def _valid_listen(cls, value: str) -> str:
+        parse_listen(value)
+        return value
+
+
+class RunbookSettings(BaseModel):
+    """Everything the runbook service reads, one area each."""
+
+    folder: FolderSettings
+    steps: StepSettings
+    tokens: TokenSettings
+    service: ServiceSettings
+
+
+RUNBOOK_AREAS: tuple[type[BaseSettings], ...] = (FolderSettings, StepSettings, TokenSettings, ServiceSettings)
