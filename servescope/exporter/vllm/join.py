@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from servescope.exporter.gpu_directory import GpuDirectory
 from servescope.exporter.stores.signals import GpuProcess
+from servescope.exporter.vllm.discovery import discover
 from servescope.exporter.vllm.procfs import ProcFs
 
 
@@ -23,12 +24,15 @@ def endpoint_port(url: str) -> int | None:
         return None
 
 
-def gpus_of_endpoint(url: str, procfs: ProcFs, directory: GpuDirectory) -> list[GpuProcess]:
-    """GPU processes belonging to the process tree that serves `url` (empty when it is not local)."""
+def gpus_of_endpoint(
+    url: str, procfs: ProcFs, directory: GpuDirectory, owners: set[int] | None = None
+) -> list[GpuProcess]:
+    """GPU processes of the tree that serves `url`: below `owners` when discovery found them, else
+    below the PIDs listening on its port (empty when it is not local)."""
     port = endpoint_port(url)
     if port is None:
         return []
-    listening = procfs.listening_pids(port)
+    listening = owners or procfs.listening_pids(port)
     if not listening:
         return []
     tree = procfs.descendants(listening)
@@ -41,27 +45,9 @@ def gpus_of_endpoint(url: str, procfs: ProcFs, directory: GpuDirectory) -> list[
 def candidate_urls(
     procfs: ProcFs, directory: GpuDirectory, exclude: frozenset[int] = frozenset()
 ) -> list[str]:
-    """/metrics URLs of every TCP listener owned by a GPU process or one of its ancestors.
+    """/metrics URLs of the API servers behind NVML's GPU processes (discovery.discover).
 
     `exclude` keeps this exporter out: it may be an ancestor (simulated engines are its children),
     and its /metrics re-exports engine series, which must never be scraped back in.
     """
-    owners: set[int] = set()
-    for _, _, pid in directory.processes():
-        owners.add(pid)
-        owners.update(procfs.ancestors(pid))
-    owners -= exclude
-    if not owners:
-        return []
-    listeners = procfs.listeners()
-    urls = set()
-    for pid in owners:
-        for inode in procfs.socket_inodes(pid) & listeners.keys():
-            listener = listeners[inode]
-            host = listener.address
-            if host in ("0.0.0.0", "::"):
-                host = "127.0.0.1"
-            elif ":" in host:
-                host = f"[{host}]"
-            urls.add(f"http://{host}:{listener.port}/metrics")
-    return sorted(urls)
+    return discover(procfs, directory, exclude).urls

@@ -11,14 +11,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from servescope import catalog as c
+from servescope.catalog import placement
 from servescope.exporter.exposition import Sample
 from servescope.exporter.gpu_directory import GpuDirectory
-from servescope.exporter.sources.base import Collection
+from servescope.exporter.sources.base import Collection, Problem
 from servescope.exporter.stores.serving_board import ServingBoard
 from servescope.exporter.stores.signals import GpuProcess, Normalised
 from servescope.exporter.vllm.aliases import FamilyLike, is_engine_family
+from servescope.exporter.vllm.discovery import Discovery, discover
 from servescope.exporter.vllm.export import passthrough_text, signal_samples
-from servescope.exporter.vllm.join import candidate_urls, gpus_of_endpoint
+from servescope.exporter.vllm.join import gpus_of_endpoint
 from servescope.exporter.vllm.normalise import normalise
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.scrape import Fetcher, ScrapeError, Scraper
@@ -78,6 +80,8 @@ class VllmSource:
         self._discovered_at = float("-inf")
         self._gpu_pids: frozenset[int] = frozenset()
         self._missing: set[str] = set()  # kept after discovery lost them, already logged
+        self._found = Discovery()
+        self._reports: list[Problem] = []  # what the last discovery could not reach, counted once
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="vllm-scrape")
 
     # --- endpoints ---------------------------------------------------------------------------------
@@ -93,9 +97,9 @@ class VllmSource:
 
     def _rediscover(self) -> None:
         own = frozenset({os.getpid()})
-        found = [
-            url for url in candidate_urls(self._procfs, self._directory, own) if self._speaks_engine(url)
-        ]
+        previous, self._found = self._found, discover(self._procfs, self._directory, own)
+        found = [url for url in self._found.urls if self._speaks_engine(url)]
+        self._report(previous, found)
         now = self._wall()
         kept = [
             url
@@ -108,6 +112,20 @@ class VllmSource:
             log.warning("endpoint %s no longer found: reported down until it returns or is forgotten", url)
         self._missing = set(kept)
         self._states = {url: self._states.get(url) or EndpointState(url) for url in [*found, *kept]}
+
+    def _report(self, previous: Discovery, found: list[str]) -> None:
+        """Log what discovery looked at when it changes; count what it cannot reach once a cycle."""
+        now, reports = self._found, self._found.reports()
+        self._reports = [Problem(reason, what) for reason, what in reports]
+        if (now.gpu_pids, now.urls, reports) == (previous.gpu_pids, previous.urls, previous.reports()):
+            return
+        pids = ", ".join(map(str, now.gpu_pids)) or "none"
+        urls, engines = ", ".join(now.urls) or "none", ", ".join(found) or "none"
+        log.info(
+            "discovery looked at GPU processes %s: API-server listeners %s, engines %s", pids, urls, engines
+        )
+        for reason, what in reports:
+            log.warning("serving engine not reachable from this exporter (%s): %s", reason, what)
 
     def _speaks_engine(self, url: str) -> bool:
         try:
@@ -137,7 +155,10 @@ class VllmSource:
                 self.board.record(url, normalised, state.gpus, self._monotonic())
             scrapes.append((url, families))
         raw = passthrough_text(scrapes) if self._passthrough else None
-        return Collection(samples, [], raw)
+        if self._discovery:
+            samples.append(Sample(placement.DISCOVERED_ENDPOINTS, (), len(urls)))
+        problems, self._reports = self._reports, []
+        return Collection(samples, problems, raw)
 
     def _scrape(self, url: str) -> list[FamilyLike] | None:
         state = self._states[url]
@@ -177,7 +198,8 @@ class VllmSource:
         # Walking /proc costs a scan of every process's fds: do it every 30 s, not every scrape.
         due = JOIN_REFRESH_SECONDS if state.gpus else JOIN_RETRY_SECONDS
         if self._monotonic() - state.joined_at >= due:
-            state.gpus = gpus_of_endpoint(state.url, self._procfs, self._directory)
+            owners = self._found.owners.get(state.url)
+            state.gpus = gpus_of_endpoint(state.url, self._procfs, self._directory, owners)
             state.joined_at = self._monotonic()
         engines = normalised.engines
         return [
