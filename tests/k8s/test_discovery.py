@@ -62,10 +62,11 @@ class RecordingScraper:
 
     def __init__(self) -> None:
         self.fetched: list[str] = []
+        self.text = DP2_METRICS.read_text()
 
     def fetch(self, url: str) -> str:
         self.fetched.append(url)
-        return DP2_METRICS.read_text()
+        return self.text
 
     def close(self) -> None:
         pass

@@ -20,7 +20,7 @@ from servescope.exporter.stores.signals import GpuProcess, Normalised
 from servescope.exporter.vllm.aliases import FamilyLike, is_engine_family
 from servescope.exporter.vllm.discovery import Discovery, discover
 from servescope.exporter.vllm.export import passthrough_text, signal_samples
-from servescope.exporter.vllm.join import gpus_of_endpoint
+from servescope.exporter.vllm.join import EndpointGpus, engine_gpus, join_endpoint
 from servescope.exporter.vllm.normalise import normalise
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.scrape import Fetcher, ScrapeError, Scraper
@@ -45,6 +45,8 @@ class EndpointState:
     errors: Counter[str] = field(default_factory=Counter)
     last_error: str | None = None
     gpus: list[GpuProcess] = field(default_factory=list)
+    joined: EndpointGpus = field(default_factory=EndpointGpus)
+    ambiguous_logged: bool = False
     joined_at: float = float("-inf")
 
 
@@ -199,13 +201,25 @@ class VllmSource:
         due = JOIN_REFRESH_SECONDS if state.gpus else JOIN_RETRY_SECONDS
         if self._monotonic() - state.joined_at >= due:
             owners = self._found.owners.get(state.url)
-            state.gpus = gpus_of_endpoint(state.url, self._procfs, self._directory, owners)
-            state.joined_at = self._monotonic()
+            state.joined = join_endpoint(state.url, self._procfs, self._directory, owners)
+            state.gpus, state.joined_at = state.joined.gpus, self._monotonic()
         engines = normalised.engines
+        mapping = engine_gpus(sorted({engine for _, engine in engines}), state.joined)
+        if mapping is None:
+            # Every engine on every GPU would page for engine 0 on engine 1's GPU: say nothing instead.
+            why = f"{state.url}: the GPUs of its {len(engines)} data-parallel engines cannot be told apart"
+            self._reports.append(Problem("ambiguous_dp", why))
+            if not state.ambiguous_logged:
+                log.warning(
+                    "%s (no VLLM::EngineCore_DP<n> per rank, or ranks on one GPU): no engine-GPU map", why
+                )
+            state.ambiguous_logged = True
+            return []
+        state.ambiguous_logged = False
         return [
             Sample(c.ENGINE_GPU_INFO, (model, engine, state.url, g.uuid, g.gpu, str(g.pid)), 1)
             for (model, engine) in engines
-            for g in state.gpus
+            for g in mapping[engine]
         ]
 
     def close(self) -> None:
