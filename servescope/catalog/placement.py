@@ -30,6 +30,13 @@ ALLOCATABLE_DEVICES = _gauge(
     ("resource",),
     "k8s",
 )
+ENDPOINT_POD_INFO = _gauge(
+    "servescope_serving_endpoint_pod_info",
+    "The pod and container of a serving endpoint: the one container the kubelet says holds all of "
+    "its engines' GPUs (absent when unknown or several; value is always 1).",
+    ("endpoint", *POD),
+    "vllm",
+)
 DISCOVERED_ENDPOINTS = _gauge(
     "servescope_vllm_discovered_endpoints",
     "Serving endpoints discovery found on this node in its last cycle (0: it found none; the "

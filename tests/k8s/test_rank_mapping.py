@@ -103,3 +103,21 @@ def test_engine_gpus_decides_per_engine_or_not_at_all() -> None:
     assert engine_gpus(["0", "1"], EndpointGpus([a, b], {"0": [a], "1": [b]})) == {"0": [a], "1": [b]}
     assert engine_gpus(["0", "1"], EndpointGpus([a, b], {"0": [a]})) is None  # rank 1 unknown
     assert engine_gpus(["0", "1"], EndpointGpus([a], {"0": [a], "1": [a]}, ambiguous=True)) is None
+
+
+def endpoint_pods(procfs: ProcFs, d: GpuDirectory) -> set[tuple[str, ...]]:
+    scraper = RecordingScraper()
+    source = VllmSource([], directory=d, procfs=procfs, scraper=scraper)  # type: ignore[arg-type]
+    samples = source.collect().samples
+    source.close()
+    return {s.label_values for s in samples if s.spec.name == "servescope_serving_endpoint_pod_info"}
+
+
+def test_an_endpoint_gets_the_pod_that_holds_all_its_gpus(tmp_path: Path) -> None:
+    procfs = ProcFs(dp2_tree(tmp_path / "proc").root)
+    d = directory({A: {WORKERS["0"]}, B: {WORKERS["1"]}})
+    assert endpoint_pods(procfs, d) == set()  # the kubelet has not answered
+    d.set_holders({A: frozenset({("serving", "dp-0", "vllm")}), B: frozenset({("serving", "dp-0", "vllm")})})
+    assert endpoint_pods(procfs, d) == {(URL, "serving", "dp-0", "vllm")}
+    d.set_holders({A: frozenset({("serving", "dp-0", "vllm")}), B: frozenset({("chat", "c-0", "engine")})})
+    assert endpoint_pods(procfs, d) == set()  # two containers: which one serves is not told

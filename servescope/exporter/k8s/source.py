@@ -109,6 +109,7 @@ class PodResourcesSource:
         uuids = self._directory.known()
         unresolved: list[str] = []
         holders = holders_by_gpu(listing, GpuNaming(uuids, self._mig), unresolved)
+        self._directory.set_holders({uuid: frozenset(map(_labels, held)) for uuid, held in holders.items()})
         index_of = {uuid: index for index, uuid in uuids.items()}
         samples = self._pod_samples(holders, index_of) + self._process_samples(holders, index_of)
         samples += _allocatable_samples(allocatable)

@@ -152,6 +152,7 @@ class VllmSource:
             normalised = normalise(families)
             samples += signal_samples(normalised, url)
             samples += self._join_samples(state, normalised)
+            samples += self._pod_samples(state)
             if self.board is not None:
                 # Load, KV usage and latency over time feed the leak verdict, KV trend and advisor.
                 self.board.record(url, normalised, state.gpus, self._monotonic())
@@ -221,6 +222,15 @@ class VllmSource:
             for (model, engine) in engines
             for g in mapping[engine]
         ]
+
+    def _pod_samples(self, state: EndpointState) -> list[Sample]:
+        # Labels to join the serving series with what a PodMonitor scrapes: only when one container
+        # holds every GPU of the endpoint (a time-sliced GPU's processes could be anyone's).
+        holders = {holder for g in state.gpus for holder in self._directory.holders(g.uuid)}
+        if len(holders) != 1 or not all(self._directory.holders(g.uuid) for g in state.gpus):
+            return []
+        (holder,) = holders
+        return [Sample(placement.ENDPOINT_POD_INFO, (state.url, *holder), 1)]
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
