@@ -5,13 +5,16 @@ Every name starts with `ssk8s`; everything created is removed again, also when a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -46,6 +49,26 @@ class Pod:
         assert found, f"the simulated engine in {self.name} did not start"
         return process, int(found.group(1))
 
+    def start_dp_server(self, metrics_dir: str, ranks: int = 2) -> tuple[subprocess.Popen[str], int]:
+        """A data-parallel server tree as vLLM's: VLLM::EngineCore_DP<n> children of the HTTP server,
+        each with a VLLM::Worker child (titles set with bash's exec -a); /metrics from `metrics_dir`."""
+        cores = "".join(
+            f"(exec -a VLLM::EngineCore_DP{n} bash -c '(exec -a VLLM::Worker sleep 600) & wait') & "
+            for n in range(ranks)
+        )
+        server = f"exec {sys.executable} -u -m http.server --bind 0.0.0.0 0 --directory {metrics_dir}"
+        process = subprocess.Popen(
+            ["ip", "netns", "exec", self.name, "bash", "-c", cores + server],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self.processes.append(process)
+        assert process.stdout is not None
+        found = re.search(r"port (\d+)", process.stdout.readline())
+        assert found, f"the data-parallel server in {self.name} did not start"
+        return process, int(found.group(1))
+
 
 def _require_netns() -> None:
     if os.geteuid() != 0:
@@ -55,6 +78,16 @@ def _require_netns() -> None:
     if result.returncode != 0:
         pytest.skip(f"ip netns add is not permitted here: {result.stderr.strip()}")
     ip("netns", "del", probe, check=False)
+
+
+def _kill_tree(pid: int) -> None:
+    """The process and everything it started (a data-parallel server's engine cores and workers)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    with contextlib.suppress(OSError):
+        for child in children.read_text().split():
+            _kill_tree(int(child))
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
 
 
 @contextmanager
@@ -76,7 +109,7 @@ def pod_namespace(index: int) -> Iterator[Pod]:
         yield pod
     finally:
         for process in pod.processes:
-            process.kill()
+            _kill_tree(process.pid)
             process.wait(10)
         ip("link", "del", host_if, check=False)
         ip("netns", "del", name, check=False)
