@@ -13,6 +13,8 @@ cannot be told apart, no engine is mapped to any GPU rather than every engine to
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import re
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -84,22 +86,33 @@ def join_endpoint(
 ) -> EndpointGpus:
     """The GPUs behind `url` and, for data-parallel servers, behind each rank."""
     gpus = gpus_of_endpoint(url, procfs, directory, owners)
-    port = endpoint_port(url)
-    listening = owners or (procfs.listening_pids(port) if port is not None else set())
+    listening = serving_pids(url, procfs, owners)
     if not listening:
         return EndpointGpus(gpus)
     return _rank_gpus(procfs, procfs.descendants(listening), directory, gpus)
 
 
+def _is_local(host: str, procfs: ProcFs) -> bool:
+    with contextlib.suppress(ValueError):
+        if ipaddress.ip_address(host).is_loopback:
+            return True
+    return host == "localhost" or host in procfs.local_addresses("self")
+
+
+def serving_pids(url: str, procfs: ProcFs, owners: set[int] | None = None) -> set[int]:
+    """The processes behind `url`: `owners` when discovery found them, else those listening on its
+    port here, for a URL of this host only (another host's, or a Service's, is no local process's)."""
+    port = endpoint_port(url)
+    if owners or port is None:
+        return set(owners or ())
+    return procfs.listening_pids(port) if _is_local(urlsplit(url).hostname or "", procfs) else set()
+
+
 def gpus_of_endpoint(
     url: str, procfs: ProcFs, directory: GpuDirectory, owners: set[int] | None = None
 ) -> list[GpuProcess]:
-    """GPU processes of the tree that serves `url`: below `owners` when discovery found them, else
-    below the PIDs listening on its port (empty when it is not local)."""
-    port = endpoint_port(url)
-    if port is None:
-        return []
-    listening = owners or procfs.listening_pids(port)
+    """GPU processes of the tree that serves `url` (empty when it is not local)."""
+    listening = serving_pids(url, procfs, owners)
     if not listening:
         return []
     tree = procfs.descendants(listening)

@@ -153,7 +153,7 @@ class ProcFs:
             return os.readlink(os.path.join(self.root, str(pid), "ns", "net"))
         return None
 
-    def local_addresses(self, pid: int) -> list[str]:
+    def local_addresses(self, pid: int | str) -> list[str]:
         """IPv4 addresses local to `pid`'s network namespace, loopback left out (from net/fib_trie)."""
         found: list[str] = []
         with contextlib.suppress(OSError):
