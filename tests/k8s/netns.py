@@ -37,17 +37,7 @@ class Pod:
     def start_engine(self, listen: str, engine: str = "0") -> tuple[subprocess.Popen[str], int]:
         """A simulated vLLM server inside the namespace; returns it and the port it bound."""
         argv = [sys.executable, "-m", "servescope.sim.vllm_server", "--listen", listen, "--engine", engine]
-        process = subprocess.Popen(
-            ["ip", "netns", "exec", self.name, *argv, "--exit-with-parent"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        self.processes.append(process)
-        assert process.stdout is not None
-        found = re.search(r"serving on \S+:(\d+)", process.stdout.readline())
-        assert found, f"the simulated engine in {self.name} did not start"
-        return process, int(found.group(1))
+        return self._start([*argv, "--exit-with-parent"], r"serving on \S+:(\d+)", "the simulated engine")
 
     def start_dp_server(self, metrics_dir: str, ranks: int = 2) -> tuple[subprocess.Popen[str], int]:
         """A data-parallel server tree as vLLM's: VLLM::EngineCore_DP<n> children of the HTTP server,
@@ -57,16 +47,20 @@ class Pod:
             for n in range(ranks)
         )
         server = f"exec {sys.executable} -u -m http.server --bind 0.0.0.0 0 --directory {metrics_dir}"
+        return self._start(["bash", "-c", cores + server], r"port (\d+)", "the data-parallel server")
+
+    def _start(self, argv: list[str], port_line: str, what: str) -> tuple[subprocess.Popen[str], int]:
+        """`argv` inside the namespace; the port is read from its first line of output."""
         process = subprocess.Popen(
-            ["ip", "netns", "exec", self.name, "bash", "-c", cores + server],
+            ["ip", "netns", "exec", self.name, *argv],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
         )
         self.processes.append(process)
         assert process.stdout is not None
-        found = re.search(r"port (\d+)", process.stdout.readline())
-        assert found, f"the data-parallel server in {self.name} did not start"
+        found = re.search(port_line, process.stdout.readline())
+        assert found, f"{what} in {self.name} did not start"
         return process, int(found.group(1))
 
 
