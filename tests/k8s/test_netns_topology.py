@@ -62,8 +62,18 @@ def exposition(settings: Settings, fleet: SimulatedFleet) -> dict[str, list[dict
     return series
 
 
-def test_pods_discovered_labelled_mapped_per_rank_and_loopback_reported(tmp_path: Path) -> None:
-    (tmp_path / "www").mkdir()
+def node_settings(socket: Path) -> Settings:
+    return Settings(
+        node=NodeSettings(hostname="node-a"),
+        nvml=NvmlSettings(xid_events=False),
+        dcgm=DcgmSettings(enabled=False),
+        k8s=K8sSettings(pod_resources_socket=str(socket)),
+    )
+
+
+def run_node(tmp_path: Path) -> tuple[dict[str, list[dict[str, str]]], dict[str, str], str, str]:
+    """The three pods started, one exporter cycle run: its series, GPU UUIDs, the DP and TP URLs."""
+    (tmp_path / "www").mkdir()  # the DP server's /metrics: the captured DP=2 exposition
     (tmp_path / "www" / "metrics").write_text((SAMPLES / "vllm-0.32-cpu-dp2.txt").read_text())
     fleet = SimulatedFleet(5, "H200", seed=3)
     uuid = {str(g.index): g.uuid for g in fleet.gpus}
@@ -83,19 +93,20 @@ def test_pods_discovered_labelled_mapped_per_rank_and_loopback_reported(tmp_path
         lo_engine, _ = lo_pod.start_engine("127.0.0.1:0")
         fleet.assign_process(4, lo_engine.pid)
         kubelet.pods = [
-            pod("serving", "dp-0", container("vllm", (GPU, [uuid["0"], uuid["1"]]))),
-            pod("serving", "tp-0", container("vllm", (GPU, [uuid["2"], uuid["3"]]))),
-            pod("serving", "lo-0", container("vllm", (GPU, [uuid["4"]]))),
+            pod("serving", name, container("vllm", (GPU, [uuid[g] for g in gpus])))
+            for name, gpus in (("dp-0", "01"), ("tp-0", "23"), ("lo-0", "4"))
         ]
-        settings = Settings(
-            node=NodeSettings(hostname="node-a"),
-            nvml=NvmlSettings(xid_events=False),
-            dcgm=DcgmSettings(enabled=False),
-            k8s=K8sSettings(pod_resources_socket=str(socket)),
-        )
-        got = exposition(settings, fleet)
-    dp_url = f"http://{dp_pod.address}:{dp_port}/metrics"
-    tp_url = f"http://{tp_pod.address}:{tp_port}/metrics"
+        got = exposition(node_settings(socket), fleet)
+    return (
+        got,
+        uuid,
+        f"http://{dp_pod.address}:{dp_port}/metrics",
+        f"http://{tp_pod.address}:{tp_port}/metrics",
+    )
+
+
+def test_pods_discovered_labelled_mapped_per_rank_and_loopback_reported(tmp_path: Path) -> None:
+    got, uuid, dp_url, tp_url = run_node(tmp_path)
     assert got["servescope_vllm_discovered_endpoints"] == [{"value": "2"}]
     assert {s["endpoint"] for s in got["servescope_source_up"] if "endpoint" in s} == {dp_url, tp_url}
     # Per data-parallel rank its own GPU; the TP engine on both of its GPUs.
