@@ -12,7 +12,7 @@ from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.source import VllmSource
 from servescope.exporter.vllm.text_parser import parse_exposition
 from tests.helpers import SAMPLES, values
-from tests.k8s.procfs_tree import API_PORT, ROOT_PID, WORKERS, Netns, dp2_capture, dp2_tree
+from tests.k8s.procfs_tree import API_PORT, ROOT_PID, WORKERS, Netns, ProcTree, dp2_capture, dp2_tree
 
 DP2_METRICS = SAMPLES / "vllm-0.32-cpu-dp2.txt"
 
@@ -114,3 +114,22 @@ def test_the_source_counts_loopback_only_once_a_discovery_cycle(tmp_path: Path) 
     assert [p.reason for p in first.problems] == ["loopback_only"] and second.problems == []
     assert values(first.samples, "servescope_vllm_discovered_endpoints") == [0]
     assert scraper.fetched == []  # nothing reachable, nothing sent
+
+
+def test_two_servers_started_from_one_shell_keep_their_own_gpus(tmp_path: Path) -> None:
+    own = Netns("net:[1]", [], [("0.0.0.0", 8000, 801), ("0.0.0.0", 8001, 802)])
+    tree = ProcTree(tmp_path / "proc", own)
+    tree.process(50, 1, "bash")
+    for root, inode in ((100, 801), (200, 802)):
+        tree.process(root, 50, "python3", argv=("/v/bin/vllm", "serve", "m"), sockets=(inode,), comm="vllm")
+        tree.process(root + 1, root, "VLLM::EngineCore")
+        tree.process(root + 2, root + 1, "VLLM::Worker")
+    d = GpuDirectory()
+    d.update({"0": "GPU-a", "1": "GPU-b"})
+    d.set_processes("GPU-a", frozenset({102}))
+    d.set_processes("GPU-b", frozenset({202}))
+    found = discover(ProcFs(tree.root), d)
+    assert found.owners == {
+        "http://127.0.0.1:8000/metrics": {100, 102},
+        "http://127.0.0.1:8001/metrics": {200, 202},
+    }

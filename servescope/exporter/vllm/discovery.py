@@ -92,18 +92,19 @@ def candidate_processes(procfs: ProcFs, gpu_pid: int, children: dict[int, list[i
     chain = [classify(procfs, pid) for pid in (gpu_pid, *procfs.ancestors(gpu_pid))]
     if all(p.role is Role.OTHER for p in chain):
         return chain
-    near = [p for p in chain if p.role is Role.API]
+    # The server's own tree ends at its topmost vLLM/SGLang process: above it (a shell, a container
+    # shim) other servers' processes may be children too.
+    top = max(i for i, p in enumerate(chain) if p.role is not Role.OTHER)
+    tree = chain[: top + 1]
+    near = [p for p in tree if p.role is Role.API]
     near += [
         p
-        for member in chain
+        for member in tree
         for child in children.get(member.pid, [])
-        if (p := classify(procfs, child)).role is Role.API
+        if (p := classify(procfs, child)).role is Role.API and p not in near
     ]
-    if near:
-        return near
     # vLLM before process titles named its API server: the parent that spawned the engine core.
-    internal = max(i for i, p in enumerate(chain) if p.role is Role.INTERNAL)
-    return chain[internal + 1 : internal + 2]
+    return near or chain[top + 1 : top + 2]
 
 
 def _own_netns(procfs: ProcFs) -> str | None:
