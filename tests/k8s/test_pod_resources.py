@@ -128,6 +128,10 @@ def test_source_attributes_gpus_and_processes_to_pods(tmp_path: Path) -> None:
     }
     assert info(collection.samples, "servescope_k8s_allocatable_devices") == {(GPU,)}
     assert collection.problems == []
+    assert source._directory.holders(UUIDS[2]) == {
+        ("serving", "llama-1", "vllm"),
+        ("chat", "chat-0", "engine"),
+    }
     assert kubelet.calls == ["List", "GetAllocatableResources"]
 
 
@@ -167,10 +171,13 @@ def test_missing_socket_is_absent_not_an_error(tmp_path: Path) -> None:
 def test_a_socket_nobody_answers_is_an_error_naming_it(tmp_path: Path) -> None:
     socket = tmp_path / "stale.sock"
     socket.write_text("")  # a file left behind, no kubelet behind it
-    source = PodResourcesSource(str(socket), directory=node_directory(), hostname="n")
+    directory = node_directory()
+    directory.set_holders({UUIDS[0]: frozenset({("serving", "llama-0", "vllm")})})  # a previous answer
+    source = PodResourcesSource(str(socket), directory=directory, hostname="n")
     source._client._timeout = 1.0
     with pytest.raises(SourceError) as raised:
         source.collect()
     source.close()
     assert not raised.value.absent and raised.value.reason in {"unavailable", "timeout"}
     assert "stale.sock" in raised.value.message
+    assert directory.holders(UUIDS[0]) == frozenset()  # no stale owner outlives the kubelet's answer
