@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test check lint typecheck imports unit everything bench docs tools clean
+.PHONY: demo test check lint typecheck imports unit everything bench docs tools clean proto
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,11 @@ $(STAMP): pyproject.toml
 
 tools:
 	./scripts/install-debian-tools.sh
+
+# The kubelet pod-resources stubs (committed; tests/k8s fails when they differ from a fresh generation).
+proto: $(STAMP)
+	$(BIN)/python -m grpc_tools.protoc -Iservescope/exporter/k8s --python_out=servescope/exporter/k8s \
+		--pyi_out=servescope/exporter/k8s servescope/exporter/k8s/podresources.proto
 
 # The whole stack on loopback: simulated node, exporter, runbook service, Prometheus, Alertmanager.
 demo: $(STAMP)

@@ -22,6 +22,7 @@ from servescope.exporter.settings import (
     AREAS,
     DcgmSettings,
     DerivedSettings,
+    K8sSettings,
     NodeSettings,
     NvmlSettings,
     ServerSettings,
@@ -96,6 +97,7 @@ def _run(models: dict[type[BaseModel], BaseModel], _: dict[str, Any]) -> None:
         nvml=area(NvmlSettings),
         dcgm=area(DcgmSettings),
         vllm=area(VllmSettings),
+        k8s=area(K8sSettings),
         derived=area(DerivedSettings),
     )
     run_server(settings, area(SimulationSettings))
@@ -115,6 +117,7 @@ serve = settings_command(
         NvmlSettings: "NVML",
         DcgmSettings: "DCGM",
         VllmSettings: "Serving engines (vLLM, SGLang)",
+        K8sSettings: "Kubernetes",
         DerivedSettings: "Derived signals and batch advice",
         SimulationSettings: "Simulation (no GPU needed)",
     },

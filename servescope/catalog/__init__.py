@@ -291,12 +291,14 @@ ITERATION_TOKENS = _histogram(
 
 # Derived signals (memory curves, leaks, KV headroom, the advisor) are listed in their own module.
 from servescope.catalog.derived import DERIVED  # noqa: E402
+from servescope.catalog.placement import PLACEMENT  # noqa: E402
 
 # Per-endpoint variants share a family with their source-level twin and are not listed twice.
 _TWINS = ("SOURCE_UP_ENDPOINT", "SOURCE_ERRORS_ENDPOINT", "SOURCE_LAST_SUCCESS_ENDPOINT")
 CATALOG: tuple[MetricSpec, ...] = (
     *(value for key, value in list(globals().items()) if isinstance(value, MetricSpec) and key not in _TWINS),
     *DERIVED,
+    *PLACEMENT,
 )
 BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in CATALOG}
 if len(BY_NAME) != len(CATALOG):

@@ -1,4 +1,5 @@
-"""Which GPU is which: index -> UUID as NVML enumerated it, shared by the sources that need labels."""
+"""Which GPU is which: index -> UUID as NVML enumerated it, and who holds it (the kubelet's answer),
+shared by the sources that need labels."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ class GpuDirectory:
         self._lock = threading.Lock()
         self._uuids: dict[str, str] = {}
         self._processes: dict[str, frozenset[int]] = {}  # uuid -> compute PIDs (host namespace)
+        self._holders: dict[str, frozenset[tuple[str, str, str]]] = {}  # uuid -> (namespace, pod, container)
 
     def update(self, uuids_by_index: dict[str, str]) -> None:
         with self._lock:
@@ -28,6 +30,15 @@ class GpuDirectory:
     def set_processes(self, uuid: str, pids: frozenset[int]) -> None:
         with self._lock:
             self._processes[uuid] = pids
+
+    def set_holders(self, holders: dict[str, frozenset[tuple[str, str, str]]]) -> None:
+        """The containers holding each GPU, as the kubelet's pod-resources last listed them."""
+        with self._lock:
+            self._holders = dict(holders)
+
+    def holders(self, uuid: str) -> frozenset[tuple[str, str, str]]:
+        with self._lock:
+            return self._holders.get(uuid, frozenset())
 
     def processes(self) -> list[tuple[str, str, int]]:
         """(gpu index, uuid, pid) for every compute process NVML reported in its last cycle."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
@@ -18,8 +20,10 @@ from servescope.exporter.dcgm.supervisor import spawn_process
 from servescope.exporter.derived.engine_signals import AdvisorConfig
 from servescope.exporter.derived.source import DerivedSource
 from servescope.exporter.gpu_directory import GpuDirectory
+from servescope.exporter.k8s.source import PodResourcesSource
 from servescope.exporter.nvml.collector import NvmlSource
 from servescope.exporter.nvml.library import NvmlLibrary
+from servescope.exporter.nvml.mig import mig_parents
 from servescope.exporter.publisher import Publisher
 from servescope.exporter.runner import SourceRunner
 from servescope.exporter.settings import Settings
@@ -137,8 +141,8 @@ def build_runtime(settings: Settings, hardware: Hardware | None = None) -> Runti
     )
     hostname = settings.node.resolved_hostname()
     directory = GpuDirectory()
-    if settings.nvml.enabled:
-        lib = hardware.nvml or NvmlLibrary()
+    lib = (hardware.nvml or NvmlLibrary()) if settings.nvml.enabled else None
+    if lib is not None:
         runtime.add(
             NvmlSource(
                 lib,
@@ -151,6 +155,9 @@ def build_runtime(settings: Settings, hardware: Hardware | None = None) -> Runti
         )
     if settings.dcgm.enabled:
         runtime.add(_dcgm_source(settings, hardware, counters, hostname, directory))
+    pod_resources = _pod_resources_source(settings, lib, hostname, directory)
+    if pod_resources is not None:
+        runtime.add(pod_resources)
     vllm = settings.vllm
     runtime.add(
         VllmSource(
@@ -198,4 +205,23 @@ def _dcgm_source(
         interval_seconds=dcgm.interval_seconds,
         na_rows=dcgm.na_rows,
         spawn=hardware.spawn,
+    )
+
+
+def _pod_resources_source(
+    settings: Settings, lib: NvmlLibrary | None, hostname: str, directory: GpuDirectory
+) -> PodResourcesSource | None:
+    """GPU -> pod attribution; off (logged) when the kubelet's default socket is not mounted."""
+    k8s = settings.k8s
+    if not Path(k8s.pod_resources_socket).exists() and not k8s.socket_chosen():
+        log.info(
+            "no kubelet pod-resources socket at %s: GPU -> pod attribution off", k8s.pod_resources_socket
+        )
+        return None
+    return PodResourcesSource(
+        k8s.pod_resources_socket,
+        directory=directory,
+        hostname=hostname,
+        mig_parents=functools.partial(mig_parents, lib) if lib is not None else dict,
+        interval_seconds=k8s.pod_resources_interval_seconds,
     )

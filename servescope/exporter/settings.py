@@ -13,6 +13,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from servescope.common.listen import parse_listen
 from servescope.common.settings_cli import ENV_PREFIX, area_config
 
+KUBELET_POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
+
 
 class ServerSettings(BaseSettings):
     model_config = area_config("server")
@@ -165,6 +167,29 @@ class VllmSettings(BaseSettings):
         return value
 
 
+class K8sSettings(BaseSettings):
+    model_config = area_config("k8s")
+
+    pod_resources_socket: str = Field(
+        KUBELET_POD_RESOURCES_SOCKET,
+        json_schema_extra={"cli": "--pod-resources-socket"},
+        description="The kubelet's pod-resources gRPC socket: which pod and container holds each GPU "
+        "(servescope_gpu_pod_info). Mount it read-only; absent at this default path, attribution is off "
+        "(logged); absent at a path you set, the source reports `absent`.",
+    )
+    pod_resources_interval_seconds: float = Field(
+        15.0,
+        ge=1,
+        le=300,
+        json_schema_extra={"cli": "--pod-resources-interval"},
+        description="Seconds between two reads of the kubelet's pod-resources List.",
+    )
+
+    def socket_chosen(self) -> bool:
+        """True when the socket is not the kubelet's default path (then a missing one is reported)."""
+        return self.pod_resources_socket != KUBELET_POD_RESOURCES_SOCKET
+
+
 class DerivedSettings(BaseSettings):
     model_config = area_config("derived")
 
@@ -243,6 +268,7 @@ class Settings(BaseSettings):
     nvml: NvmlSettings = Field(default_factory=NvmlSettings)
     dcgm: DcgmSettings = Field(default_factory=DcgmSettings)
     vllm: VllmSettings = Field(default_factory=VllmSettings)
+    k8s: K8sSettings = Field(default_factory=K8sSettings)
     derived: DerivedSettings = Field(default_factory=DerivedSettings)
 
 
@@ -252,5 +278,6 @@ AREAS: tuple[type[BaseSettings], ...] = (
     NvmlSettings,
     DcgmSettings,
     VllmSettings,
+    K8sSettings,
     DerivedSettings,
 )

@@ -15,6 +15,7 @@ import pytest
 
 from servescope.exporter.gpu_directory import GpuDirectory
 from servescope.exporter.vllm import source as source_module
+from servescope.exporter.vllm.discovery import Discovery
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.scrape import ScrapeError
 from servescope.exporter.vllm.source import DISCOVERY_GRACE_SECONDS, DISCOVERY_SECONDS, VllmSource
@@ -59,7 +60,9 @@ class Node:
 @pytest.fixture
 def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
     listening = [URL]
-    monkeypatch.setattr(source_module, "candidate_urls", lambda *args: list(listening))
+    monkeypatch.setattr(
+        source_module, "discover", lambda *args: Discovery(owners={url: set() for url in listening})
+    )
     engine, mono, wall = Engine(), FakeClock(), FakeClock(1.7e9)
     source = VllmSource(
         [],

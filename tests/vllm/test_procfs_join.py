@@ -80,10 +80,22 @@ def test_endpoint_joins_to_the_gpus_of_its_descendants(tmp_path: Path) -> None:
         GpuProcess("0", "GPU-a", 102),
         GpuProcess("1", "GPU-b", 103),
     ]
-    assert gpus_of_endpoint("http://10.0.0.5:8001/metrics", procfs, directory()) == [
+    assert gpus_of_endpoint("http://[::1]:8001/metrics", procfs, directory()) == [
         GpuProcess("2", "GPU-c", 201)
     ]
     assert gpus_of_endpoint("http://127.0.0.1:9999/metrics", procfs, directory()) == []
+
+
+def test_a_url_of_another_host_is_never_joined_by_its_port_alone(tmp_path: Path) -> None:
+    # The same --vllm-url on every node (a Service) must not take whatever listens on that port here.
+    root = vllm_tree(tmp_path)
+    procfs = ProcFs(root)
+    assert gpus_of_endpoint("http://10.0.0.5:8001/metrics", procfs, directory()) == []
+    (root / "self" / "net").mkdir(parents=True)
+    (root / "self" / "net" / "fib_trie").write_text("Local:\n  |-- 10.0.0.5\n     /32 host LOCAL\n")
+    assert gpus_of_endpoint("http://10.0.0.5:8001/metrics", procfs, directory()) == [
+        GpuProcess("2", "GPU-c", 201)
+    ]  # one of this exporter's own addresses
 
 
 def test_discovery_walks_from_gpu_processes_to_listening_ancestors(tmp_path: Path) -> None:

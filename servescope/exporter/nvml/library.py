@@ -123,6 +123,13 @@ class NvmlLibrary:
         current, _pending = self._call("nvmlDeviceGetMigMode", h)
         return int(current)
 
+    def max_mig_devices(self, h: Any) -> int:
+        return int(self._call("nvmlDeviceGetMaxMigDeviceCount", h))
+
+    def mig_handle(self, h: Any, index: int) -> Any:
+        """The MIG device in slot `index` of a MIG-enabled GPU (NvmlError not_found: an empty slot)."""
+        return self._call("nvmlDeviceGetMigDeviceHandleByIndex", h, index)
+
     # --- readings ----------------------------------------------------------------------------
     def memory_info(self, h: Any, v2: bool = True) -> MemoryInfo:
         if v2:

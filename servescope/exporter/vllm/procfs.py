@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LISTEN = "0A"
+MAX_CMDLINE_BYTES = 4096  # a process title and its flags; longer argument lists are cut here
+MAX_ENVIRON_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,12 +45,20 @@ class ProcFs:
         with open(os.path.join(self.root, *parts), encoding="utf-8", errors="replace") as file:
             return file.read()
 
-    def listeners(self) -> dict[int, Listener]:
-        """Listening TCP sockets by inode, from net/tcp and net/tcp6."""
+    def _read_bytes(self, limit: int, *parts: str) -> bytes:
+        with open(os.path.join(self.root, *parts), "rb") as file:
+            return file.read(limit)
+
+    def listeners(self, pid: int | None = None) -> dict[int, Listener]:
+        """Listening TCP sockets by inode, from net/tcp and net/tcp6: those of the network namespace
+        `pid` is in, or of the root's own (the reader's namespace) without one."""
         found: dict[int, Listener] = {}
-        for table in ("net/tcp", "net/tcp6"):
+        if pid is not None and not os.path.isdir(os.path.join(self.root, str(pid), "net")):
+            pid = None  # a tree without per-process net/ (an older kernel, a fixture): the root's
+        prefix = () if pid is None else (str(pid),)
+        for table in ("tcp", "tcp6"):
             with contextlib.suppress(OSError):
-                for line in self._read(table).splitlines()[1:]:
+                for line in self._read(*prefix, "net", table).splitlines()[1:]:
                     fields = line.split()
                     if len(fields) < 10 or fields[3] != LISTEN:
                         continue
@@ -111,3 +121,48 @@ class ProcFs:
         if not inodes:
             return set()
         return {pid for pid in self.pids() if self.socket_inodes(pid) & inodes}
+
+    def cmdline(self, pid: int) -> list[str]:
+        """The argument vector (a process title set with setproctitle is its first item)."""
+        with contextlib.suppress(OSError):
+            raw = self._read_bytes(MAX_CMDLINE_BYTES, str(pid), "cmdline")
+            return [arg.decode(errors="replace") for arg in raw.split(b"\0") if arg]
+        return []
+
+    def comm(self, pid: int) -> str:
+        """The kernel's 15-character process name (from comm, else the name in stat)."""
+        with contextlib.suppress(OSError):
+            return self._read(str(pid), "comm").strip()
+        with contextlib.suppress(OSError):
+            stat = self._read(str(pid), "stat")
+            return stat[stat.find("(") + 1 : stat.rfind(")")]
+        return ""
+
+    def environ(self, pid: int, name: str) -> str | None:
+        """One variable of the process's initial environment (needs the same rights as its fd/)."""
+        with contextlib.suppress(OSError):
+            prefix = name.encode() + b"="
+            for item in self._read_bytes(MAX_ENVIRON_BYTES, str(pid), "environ").split(b"\0"):
+                if item.startswith(prefix):
+                    return item[len(prefix) :].decode(errors="replace")
+        return None
+
+    def netns(self, pid: int | str) -> str | None:
+        """The network namespace's identity (`net:[inode]`), `pid` may be "self"; None if unreadable."""
+        with contextlib.suppress(OSError):
+            return os.readlink(os.path.join(self.root, str(pid), "ns", "net"))
+        return None
+
+    def local_addresses(self, pid: int | str) -> list[str]:
+        """IPv4 addresses local to `pid`'s network namespace, loopback left out (from net/fib_trie)."""
+        found: list[str] = []
+        with contextlib.suppress(OSError):
+            previous = ""
+            for line in self._read(str(pid), "net", "fib_trie").splitlines():
+                text = line.strip()
+                if text.startswith("/32 host LOCAL") and previous.startswith("|-- "):
+                    address = previous[4:]
+                    if not address.startswith("127.") and address not in found:
+                        found.append(address)
+                previous = text
+        return found

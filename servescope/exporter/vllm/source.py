@@ -11,14 +11,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from servescope import catalog as c
+from servescope.catalog import placement
 from servescope.exporter.exposition import Sample
 from servescope.exporter.gpu_directory import GpuDirectory
-from servescope.exporter.sources.base import Collection
+from servescope.exporter.sources.base import Collection, Problem
 from servescope.exporter.stores.serving_board import ServingBoard
 from servescope.exporter.stores.signals import GpuProcess, Normalised
 from servescope.exporter.vllm.aliases import FamilyLike, is_engine_family
+from servescope.exporter.vllm.discovery import Discovery, discover
 from servescope.exporter.vllm.export import passthrough_text, signal_samples
-from servescope.exporter.vllm.join import candidate_urls, gpus_of_endpoint
+from servescope.exporter.vllm.join import EndpointGpus, engine_gpus, join_endpoint
 from servescope.exporter.vllm.normalise import normalise
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.scrape import Fetcher, ScrapeError, Scraper
@@ -43,6 +45,8 @@ class EndpointState:
     errors: Counter[str] = field(default_factory=Counter)
     last_error: str | None = None
     gpus: list[GpuProcess] = field(default_factory=list)
+    joined: EndpointGpus = field(default_factory=EndpointGpus)
+    ambiguous_logged: bool = False
     joined_at: float = float("-inf")
 
 
@@ -78,6 +82,8 @@ class VllmSource:
         self._discovered_at = float("-inf")
         self._gpu_pids: frozenset[int] = frozenset()
         self._missing: set[str] = set()  # kept after discovery lost them, already logged
+        self._found = Discovery()
+        self._reports: list[Problem] = []  # what the last discovery could not reach, counted once
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="vllm-scrape")
 
     # --- endpoints ---------------------------------------------------------------------------------
@@ -93,9 +99,9 @@ class VllmSource:
 
     def _rediscover(self) -> None:
         own = frozenset({os.getpid()})
-        found = [
-            url for url in candidate_urls(self._procfs, self._directory, own) if self._speaks_engine(url)
-        ]
+        previous, self._found = self._found, discover(self._procfs, self._directory, own)
+        found = [url for url in self._found.urls if self._speaks_engine(url)]
+        self._report(previous, found)
         now = self._wall()
         kept = [
             url
@@ -108,6 +114,20 @@ class VllmSource:
             log.warning("endpoint %s no longer found: reported down until it returns or is forgotten", url)
         self._missing = set(kept)
         self._states = {url: self._states.get(url) or EndpointState(url) for url in [*found, *kept]}
+
+    def _report(self, previous: Discovery, found: list[str]) -> None:
+        """Log what discovery looked at when it changes; count what it cannot reach once a cycle."""
+        now, reports = self._found, self._found.reports()
+        self._reports = [Problem(reason, what) for reason, what in reports]
+        if (now.gpu_pids, now.urls, reports) == (previous.gpu_pids, previous.urls, previous.reports()):
+            return
+        pids = ", ".join(map(str, now.gpu_pids)) or "none"
+        urls, engines = ", ".join(now.urls) or "none", ", ".join(found) or "none"
+        log.info(
+            "discovery looked at GPU processes %s: API-server listeners %s, engines %s", pids, urls, engines
+        )
+        for reason, what in reports:
+            log.warning("serving engine not reachable from this exporter (%s): %s", reason, what)
 
     def _speaks_engine(self, url: str) -> bool:
         try:
@@ -132,12 +152,16 @@ class VllmSource:
             normalised = normalise(families)
             samples += signal_samples(normalised, url)
             samples += self._join_samples(state, normalised)
+            samples += self._pod_samples(state)
             if self.board is not None:
                 # Load, KV usage and latency over time feed the leak verdict, KV trend and advisor.
                 self.board.record(url, normalised, state.gpus, self._monotonic())
             scrapes.append((url, families))
         raw = passthrough_text(scrapes) if self._passthrough else None
-        return Collection(samples, [], raw)
+        if self._discovery:
+            samples.append(Sample(placement.DISCOVERED_ENDPOINTS, (), len(urls)))
+        problems, self._reports = self._reports, []
+        return Collection(samples, problems, raw)
 
     def _scrape(self, url: str) -> list[FamilyLike] | None:
         state = self._states[url]
@@ -177,14 +201,36 @@ class VllmSource:
         # Walking /proc costs a scan of every process's fds: do it every 30 s, not every scrape.
         due = JOIN_REFRESH_SECONDS if state.gpus else JOIN_RETRY_SECONDS
         if self._monotonic() - state.joined_at >= due:
-            state.gpus = gpus_of_endpoint(state.url, self._procfs, self._directory)
-            state.joined_at = self._monotonic()
+            owners = self._found.owners.get(state.url)
+            state.joined = join_endpoint(state.url, self._procfs, self._directory, owners)
+            state.gpus, state.joined_at = state.joined.gpus, self._monotonic()
         engines = normalised.engines
+        mapping = engine_gpus(sorted({engine for _, engine in engines}), state.joined)
+        if mapping is None:
+            # Every engine on every GPU would page for engine 0 on engine 1's GPU: say nothing instead.
+            why = f"{state.url}: the GPUs of its {len(engines)} data-parallel engines cannot be told apart"
+            self._reports.append(Problem("ambiguous_dp", why))
+            if not state.ambiguous_logged:
+                log.warning(
+                    "%s (no VLLM::EngineCore_DP<n> per rank, or ranks on one GPU): no engine-GPU map", why
+                )
+            state.ambiguous_logged = True
+            return []
+        state.ambiguous_logged = False
         return [
             Sample(c.ENGINE_GPU_INFO, (model, engine, state.url, g.uuid, g.gpu, str(g.pid)), 1)
             for (model, engine) in engines
-            for g in state.gpus
+            for g in mapping[engine]
         ]
+
+    def _pod_samples(self, state: EndpointState) -> list[Sample]:
+        # Labels to join the serving series with what a PodMonitor scrapes: only when one container
+        # holds every GPU of the endpoint (a time-sliced GPU's processes could be anyone's).
+        holders = {holder for g in state.gpus for holder in self._directory.holders(g.uuid)}
+        if len(holders) != 1 or not all(self._directory.holders(g.uuid) for g in state.gpus):
+            return []
+        (holder,) = holders
+        return [Sample(placement.ENDPOINT_POD_INFO, (state.url, *holder), 1)]
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,109 @@
+"""Pods as network namespaces for tests: `ip netns` + a veth pair, addresses from 198.18.0.0/15.
+
+Every name starts with `ssk8s`; everything created is removed again, also when a test fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+PREFIX = "ssk8s"
+
+
+def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=10, check=check)
+
+
+@dataclass
+class Pod:
+    """A network namespace joined to this one by a veth pair: host side `host_address`, pod `address`."""
+
+    name: str
+    address: str
+    host_address: str
+    processes: list[subprocess.Popen[str]] = field(default_factory=list)
+
+    def start_engine(self, listen: str, engine: str = "0") -> tuple[subprocess.Popen[str], int]:
+        """A simulated vLLM server inside the namespace; returns it and the port it bound."""
+        argv = [sys.executable, "-m", "servescope.sim.vllm_server", "--listen", listen, "--engine", engine]
+        return self._start([*argv, "--exit-with-parent"], r"serving on \S+:(\d+)", "the simulated engine")
+
+    def start_dp_server(self, metrics_dir: str, ranks: int = 2) -> tuple[subprocess.Popen[str], int]:
+        """A data-parallel server tree as vLLM's: VLLM::EngineCore_DP<n> children of the HTTP server,
+        each with a VLLM::Worker child (titles set with bash's exec -a); /metrics from `metrics_dir`."""
+        cores = "".join(
+            f"(exec -a VLLM::EngineCore_DP{n} bash -c '(exec -a VLLM::Worker sleep 600) & wait') & "
+            for n in range(ranks)
+        )
+        server = f"exec {sys.executable} -u -m http.server --bind 0.0.0.0 0 --directory {metrics_dir}"
+        return self._start(["bash", "-c", cores + server], r"port (\d+)", "the data-parallel server")
+
+    def _start(self, argv: list[str], port_line: str, what: str) -> tuple[subprocess.Popen[str], int]:
+        """`argv` inside the namespace; the port is read from its first line of output."""
+        process = subprocess.Popen(
+            ["ip", "netns", "exec", self.name, *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self.processes.append(process)
+        assert process.stdout is not None
+        found = re.search(port_line, process.stdout.readline())
+        assert found, f"{what} in {self.name} did not start"
+        return process, int(found.group(1))
+
+
+def _require_netns() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root (ip netns add)")
+    probe = f"{PREFIX}-probe-{os.getpid()}"
+    result = ip("netns", "add", probe, check=False)
+    if result.returncode != 0:
+        pytest.skip(f"ip netns add is not permitted here: {result.stderr.strip()}")
+    ip("netns", "del", probe, check=False)
+
+
+def _kill_tree(pid: int) -> None:
+    """The process and everything it started (a data-parallel server's engine cores and workers)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    with contextlib.suppress(OSError):
+        for child in children.read_text().split():
+            _kill_tree(int(child))
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+@contextmanager
+def pod_namespace(index: int) -> Iterator[Pod]:
+    """Namespace ssk8s-<pid>-<index> with 198.18.<index>.2/30 inside, 198.18.<index>.1/30 here."""
+    _require_netns()
+    name = f"{PREFIX}-{os.getpid()}-{index}"
+    host_if, pod_if = f"{PREFIX}{os.getpid() % 10000}h{index}", f"{PREFIX}{os.getpid() % 10000}p{index}"
+    pod = Pod(name, f"198.18.{index}.2", f"198.18.{index}.1")
+    try:
+        ip("netns", "add", name)
+        ip("link", "add", host_if, "type", "veth", "peer", "name", pod_if)
+        ip("link", "set", pod_if, "netns", name)
+        ip("addr", "add", f"{pod.host_address}/30", "dev", host_if)
+        ip("link", "set", host_if, "up")
+        ip("-n", name, "addr", "add", f"{pod.address}/30", "dev", pod_if)
+        ip("-n", name, "link", "set", pod_if, "up")
+        ip("-n", name, "link", "set", "lo", "up")
+        yield pod
+    finally:
+        for process in pod.processes:
+            _kill_tree(process.pid)
+            process.wait(10)
+        ip("link", "del", host_if, check=False)
+        ip("netns", "del", name, check=False)
