@@ -143,12 +143,12 @@ class VllmSettings(BaseSettings):
         "endpoint is down with reason timeout and the others are published without waiting for it.",
     )
     max_bytes: int = Field(
-        8 * 1024 * 1024,
+        4 * 1024 * 1024,
         ge=1024,
         le=64 * 1024 * 1024,
         json_schema_extra={"cli": "--vllm-max-bytes"},
         description="Larger responses (counted decompressed) are refused, reason too_large, as soon as they "
-        "pass it. Beyond 1 MiB one page at a time is fetched and parsed; the DaemonSet's memory limit is "
+        "pass it. Beyond 256 KiB one page at a time is fetched and parsed; the DaemonSet's memory limit is "
         "sized for the default.",
     )
     passthrough: bool = Field(

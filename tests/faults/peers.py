@@ -95,6 +95,34 @@ def gzip_bomb(conn: socket.socket, _: threading.Event) -> None:
         conn.sendall(head.encode() + GZIP_BOMB)
 
 
+def _largest_page(size: int) -> bytes:
+    lines = [
+        GOOD.rstrip(b"\n"),
+        b"# HELP vllm:adapter_requests Requests per adapter.",
+        b"# TYPE vllm:adapter_requests gauge",
+    ]
+    total, index = sum(len(line) + 1 for line in lines), 0
+    while True:
+        line = b'vllm:adapter_requests{model_name="tiny-llm",lora="adapter-%08d"} %d' % (index, index)
+        if total + len(line) + 1 > size:
+            return b"\n".join(lines) + b"\n"
+        lines.append(line)
+        total += len(line) + 1
+        index += 1
+
+
+def largest_page(size: int) -> Handler:
+    """A valid engine page of just under `size` bytes: the largest one the exporter accepts and parses."""
+    page = _largest_page(size)
+
+    def handler(conn: socket.socket, _: threading.Event) -> None:
+        if read_request(conn):
+            head = f"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {len(page)}\r\n"
+            conn.sendall(head.encode() + b"Connection: close\r\n\r\n" + page)
+
+    return handler
+
+
 @dataclass
 class Peer:
     url: str

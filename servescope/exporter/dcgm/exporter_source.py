@@ -20,7 +20,7 @@ from servescope.exporter.sources.base import Collection, Problem, SourceError
 from servescope.exporter.sources.bounded_http import LARGE_BODIES, BoundedClient
 
 # An 8-GPU dcgm-exporter page is about 60 KB; like the engines' cap (vllm/scrape.py), far above it.
-MAX_BYTES = 8 * 1024 * 1024
+MAX_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)

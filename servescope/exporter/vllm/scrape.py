@@ -7,9 +7,9 @@ from typing import Protocol
 from servescope.exporter.sources.base import SourceError
 from servescope.exporter.sources.bounded_http import BoundedClient
 
-# 120 times a real vLLM page (50-70 KB); a page parses into about 9 times its size in objects, so the
+# 60 times a real vLLM page (50-70 KB); a page parses into about 10 times its size in objects, so the
 # cap, with one large page at a time (sources/bounded_http.py), is what the DaemonSet's limit is sized on.
-DEFAULT_MAX_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 ACCEPT = "text/plain;version=1.0.0;q=0.9,text/plain;version=0.0.4;q=0.8,*/*;q=0.1"
 
 

@@ -171,9 +171,11 @@ class VllmSource:
             try:
                 return list(parse_exposition(self._scraper.fetch(url), keep=is_engine_family))
             except ScrapeError as exc:
-                return exc
+                failure = ScrapeError(exc.reason, exc.message)
             except ExpositionError as exc:
-                return ScrapeError("parse", f"{url}: {exc}")
+                failure = ScrapeError("parse", f"{url}: {exc}")
+        # A new error, made outside the handler: the caught one's traceback holds the body it refused.
+        return failure
 
     def _record(
         self, state: EndpointState, result: list[FamilyLike] | ScrapeError
