@@ -26,6 +26,11 @@ class ServerSettings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", json_schema_extra={"cli": "--log-level"}, description="Log verbosity."
     )
+    api_docs: bool = Field(
+        False,
+        json_schema_extra={"cli": "--api-docs/--no-api-docs"},
+        description="Serve the HTTP API's OpenAPI schema and its pages (/openapi.json, /docs, /redoc).",
+    )
 
     @field_validator("listen")
     @classmethod

@@ -32,7 +32,7 @@ POLL = 0.1
 MAX_LINE_CHARS = 16 * 1024
 # Lines too long (each MAX_LINE_CHARS of a line that does not end counts as one) before a restart.
 TOO_LONG_RESTART = 8
-STOP_JOIN_SECONDS = 1.0
+STOP_JOIN_SECONDS = 0.5
 
 
 class Child(Protocol):
