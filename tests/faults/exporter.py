@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import subprocess
 import time
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.e2e.conftest import SERVESCOPE
+from tests.e2e.conftest import SERVESCOPE, announced_base
 
 
 @dataclass
@@ -61,16 +60,10 @@ def exporter(*args: str, log: Path, env: dict[str, str] | None = None) -> Iterat
 
 
 def _base_url(process: subprocess.Popen[str], log: Path) -> str:
-    assert process.stdout is not None
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        found = re.search(r"serving.* on 127\.0\.0\.1:(\d+)", line)
-        if found:
-            return f"http://127.0.0.1:{found.group(1)}"
-    raise AssertionError(f"servescope did not start: {log.read_text()[-2000:]}")
+    base = announced_base(process, time.monotonic() + 20)
+    if base is None:
+        raise AssertionError(f"servescope did not start: {log.read_text()[-2000:]}")
+    return base
 
 
 def series(text: str, name: str, **labels: str) -> list[float]:

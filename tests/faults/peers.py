@@ -15,21 +15,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.helpers import SAMPLES
+from tests.helpers import SAMPLES, read_request
 
 GOOD = (SAMPLES / "vllm-0.32-cpu-idle.txt").read_bytes()
 Handler = Callable[[socket.socket, threading.Event], None]
-
-
-def read_request(conn: socket.socket) -> bool:
-    """Read one request head; False when the client closed first."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(4096)
-        if not chunk:
-            return False
-        data += chunk
-    return True
 
 
 def healthy(conn: socket.socket, _: threading.Event) -> None:
