@@ -7,6 +7,7 @@ handlers that pace their bytes, and closes every socket, also when the test fail
 from __future__ import annotations
 
 import contextlib
+import functools
 import socket
 import socketserver
 import threading
@@ -65,23 +66,23 @@ def endless_chunked(conn: socket.socket, stop: threading.Event) -> None:
     _endless(conn, stop, head, lambda data: b"%x\r\n%s\r\n" % (len(data), data))
 
 
-def _bomb(decompressed_mib: int) -> bytes:
+@functools.cache
+def _bomb() -> bytes:
+    """About 250 KB on the wire, 256 MiB inflated (made once, on first use)."""
     squeeze = zlib.compressobj(9, zlib.DEFLATED, 31)
     zeros = bytes(1024 * 1024)
-    return b"".join(squeeze.compress(zeros) for _ in range(decompressed_mib)) + squeeze.flush()
-
-
-GZIP_BOMB = _bomb(256)  # about 250 KB on the wire, 256 MiB inflated
+    return b"".join(squeeze.compress(zeros) for _ in range(256)) + squeeze.flush()
 
 
 def gzip_bomb(conn: socket.socket, _: threading.Event) -> None:
     """A small gzip body that inflates to 256 MiB, its Content-Length the compressed size."""
     if read_request(conn):
+        bomb = _bomb()
         head = (
             "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: gzip\r\n"
-            f"Content-Length: {len(GZIP_BOMB)}\r\nConnection: close\r\n\r\n"
+            f"Content-Length: {len(bomb)}\r\nConnection: close\r\n\r\n"
         )
-        conn.sendall(head.encode() + GZIP_BOMB)
+        conn.sendall(head.encode() + bomb)
 
 
 def _largest_page(size: int) -> bytes:

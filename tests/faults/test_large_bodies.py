@@ -20,6 +20,7 @@ from tests.faults.peers import (
     rss_peak_mib,
     serve,
 )
+from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -39,22 +40,27 @@ def test_bodies_over_the_cap_are_cut_while_streaming_and_memory_stays_in_the_lim
     ):
         hostile = [unsized, chunked, bomb]
         urls = [arg for peer in [good, big, *hostile] for arg in ("--vllm-url", peer.url)]
-        with exporter(
-            "--no-nvml", "--no-dcgm", "--vllm-interval", "3", *urls, log=tmp_path / "log"
-        ) as served:
-            time.sleep(10)  # three cycles, each with every hostile engine at once
+        # A deadline long enough for the largest page to wait its turn on a busy shared CPU.
+        args = ("--no-nvml", "--no-dcgm", "--vllm-interval", "5", "--vllm-timeout", "4", *urls)
+        with exporter(*args, log=tmp_path / "log") as served:
+
+            def worst_case_seen() -> str | None:
+                text = served.get("/metrics").text
+                refused = [
+                    series(text, "servescope_source_errors_total", endpoint=peer.url, reason="too_large")
+                    for peer in hostile
+                ]
+                accepted = series(text, "servescope_source_up", source="vllm", endpoint=big.url) == [1]
+                return text if accepted and all(n and n[0] >= 1 for n in refused) else None
+
+            wait_for("the largest page accepted and every hostile one refused", worst_case_seen, 60, 1.0)
+            time.sleep(10)  # two more cycles with every hostile engine at once
             text = served.get("/metrics").text
             peak = rss_peak_mib(served.process.pid)
     limit = limit_mib(EXPORTER_MEMORY_LIMIT)
     print(f"RSS peak {peak:.0f} MiB; DaemonSet limit {limit:.0f} MiB")
     assert series(text, "servescope_serving_prompt_tokens_total", endpoint=good.url) == [712]
-    assert series(text, "servescope_source_up", source="vllm", endpoint=big.url) == [1]
     for peer in hostile:
         assert series(text, "servescope_source_up", source="vllm", endpoint=peer.url) == [0]
-        (refused,) = series(text, "servescope_source_errors_total", endpoint=peer.url, reason="too_large")
-        # One waiting for the large-body slot while another page parses may run out of time instead.
-        waited = sum(series(text, "servescope_source_errors_total", endpoint=peer.url, reason="timeout"))
-        assert refused >= 1 and refused + waited >= 2, (
-            f"{peer.url}: {refused:.0f} too_large, {waited:.0f} timeout"
-        )
+        assert not series(text, "servescope_serving_prompt_tokens_total", endpoint=peer.url)
     assert peak <= 0.75 * limit, f"RSS peaked at {peak:.0f} MiB, over 75 % of the {limit:.0f} MiB limit"

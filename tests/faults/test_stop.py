@@ -1,15 +1,18 @@
 """SIGTERM stops the exporter within 2 s in every state: mid-scrape of a hung engine, beside a stuck
-`dcgmi` that ignores SIGTERM, both at once; and no child is left behind."""
+`dcgmi` that ignores SIGTERM, both at once (no child left behind), and a shutdown that itself hangs."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from servescope.common.http_server import HARD_STOP_SECONDS
 from tests.faults.exporter import exporter
 from tests.faults.peers import serve, trickling
 from tests.helpers import wait_for
@@ -67,3 +70,50 @@ def test_sigterm_stops_the_exporter_within_two_seconds(tmp_path: Path, state: st
     for child in left:
         os.kill(child, 9)
     assert not left, f"children {left} outlived the exporter"
+
+
+STUCK_SHUTDOWN_SERVER = f"""#!{sys.executable}
+import contextlib, socket, sys, time
+from servescope.common.http_server import BoundedServer, bounded_config
+
+@contextlib.asynccontextmanager
+async def lifespan(app):
+    yield
+    time.sleep(30)  # a close that never returns in time
+
+async def app(scope, receive, send):
+    if scope["type"] == "lifespan":
+        async with lifespan(app):
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({{"type": "lifespan.startup.complete"}})
+        await send({{"type": "lifespan.shutdown.complete"}})
+
+sock = socket.socket()
+sock.bind(("127.0.0.1", 0))
+print(sock.getsockname()[1], flush=True)
+BoundedServer(bounded_config(app, lifespan="on", log_level="error")).run(sockets=[sock])
+"""
+
+
+def test_a_stop_stuck_in_shutdown_is_cut_by_the_hard_stop(tmp_path: Path) -> None:
+    script = tmp_path / "server.py"
+    script.write_text(STUCK_SHUTDOWN_SERVER)
+    process = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip().isdigit()
+        time.sleep(0.5)  # the lifespan has started
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(10)
+        took = time.monotonic() - started
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    _, err = process.communicate()
+    print(f"stuck shutdown: exited {code} {took:.2f} s after SIGTERM")
+    assert code == 128 + signal.SIGTERM, err
+    assert HARD_STOP_SECONDS - 0.2 <= took < 2.0
+    assert "exiting now" in err
