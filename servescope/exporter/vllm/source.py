@@ -153,6 +153,8 @@ class VllmSource:
             if running is None or running.done():
                 self._in_flight[url] = self._pool.submit(self._scrape, url)
         futures = {url: self._in_flight[url] for url in urls}
+        for gone in [url for url, future in self._in_flight.items() if url not in futures and future.done()]:
+            del self._in_flight[gone]  # an endpoint discovery no longer lists
         wait(futures.values(), timeout=self.interval_seconds)
         results: dict[str, list[FamilyLike] | ScrapeError] = {}
         for url, future in futures.items():
