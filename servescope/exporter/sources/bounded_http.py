@@ -106,8 +106,9 @@ class LargeBodies:
         """Take the slot for a body growing past SMALL_BODY_BYTES; 'timeout' when not had in time."""
         if getattr(self._local, "held", False):
             return
-        wait = _time_left(None, TimeoutError)
-        if not self._slots.acquire(timeout=wait if wait is not None else -1):
+        deadline: float | None = getattr(_local, "deadline", None)
+        wait = 0.0 if deadline is None else max(0.0, deadline - time.monotonic())
+        if not self._slots.acquire(timeout=wait):
             raise SourceError(
                 "timeout", f"{url}: another large body held the memory budget past the deadline"
             )
