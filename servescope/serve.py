@@ -126,8 +126,7 @@ serve = settings_command(
 
 
 def run_server(settings: Settings, simulation: SimulationSettings) -> None:
-    import uvicorn
-
+    from servescope.common.http_server import BoundedServer, bounded_config
     from servescope.exporter.app import create_app
     from servescope.exporter.dcgm.counters import CountersError
     from servescope.exporter.runtime import build_runtime
@@ -156,12 +155,13 @@ def run_server(settings: Settings, simulation: SimulationSettings) -> None:
             runtime = build_runtime(settings)
     except CountersError as exc:
         usage_error(str(exc), 1)
-    config = uvicorn.Config(
-        create_app(runtime, routers=_runbook_pages()),
+    config = bounded_config(
+        create_app(runtime, routers=_runbook_pages(), api_docs=settings.server.api_docs),
         log_level="warning",
         access_log=False,
         lifespan="on",
-        timeout_graceful_shutdown=3,
+        # Nothing proxies a node's exporter: the peer's address is the client's, never a header's.
+        proxy_headers=False,
     )
     shown = f"[{address.host}]" if ":" in address.host else address.host
     if shown in ("0.0.0.0", "[::]"):
@@ -173,7 +173,7 @@ def run_server(settings: Settings, simulation: SimulationSettings) -> None:
         f"  readiness: http://{shown}:{address.port}/readyz"
     )
     sys.stdout.flush()
-    uvicorn.Server(config).run(sockets=[sock])
+    BoundedServer(config).run(sockets=[sock])
 
 
 def _runbook_pages() -> list[Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -82,3 +83,14 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float, every: fl
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(every)
+
+
+def read_request(conn: socket.socket) -> bool:
+    """Read one HTTP request head from `conn`; False when the client closed first."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(4096)
+        if not chunk:
+            return False
+        data += chunk
+    return True

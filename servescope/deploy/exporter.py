@@ -28,11 +28,14 @@ POD_RESOURCES = "/var/lib/kubelet/pod-resources"
 # Capabilities given to a non-root UID never become effective (Kubernetes sets no ambient set), so a
 # non-root exporter cannot have them: attribution means root, without any other capability.
 ATTRIBUTION_CAPABILITIES = ["DAC_READ_SEARCH", "SYS_PTRACE"]
-# Measured (bench/results/footprint.md): at most 72 MiB RSS, flat after minute 2, with 8 simulated GPUs and
-# 4 engines. The limit doubles the request for what that run did not see (more engines, larger engine
-# pages, each capped by --vllm-max-bytes); to be sized again from the hostile-engine benchmark.
+# Request: the normal footprint, at most 72 MiB RSS, flat after minute 2, with 8 simulated GPUs and 4
+# engines (bench/results/footprint.md). Limit: the worst case, measured as the peak RSS (VmHWM) of
+# `serve --no-nvml --no-dcgm` scraping, every 3 s for 60 s, a healthy engine, the largest page accepted
+# (4 MiB, the --vllm-max-bytes default) and three engines sending more (no length, endless chunks, a gzip
+# bomb): 213 MiB, plus the 9 MiB NVML, DCGM and history add to the footprint: 222 MiB, which is 69 % of
+# 320 Mi. tests/faults/test_large_bodies.py re-measures it and holds it under 75 % of this limit.
 EXPORTER_MEMORY_REQUEST = "128Mi"
-EXPORTER_MEMORY_LIMIT = "256Mi"
+EXPORTER_MEMORY_LIMIT = "320Mi"
 EXPORTER_CPU_REQUEST = "50m"
 
 

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from servescope import __version__
 from servescope.exporter.exposition import CONTENT_TYPE
@@ -25,12 +26,36 @@ _INDEX = """<!doctype html><html><head><meta charset="utf-8"><title>servescope</
 </ul></body></html>"""
 
 
+class HeadAsGet:
+    """HEAD answered wherever GET is: the GET route runs, its headers are sent, its body is not."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self._app(scope, receive, send)
+            return
+
+        async def headers_only(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b"", "more_body": message.get("more_body", False)}
+            await send(message)
+
+        await self._app({**scope, "method": "GET"}, receive, headers_only)
+
+
 def create_app(
-    runtime: Runtime, *, manage_runtime: bool = True, routers: Sequence[APIRouter] = ()
+    runtime: Runtime,
+    *,
+    manage_runtime: bool = True,
+    routers: Sequence[APIRouter] = (),
+    api_docs: bool = False,
 ) -> FastAPI:
     """Build the app around a runtime; with `manage_runtime` the app starts and stops its sources.
 
-    `routers` are served beside the exporter's own routes (`serve` adds the runbook pages there).
+    `routers` are served beside the exporter's own routes (`serve` adds the runbook pages there);
+    `api_docs` serves /openapi.json, /docs and /redoc.
     """
 
     @asynccontextmanager
@@ -43,7 +68,15 @@ def create_app(
             if manage_runtime:
                 runtime.stop()
 
-    app = FastAPI(title="servescope", version=__version__, lifespan=lifespan)
+    app = FastAPI(
+        title="servescope",
+        version=__version__,
+        lifespan=lifespan,
+        openapi_url="/openapi.json" if api_docs else None,
+        docs_url="/docs" if api_docs else None,
+        redoc_url="/redoc" if api_docs else None,
+    )
+    app.add_middleware(HeadAsGet)
     app.state.runtime = runtime
     if runtime.derived is not None:
         app.include_router(MemoryApi(runtime.history, runtime.derived, runtime.api_rejections).router())

@@ -39,7 +39,13 @@ class SourceRunner:
         self._thread = threading.Thread(target=self._loop, name=f"source-{self.source.name}", daemon=True)
         self._thread.start()
 
+    def signal_stop(self) -> None:
+        """Ask the loop to end after its current cycle, without waiting for it."""
+        self._stop.set()
+
     def stop(self, timeout: float = 5.0) -> None:
+        """End the loop, waiting at most `timeout` for a cycle in progress, then close the source (its
+        thread is a daemon: a cycle stuck past the wait does not keep the process alive)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)

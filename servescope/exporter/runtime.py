@@ -35,6 +35,9 @@ from servescope.exporter.vllm.scrape import Scraper
 from servescope.exporter.vllm.source import VllmSource
 
 log = logging.getLogger(__name__)
+# SIGTERM must end the exporter within 2 s (the HTTP side takes part of it): a cycle still waiting on a
+# peer after this is abandoned, its source closed under it.
+STOP_BUDGET_SECONDS = 0.5
 
 
 def process_families() -> Any:
@@ -82,9 +85,13 @@ class Runtime:
             runner.start()
         self.started = True
 
-    def stop(self) -> None:
+    def stop(self, budget_seconds: float = STOP_BUDGET_SECONDS) -> None:
+        """Stop every source; cycles in progress share `budget_seconds` to finish, then are left."""
+        deadline = time.monotonic() + budget_seconds
         for runner in self.runners:
-            runner.stop()
+            runner.signal_stop()
+        for runner in self.runners:
+            runner.stop(max(0.0, deadline - time.monotonic()))
         for companion in reversed(self.companions):
             companion.stop()
         self.started = False

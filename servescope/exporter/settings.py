@@ -28,6 +28,11 @@ class ServerSettings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", json_schema_extra={"cli": "--log-level"}, description="Log verbosity."
     )
+    api_docs: bool = Field(
+        False,
+        json_schema_extra={"cli": "--api-docs/--no-api-docs"},
+        description="Serve the HTTP API's OpenAPI schema and its pages (/openapi.json, /docs, /redoc).",
+    )
 
     @field_validator("listen")
     @classmethod
@@ -137,13 +142,21 @@ class VllmSettings(BaseSettings):
         description="Seconds between scrapes.",
     )
     timeout_seconds: float = Field(
-        2.0, gt=0, le=60, json_schema_extra={"cli": "--vllm-timeout"}, description="Per-scrape timeout."
+        2.0,
+        gt=0,
+        le=60,
+        json_schema_extra={"cli": "--vllm-timeout"},
+        description="Total seconds one endpoint's scrape may take, however slowly it sends; past it the "
+        "endpoint is down with reason timeout and the others are published without waiting for it.",
     )
     max_bytes: int = Field(
-        32 * 1024 * 1024,
+        4 * 1024 * 1024,
         ge=1024,
+        le=64 * 1024 * 1024,
         json_schema_extra={"cli": "--vllm-max-bytes"},
-        description="Larger responses are refused (reason too_large) instead of parsed.",
+        description="Larger responses (counted decompressed) are refused, reason too_large, as soon as they "
+        "pass it. Beyond 256 KiB one page at a time is fetched and parsed; the DaemonSet's memory limit is "
+        "sized for the default.",
     )
     passthrough: bool = Field(
         True,

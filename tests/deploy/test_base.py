@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from servescope.deploy.exporter import EXPORTER_MEMORY_LIMIT
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.render import HEADER, KUSTOMIZATION, RECEIVER, base_files, documents, stale, write_base
 from tests.deploy.manifests import BASE, DEPLOY
@@ -25,7 +26,9 @@ def test_stale_names_a_changed_a_missing_and_a_leftover_file(tmp_path: Path) -> 
     write_base(out, receiver, DeployOptions())
     assert stale(out, receiver, DeployOptions()) == []
     daemonset = out / "daemonset-servescope.yaml"
-    daemonset.write_text(daemonset.read_text().replace("memory: 256Mi", "memory: 1Gi"))
+    limit = f"memory: {EXPORTER_MEMORY_LIMIT}"
+    assert limit in daemonset.read_text()
+    daemonset.write_text(daemonset.read_text().replace(limit, "memory: 1Gi"))
     (out / "service-servescope.yaml").unlink()
     (out / "configmap-servescope-dashboard-retired.yaml").write_text(HEADER + "kind: ConfigMap\n")
     receiver.write_text(receiver.read_text() + "# edited\n")

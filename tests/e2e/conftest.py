@@ -24,6 +24,19 @@ class Served:
     process: subprocess.Popen[str]
 
 
+def announced_base(process: subprocess.Popen[str], deadline: float) -> str | None:
+    """The base URL `serve` prints on its stdout once it listens; None if it never does by `deadline`."""
+    assert process.stdout is not None
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            return None
+        found = re.search(r"serving.* on 127\.0\.0\.1:(\d+)", line)
+        if found:
+            return f"http://127.0.0.1:{found.group(1)}"
+    return None
+
+
 def start_servescope(*args: str, timeout: float = 15.0) -> Served:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("NODE_NAME", None)
@@ -34,17 +47,8 @@ def start_servescope(*args: str, timeout: float = 15.0) -> Served:
         text=True,
         env=env,
     )
-    assert process.stdout is not None
     deadline = time.monotonic() + timeout
-    base = None
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        found = re.search(r"serving.* on 127\.0\.0\.1:(\d+)", line)
-        if found:
-            base = f"http://127.0.0.1:{found.group(1)}"
-            break
+    base = announced_base(process, deadline)
     if base is None:
         process.kill()
         _, err = process.communicate()

@@ -15,19 +15,9 @@ from collections.abc import Iterator
 import pytest
 
 from servescope.exporter.vllm.scrape import ScrapeError, Scraper
-from tests.helpers import SAMPLES
+from tests.helpers import SAMPLES, read_request
 
 BODY = (SAMPLES / "vllm-0.32-cpu-idle.txt").read_bytes()
-
-
-def read_request(conn: socket.socket) -> bool:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(4096)
-        if not chunk:
-            return False
-        data += chunk
-    return True
 
 
 class DropsSecondRequest(socketserver.BaseRequestHandler):

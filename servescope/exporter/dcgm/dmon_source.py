@@ -72,6 +72,7 @@ class DmonSource:
             self._on_event,
             delay_seconds=interval_seconds,
             on_restart=self._count_restart,
+            on_dropped_line=lambda message: self._problem("line_too_long", message),
             spawn=spawn,
             clock=clock,
             wait=wait,

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from servescope.exporter.dcgm.counters import CounterField
@@ -18,8 +17,10 @@ from servescope.exporter.dcgm.dmon_source import is_blank
 from servescope.exporter.dcgm.field_table import BY_NAME, LINK_OF
 from servescope.exporter.exposition import Sample
 from servescope.exporter.sources.base import Collection, Problem, SourceError
+from servescope.exporter.sources.bounded_http import LARGE_BODIES, BoundedClient
 
-MAX_BYTES = 32 * 1024 * 1024
+# An 8-GPU dcgm-exporter page is about 60 KB; like the engines' cap (vllm/scrape.py), far above it.
+MAX_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,36 +93,22 @@ class DcgmExporterSource:
         hostname: str,
         interval_seconds: float = 5.0,
         timeout: float = 2.0,
-        client: httpx.Client | None = None,
     ) -> None:
         self.interval_seconds = interval_seconds
         self._url = url
         self._fields = {f.field_id: f for f in counters}
         self._hostname = hostname
-        self._client = client or httpx.Client(timeout=timeout, follow_redirects=False)
-
-    def _fetch(self) -> str:
-        try:
-            with self._client.stream("GET", self._url) as response:
-                if response.status_code != 200:
-                    raise SourceError("http_status", f"{self._url} answered HTTP {response.status_code}")
-                body = bytearray()
-                for chunk in response.iter_bytes():
-                    body += chunk
-                    if len(body) > MAX_BYTES:
-                        raise SourceError("too_large", f"{self._url}: response larger than {MAX_BYTES} bytes")
-        except httpx.TimeoutException:
-            raise SourceError("timeout", f"{self._url}: no answer in time") from None
-        except httpx.HTTPError as exc:
-            raise SourceError("connect", f"{self._url}: {exc}") from None
-        return body.decode("utf-8", errors="replace")
+        # `timeout` is the whole scrape's: a dcgm-exporter trickling bytes fails the cycle with reason
+        # timeout instead of holding it.
+        self._client = BoundedClient(timeout=timeout, max_bytes=MAX_BYTES)
 
     def collect(self) -> Collection:
-        text = self._fetch()
-        try:
-            values, skipped = read_exporter(text)
-        except ValueError as exc:
-            raise SourceError("parse", f"{self._url}: not a Prometheus exposition: {exc}") from None
+        with LARGE_BODIES.hold():  # a large page is fetched and parsed under the one large-body slot
+            text = self._client.get(self._url).decode("utf-8", errors="replace")
+            try:
+                values, skipped = read_exporter(text)
+            except ValueError as exc:
+                raise SourceError("parse", f"{self._url}: not a Prometheus exposition: {exc}") from None
         if not values:
             raise SourceError("no_dcgm_series", f"{self._url}: no DCGM_FI_* series found")
         problems = [

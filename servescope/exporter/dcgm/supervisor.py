@@ -1,7 +1,9 @@
 """Keeps one `dcgmi dmon` child streaming: restarts with backoff, kills it when it hangs, reaps it.
 
 The child is started from an argv list (never a shell) in its own process group, so a kill takes
-any grandchildren with it. One thread supervises; two read stdout and stderr line by line.
+any grandchildren with it. One thread supervises; two read stdout and stderr line by line, never
+holding more than MAX_LINE_CHARS of a line: a longer one is dropped and counted, and a child that prints
+TOO_LONG_RESTART of them is restarted like one that crashed.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Protocol
 
@@ -26,6 +28,11 @@ BACKOFF_MAX = 60.0
 HEALTHY_RESET = 60.0  # a child that streamed this long resets the backoff
 STARTUP_GRACE = 10.0  # before its first row a child may take this long (connecting to the host engine)
 POLL = 0.1
+# A dmon row of 60 fields is under 1,000 characters; 16 KiB is beyond any real line.
+MAX_LINE_CHARS = 16 * 1024
+# Lines too long (each MAX_LINE_CHARS of a line that does not end counts as one) before a restart.
+TOO_LONG_RESTART = 8
+STOP_JOIN_SECONDS = 0.5
 
 
 class Child(Protocol):
@@ -98,6 +105,7 @@ class DmonSupervisor:
         *,
         delay_seconds: float,
         on_restart: Callable[[str], None] | None = None,
+        on_dropped_line: Callable[[str], None] | None = None,
         spawn: Callable[[Sequence[str]], Child] = spawn_process,
         clock: Callable[[], float] = time.monotonic,
         wait: Callable[[threading.Event, float], bool] | None = None,
@@ -105,6 +113,8 @@ class DmonSupervisor:
         self._argv = argv
         self._on_event = on_event
         self._on_restart = on_restart or (lambda reason: None)
+        self._on_dropped_line = on_dropped_line or (lambda message: None)
+        self._too_long = 0  # lines dropped for their length, in the running child's life
         self._spawn = spawn
         self._clock = clock
         self._wait = wait or (lambda event, seconds: event.wait(seconds))
@@ -131,7 +141,7 @@ class DmonSupervisor:
         if child is not None:
             kill_child(child)
         if self._thread is not None:
-            self._thread.join(10)
+            self._thread.join(STOP_JOIN_SECONDS)  # a daemon thread: the process may exit without it
 
     def restart(self, reason: str) -> None:
         """Restart the child at once (e.g. after the watch list changed), without backoff."""
@@ -173,6 +183,7 @@ class DmonSupervisor:
         argv = self._argv()
         started = self._clock()
         self._last_error = None
+        self._too_long = 0
         try:
             child = self._spawn(argv)
         except FileNotFoundError:
@@ -215,6 +226,8 @@ class DmonSupervisor:
                 return "exited", f"dcgmi dmon exited with status {code}"
             if self._stop.is_set() or self._restart_now.is_set():
                 return "restart", "restart requested"
+            if self._too_long >= TOO_LONG_RESTART:
+                return "line_too_long", f"{self._too_long} lines over {MAX_LINE_CHARS} characters; killed"
             last_row = self.status.last_row
             if last_row is None or last_row < started:
                 if self._clock() - started > max(STARTUP_GRACE, self.hang_after):
@@ -228,7 +241,7 @@ class DmonSupervisor:
             return
         parser = DmonParser()
         with contextlib.suppress(ValueError, OSError):  # the pipe closes when the child is killed
-            for line in stream:
+            for line in self._bounded_lines(stream):
                 if is_stdout:
                     event = parser.feed(line)
                 else:
@@ -244,3 +257,22 @@ class DmonSupervisor:
                     self.status.last_row = self._clock()
                 with self._lock:
                     self._on_event(event)
+
+    def _bounded_lines(self, stream: IO[str]) -> Iterator[str]:
+        """The stream's lines, each read at most MAX_LINE_CHARS at a time; longer ones are dropped."""
+        dropping = False
+        while True:
+            piece = stream.readline(MAX_LINE_CHARS)
+            if not piece:
+                return
+            ended = piece.endswith("\n")
+            if not dropping and (ended or len(piece) < MAX_LINE_CHARS):
+                yield piece
+                continue
+            if len(piece) >= MAX_LINE_CHARS:  # each cap's worth of an endless line counts again
+                self._too_long += 1
+                with self._lock:
+                    self._on_dropped_line(f"dcgmi printed a line over {MAX_LINE_CHARS} characters: dropped")
+                if self._too_long >= TOO_LONG_RESTART:
+                    return  # the watcher kills and restarts this child; nothing more is read from it
+            dropping = not ended

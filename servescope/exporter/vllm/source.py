@@ -7,7 +7,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from servescope import catalog as c
@@ -15,6 +15,7 @@ from servescope.catalog import placement
 from servescope.exporter.exposition import Sample
 from servescope.exporter.gpu_directory import GpuDirectory
 from servescope.exporter.sources.base import Collection, Problem
+from servescope.exporter.sources.bounded_http import LARGE_BODIES
 from servescope.exporter.stores.serving_board import ServingBoard
 from servescope.exporter.stores.signals import GpuProcess, Normalised
 from servescope.exporter.vllm.aliases import FamilyLike, is_engine_family
@@ -85,6 +86,7 @@ class VllmSource:
         self._found = Discovery()
         self._reports: list[Problem] = []  # what the last discovery could not reach, counted once
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="vllm-scrape")
+        self._in_flight: dict[str, Future[list[FamilyLike] | ScrapeError]] = {}
 
     # --- endpoints ---------------------------------------------------------------------------------
     def endpoints(self) -> list[str]:
@@ -131,8 +133,9 @@ class VllmSource:
 
     def _speaks_engine(self, url: str) -> bool:
         try:
-            text = self._scraper.fetch(url)
-            families = parse_exposition(text, keep=is_engine_family)
+            with LARGE_BODIES.hold():
+                text = self._scraper.fetch(url)
+                families = parse_exposition(text, keep=is_engine_family)
         except (ScrapeError, ExpositionError):
             return False
         # A servescope exporter re-exports engine series: it is never an engine itself.
@@ -141,11 +144,11 @@ class VllmSource:
     # --- one cycle ---------------------------------------------------------------------------------
     def collect(self) -> Collection:
         urls = self.endpoints()
-        results = list(self._pool.map(self._scrape, urls))
         samples: list[Sample] = []
         scrapes: list[tuple[str, list[FamilyLike]]] = []
-        for url, families in zip(urls, results, strict=True):
+        for url, result in self._scrape_all(urls).items():
             state = self._states[url]
+            families = self._record(state, result)
             samples += self._health_samples(state)
             if families is None:
                 continue
@@ -163,20 +166,52 @@ class VllmSource:
         problems, self._reports = self._reports, []
         return Collection(samples, problems, raw)
 
-    def _scrape(self, url: str) -> list[FamilyLike] | None:
-        state = self._states[url]
-        try:
-            families: list[FamilyLike] = list(
-                parse_exposition(self._scraper.fetch(url), keep=is_engine_family)
-            )
-        except ScrapeError as exc:
-            return self._failed(state, exc.reason, exc.message)
-        except ExpositionError as exc:
-            return self._failed(state, "parse", f"{url}: {exc}")
+    def _scrape_all(self, urls: list[str]) -> dict[str, list[FamilyLike] | ScrapeError]:
+        """Every endpoint's answer, or its error; the cycle waits at most one interval for them.
+
+        Each fetch has its own total deadline, so this wait is only a backstop: an endpoint still
+        busy at the interval's end is reported as timing out, and not asked again until it returns.
+        """
+        for url in urls:
+            running = self._in_flight.get(url)
+            if running is None or running.done():
+                self._in_flight[url] = self._pool.submit(self._scrape, url)
+        futures = {url: self._in_flight[url] for url in urls}
+        for gone in [url for url, future in self._in_flight.items() if url not in futures and future.done()]:
+            del self._in_flight[gone]  # an endpoint discovery no longer lists
+        wait(futures.values(), timeout=self.interval_seconds)
+        results: dict[str, list[FamilyLike] | ScrapeError] = {}
+        for url, future in futures.items():
+            if future.done():
+                del self._in_flight[url]
+                results[url] = future.result()
+            else:
+                results[url] = ScrapeError(
+                    "timeout", f"{url}: still scraping after {self.interval_seconds:g} s"
+                )
+        return results
+
+    def _scrape(self, url: str) -> list[FamilyLike] | ScrapeError:
+        # A large page is fetched and parsed under the process's one large-body slot.
+        with LARGE_BODIES.hold():
+            try:
+                return list(parse_exposition(self._scraper.fetch(url), keep=is_engine_family))
+            except ScrapeError as exc:
+                failure = ScrapeError(exc.reason, exc.message)
+            except ExpositionError as exc:
+                failure = ScrapeError("parse", f"{url}: {exc}")
+        # A new error, made outside the handler: the caught one's traceback holds the body it refused.
+        return failure
+
+    def _record(
+        self, state: EndpointState, result: list[FamilyLike] | ScrapeError
+    ) -> list[FamilyLike] | None:
+        if isinstance(result, ScrapeError):
+            return self._failed(state, result.reason, result.message)
         if state.last_error is not None:
-            log.info("endpoint %s recovered", url)
+            log.info("endpoint %s recovered", state.url)
         state.up, state.last_error, state.last_success = True, None, self._wall()
-        return families
+        return result
 
     def _failed(self, state: EndpointState, reason: str, message: str) -> list[FamilyLike] | None:
         if state.last_error is None or not state.last_error.startswith(reason):
