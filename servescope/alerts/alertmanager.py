@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from servescope.alerts.config import AlertsConfig
-from servescope.alerts.model import Alert
+from servescope.alerts.model import BUNDLE_LABEL, WATCHDOG, Alert
 
 WEBHOOK = "servescope-runbooks"
 PAGER, TICKET, HEARTBEAT, NULL = "pager", "ticket", "heartbeat", "null"
@@ -14,6 +14,7 @@ COMBINED = "ServescopeGpuSaturatedKvPressure"
 # What identifies one thing that is wrong: alerts about it are grouped and sent to the runbook service
 # together, and one webhook call never mixes two GPUs.
 GROUP_BY = ["alertname", "instance", "uuid", "model_name", "engine", "endpoint"]
+PAGER_GROUP_BY = ["alertname", "hostname"]
 
 
 def inhibit_rules(alerts: Sequence[Alert]) -> list[dict[str, Any]]:
@@ -60,6 +61,38 @@ def inhibit_rules(alerts: Sequence[Alert]) -> list[dict[str, Any]]:
     ]
 
 
+def _ours(*matchers: str) -> list[str]:
+    """Matchers of a bundle route: the bundle's label first, so no other alert of the cluster matches."""
+    return [*(f'{key}="{value}"' for key, value in BUNDLE_LABEL.items()), *matchers]
+
+
+def routes() -> list[dict[str, Any]]:
+    """The bundle's routes; each matches the bundle's own alerts only, so they can sit first under any
+    root route without taking the cluster's other alerts (KubeNodeNotReady, kube-prometheus's Watchdog)."""
+    return [
+        # Every alert of the bundle reaches the runbook service first; `continue` lets it go on to a person.
+        {
+            "receiver": WEBHOOK,
+            "matchers": _ours(),
+            "group_wait": "10s",
+            "group_interval": "1m",
+            "repeat_interval": "1h",
+            "continue": True,
+        },
+        # A dead man's switch wants the heartbeat every minute: group_interval bounds repeats too.
+        {
+            "receiver": HEARTBEAT,
+            "matchers": _ours(f'alertname="{WATCHDOG}"'),
+            "group_interval": "1m",
+            "repeat_interval": "1m",
+        },
+        # One page per alert and node: an HGX node event on eight GPUs is one page, not eight.
+        {"receiver": PAGER, "matchers": _ours('severity="critical"'), "group_by": PAGER_GROUP_BY},
+        {"receiver": TICKET, "matchers": _ours('severity="warning"')},
+        {"receiver": NULL, "matchers": _ours('severity="info"')},
+    ]
+
+
 def alertmanager_config(cfg: AlertsConfig, alerts: Sequence[Alert]) -> dict[str, Any]:
     return {
         "global": {"resolve_timeout": "5m"},
@@ -69,27 +102,7 @@ def alertmanager_config(cfg: AlertsConfig, alerts: Sequence[Alert]) -> dict[str,
             "group_wait": "30s",
             "group_interval": "5m",
             "repeat_interval": "4h",
-            "routes": [
-                # Every alert reaches the runbook service first; `continue` lets it go on to a person.
-                {
-                    "receiver": WEBHOOK,
-                    "matchers": ['alertname=~".+"'],
-                    "group_wait": "10s",
-                    "group_interval": "1m",
-                    "repeat_interval": "1h",
-                    "continue": True,
-                },
-                # A dead man's switch wants the heartbeat every minute: group_interval bounds repeats too.
-                {
-                    "receiver": HEARTBEAT,
-                    "matchers": ['alertname="Watchdog"'],
-                    "group_interval": "1m",
-                    "repeat_interval": "1m",
-                },
-                {"receiver": PAGER, "matchers": ['severity="critical"']},
-                {"receiver": TICKET, "matchers": ['severity="warning"']},
-                {"receiver": NULL, "matchers": ['severity="info"']},
-            ],
+            "routes": routes(),
         },
         "inhibit_rules": inhibit_rules(alerts),
         "receivers": [

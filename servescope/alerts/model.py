@@ -8,6 +8,10 @@ from typing import Any
 from servescope.alerts.config import AlertsConfig
 
 SEVERITIES = ("critical", "warning", "info")
+# Every rule of the bundle carries this label: the bundle's Alertmanager routes match on it, so they never
+# take another alert of the cluster (kube-prometheus's own Watchdog, KubeNodeNotReady) away from its routes.
+BUNDLE_LABEL = {"bundle": "servescope"}
+WATCHDOG = "ServescopeWatchdog"
 
 # Dashboards the links point at: uids are "servescope-" + the dashboard's file name (dashboards/).
 DASHBOARDS = {
@@ -54,7 +58,7 @@ class Alert:
             "alert": self.name,
             "expr": self.expr,
             "for": self.for_,
-            "labels": {"severity": self.severity, **self.labels},
+            "labels": {"severity": self.severity, **BUNDLE_LABEL, **self.labels},
             "annotations": {
                 "summary": self.summary,
                 "description": self.description,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from servescope import catalog as c
 from servescope.alerts.config import AlertsConfig
-from servescope.alerts.model import Alert, Group, sel
+from servescope.alerts.model import WATCHDOG, Alert, Group, sel
 from servescope.catalog import derived as dm
 
 
@@ -21,7 +21,7 @@ def meta(cfg: AlertsConfig) -> Group:
         "servescope-meta",
         (
             Alert(
-                "Watchdog",
+                WATCHDOG,
                 "vector(1)",
                 "0m",
                 "info",

@@ -18,6 +18,7 @@ import yaml
 from servescope.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.alerts.bundle import all_alerts, groups
 from servescope.alerts.config import AlertsConfig
+from servescope.alerts.model import BUNDLE_LABEL
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ALERTS_BUILD
@@ -51,7 +52,7 @@ def firing(alert_name: str, labels: dict[str, str], description: str) -> dict[st
     """One expected alert: its labels (severity added) and all four annotations."""
     alert = ALERTS[alert_name]
     return {
-        "exp_labels": {**labels, "severity": alert.severity, **alert.labels},
+        "exp_labels": {**labels, "severity": alert.severity, **BUNDLE_LABEL, **alert.labels},
         "exp_annotations": {
             "summary": alert.summary,
             "description": description,

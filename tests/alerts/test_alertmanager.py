@@ -28,6 +28,7 @@ from servescope.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.alerts.alertmanager import HEARTBEAT, NULL, PAGER, TICKET, WEBHOOK
 from servescope.alerts.bundle import all_alerts, write
 from servescope.alerts.config import AlertsConfig
+from servescope.alerts.model import BUNDLE_LABEL, WATCHDOG
 from servescope.runbooks.webhook import WEBHOOK_PATH
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,18 +126,38 @@ def routes(labels: dict[str, str], expected: list[str]) -> subprocess.CompletedP
     )
 
 
+OURS = dict(BUNDLE_LABEL)
+# Alerts of the rest of the cluster (kube-prometheus-stack's): the bundle's routes must leave them to the
+# routes after them, so in the bundle's own file they end at its root's default receiver, nowhere else.
+FOREIGN = {"job": "kube-state-metrics", "namespace": "kube-system", "node": "node-a"}
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize(
     ("labels", "expected"),
     [
-        ({"alertname": "ServescopeGpuLost", "severity": "critical", **GPU0}, [WEBHOOK, PAGER]),
-        ({"alertname": "ServescopeGpuSaturated", "severity": "warning", **GPU0}, [WEBHOOK, TICKET]),
-        ({"alertname": "ServescopeGpuPowerThrottling", "severity": "info", **GPU0}, [WEBHOOK, NULL]),
-        ({"alertname": "Watchdog", "severity": "info"}, [WEBHOOK, HEARTBEAT]),
-        ({"alertname": "SomeoneElsesAlert", "severity": "critical"}, [WEBHOOK, PAGER]),
-        ({"alertname": "NoSeverity"}, [WEBHOOK]),
+        ({"alertname": "ServescopeGpuLost", "severity": "critical", **OURS, **GPU0}, [WEBHOOK, PAGER]),
+        ({"alertname": "ServescopeGpuSaturated", "severity": "warning", **OURS, **GPU0}, [WEBHOOK, TICKET]),
+        ({"alertname": "ServescopeGpuPowerThrottling", "severity": "info", **OURS, **GPU0}, [WEBHOOK, NULL]),
+        ({"alertname": WATCHDOG, "severity": "info", **OURS}, [WEBHOOK, HEARTBEAT]),
+        ({"alertname": "KubeNodeNotReady", "severity": "critical", **FOREIGN}, [NULL]),
+        ({"alertname": "KubePodCrashLooping", "severity": "warning", **FOREIGN}, [NULL]),
+        ({"alertname": "Watchdog", "severity": "none", "prometheus": "monitoring/kps"}, [NULL]),
+        # A foreign alert that happens to reuse a bundle alert's name is still not the bundle's.
+        ({"alertname": "ServescopeGpuLost", "severity": "critical", **GPU0}, [NULL]),
+        ({"alertname": "NoSeverity"}, [NULL]),
     ],
-    ids=["critical", "warning", "info", "watchdog", "foreign-critical", "no-severity"],
+    ids=[
+        "critical",
+        "warning",
+        "info",
+        "watchdog",
+        "foreign-critical",
+        "foreign-warning",
+        "foreign-watchdog",
+        "foreign-same-name",
+        "no-severity",
+    ],
 )
 def test_routes(labels: dict[str, str], expected: list[str]) -> None:
     result = routes(labels, expected)
@@ -144,10 +165,24 @@ def test_routes(labels: dict[str, str], expected: list[str]) -> None:
     assert result.stdout.strip() == ",".join(expected)
 
 
+def test_every_route_matches_the_bundle_label_only() -> None:
+    """Pasted first under another root route, no route of the bundle may match an alert not its own."""
+    built = yaml.safe_load(BUILT.read_text())["route"]["routes"]
+    assert built
+    for route in built:
+        assert 'bundle="servescope"' in route["matchers"], route
+
+
+def test_pager_groups_by_alert_and_node() -> None:
+    """One HGX node event on eight GPUs is one page: the pager groups by alertname and hostname only."""
+    (pager,) = [r for r in yaml.safe_load(BUILT.read_text())["route"]["routes"] if r["receiver"] == PAGER]
+    assert pager["group_by"] == ["alertname", "hostname"]
+
+
 @pytest.mark.e2e
 def test_routes_verification_fails_on_a_mismatch() -> None:
     """--verify.receivers really compares: a warning does not page."""
-    result = routes({"alertname": "ServescopeGpuSaturated", "severity": "warning"}, [WEBHOOK, PAGER])
+    result = routes({"alertname": "ServescopeGpuSaturated", "severity": "warning", **OURS}, [WEBHOOK, PAGER])
     assert result.returncode != 0
     assert "did not match" in result.stdout + result.stderr
 
@@ -156,8 +191,8 @@ def test_routes_verification_fails_on_a_mismatch() -> None:
 @pytest.mark.parametrize("name", sorted(ALERTS))
 def test_every_alert_reaches_the_runbook_service(name: str) -> None:
     alert = ALERTS[name]
-    person = HEARTBEAT if name == "Watchdog" else BY_SEVERITY[alert.severity]
-    labels = {"alertname": name, "severity": alert.severity, **alert.labels}
+    person = HEARTBEAT if name == WATCHDOG else BY_SEVERITY[alert.severity]
+    labels = {"alertname": name, "severity": alert.severity, **BUNDLE_LABEL, **alert.labels}
     result = routes(labels, [WEBHOOK, person])
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -326,7 +361,13 @@ def alertmanager(tmp_path: Path) -> Iterator[Alertmanager]:
 
 def alert(name: str, labels: dict[str, str]) -> dict[str, str]:
     """The labels Prometheus would send for alert `name` on `labels`."""
-    return {"alertname": name, "severity": ALERTS[name].severity, **ALERTS[name].labels, **labels}
+    return {
+        "alertname": name,
+        "severity": ALERTS[name].severity,
+        **BUNDLE_LABEL,
+        **ALERTS[name].labels,
+        **labels,
+    }
 
 
 Labels = dict[str, str]

@@ -21,7 +21,9 @@ OTHER_ENDPOINT = "http://10.0.0.2:8000/metrics"
 def _pending(alert: str, labels: dict[str, str], at: str) -> dict[str, Any]:
     """`ALERTS` holds exactly this pending alert at `at`: the condition is true and `for` runs."""
     severity = firing(alert, {}, "")["exp_labels"]["severity"]
-    inner = ",".join(f'{k}="{v}"' for k, v in {**labels, "severity": severity}.items())
+    inner = ",".join(
+        f'{k}="{v}"' for k, v in sorted({**labels, "severity": severity, "bundle": "servescope"}.items())
+    )
     return {
         "expr": f'ALERTS{{alertname="{alert}"}}',
         "eval_time": at,
@@ -32,7 +34,7 @@ def _pending(alert: str, labels: dict[str, str], at: str) -> dict[str, Any]:
 
 
 # --- Watchdog and the exporter's scrape target -------------------------------------------------------------
-WATCHDOG = "Watchdog"
+WATCHDOG = "ServescopeWatchdog"
 WATCHDOG_FIRING = firing(
     WATCHDOG,
     {},

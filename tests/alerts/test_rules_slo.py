@@ -98,7 +98,8 @@ def _ratios(sli: str, model: str, at: str, **windows: float) -> list[dict[str, A
 def _pending(alert: str, model: str, at: str) -> dict[str, Any]:
     """The alert is pending for `model` (its condition holds, `for` has not elapsed) and for nobody else."""
     severity = "critical" if alert.endswith("Fast") else "warning"
-    labels = f'alertname="{alert}",alertstate="pending",model_name="{model}",severity="{severity}"'
+    labels = f'alertname="{alert}",alertstate="pending",bundle="servescope",model_name="{model}",'
+    labels += f'severity="{severity}"'
     return {
         "expr": f'ALERTS{{alertname="{alert}"}}',
         "eval_time": at,

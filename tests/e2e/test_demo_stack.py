@@ -285,11 +285,13 @@ def test_steady_serving_fires_nothing_but_the_watchdog(stacks: dict[str, Stack])
     if remaining > 0:
         time.sleep(remaining)
     window = int(time.time() - stack.started) + 5
-    fired = stack.query(f'count_over_time(ALERTS{{alertstate="firing", alertname!="Watchdog"}}[{window}s])')
+    fired = stack.query(
+        f'count_over_time(ALERTS{{alertstate="firing", alertname!="ServescopeWatchdog"}}[{window}s])'
+    )
     assert not fired, [series["metric"] for series in fired]
-    assert stack.query('ALERTS{alertname="Watchdog", alertstate="firing"}')
+    assert stack.query('ALERTS{alertname="ServescopeWatchdog", alertstate="firing"}')
     names = {i["alertname"] for i in stack.get("runbooks", "/incidents")}
-    assert names == {"Watchdog"}, names
+    assert names == {"ServescopeWatchdog"}, names
     REPORT["steady"] = {"seconds_without_an_alert": window}
 
 
