@@ -10,7 +10,9 @@ import yaml
 from servescope.alerts.alertmanager import alertmanager_config
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.model import Alert, Group
-from servescope.alerts.rules_gpu import health, memory
+from servescope.alerts.rules_engine import endpoint_records, engine
+from servescope.alerts.rules_gpu import health
+from servescope.alerts.rules_memory import memory
 from servescope.alerts.rules_meta import meta
 from servescope.alerts.rules_serving import kv_baseline, serving
 from servescope.alerts.rules_slo import alerts as slo_alerts
@@ -22,11 +24,14 @@ FILES = ("rules.yaml", "prometheusrule.yaml", "alertmanager.yaml")
 
 def groups(cfg: AlertsConfig) -> list[Group]:
     return [
+        # Recording groups first: the alerts read their records (promtool and Prometheus alike).
+        slo_records(cfg),
+        kv_baseline(cfg),
+        endpoint_records(cfg),
         health(cfg),
         memory(cfg),
-        kv_baseline(cfg),
         serving(cfg),
-        slo_records(cfg),
+        engine(cfg),
         slo_alerts(cfg),
         meta(cfg),
     ]

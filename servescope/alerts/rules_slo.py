@@ -10,6 +10,8 @@ from servescope import catalog as c
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.model import Alert, Group, Record, sel
 
+SERIES_BY = "job, instance, model_name, engine, endpoint"
+
 WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
 PAGE = ((14.4, "1h", "5m"), (6.0, "6h", "30m"))
 TICKET = ((3.0, "1d", "2h"), (1.0, "3d", "6h"))
@@ -34,6 +36,9 @@ def _burn(cfg: AlertsConfig, sli: str, pairs: tuple[tuple[float, str, str], ...]
 
 
 def records(cfg: AlertsConfig) -> Group:
+    """Error ratios per model and window. The requests counted are those of the histograms that have the
+    bound as a bucket: an engine whose buckets skip it (SGLang's TTFT buckets jump from 0.4 to 0.6) would
+    otherwise add its requests to the total and none to the good ones, and read as all slow."""
     rules = []
     for sli, (metric, _, _) in SLIS.items():
         good = sel(cfg, f"{metric}_bucket", f'le="{cfg.slo_bound(sli)}"')
@@ -43,10 +48,37 @@ def records(cfg: AlertsConfig) -> Group:
                 Record(
                     error_ratio(sli, window),
                     f"1 - (sum by (model_name) (rate({good}[{window}]))"
-                    f" / sum by (model_name) (rate({total}[{window}])))",
+                    f" / sum by (model_name) (rate({total}[{window}]) and on ({SERIES_BY})"
+                    f" rate({good}[{window}])))",
                 )
             )
     return Group("servescope-slo-records", tuple(rules))
+
+
+def bucket_missing(cfg: AlertsConfig) -> Alert:
+    """Engines whose latency histogram has no bucket at an SLI's bound: their requests are not judged."""
+    branches = []
+    for sli, (metric, _, _) in SLIS.items():
+        bound = sel(cfg, f"{metric}_bucket", f'le="{cfg.slo_bound(sli)}"')
+        has_bound = f"present_over_time({bound}[1h])"
+        missing = (
+            f"group by ({SERIES_BY}) (present_over_time({sel(cfg, f'{metric}_count')}[5m]))"
+            f" unless on ({SERIES_BY}) {has_bound}"
+        )
+        branches.append(f'label_replace({missing}, "sli", "{sli}", "", "")')
+    bounds = ", ".join(f"{words} {cfg.slo_bound(sli)} s" for sli, (_, _, words) in SLIS.items())
+    return Alert(
+        "ServescopeSloBucketMissing",
+        " or ".join(branches),
+        cfg.slo_bucket_missing_for,
+        "warning",
+        "An engine's latency histogram has no bucket at the SLO bound: its requests are not judged.",
+        "{{ $labels.model_name }} engine {{ $labels.engine }} at {{ $labels.endpoint }}: its "
+        f"{{{{ $labels.sli }}}} histogram has no bucket at the SLO bound ({bounds}), so the SLO alerts "
+        "leave its requests out; set the bound to one of its buckets, or configure the engine's buckets.",
+        ("instance", "model_name", "engine", "endpoint", "sli"),
+        "slo",
+    )
 
 
 def alerts(cfg: AlertsConfig) -> Group:
@@ -98,4 +130,5 @@ def alerts(cfg: AlertsConfig) -> Group:
             "slo",
         )
     )
+    rules.append(bucket_missing(cfg))
     return Group("servescope-slo", tuple(rules))

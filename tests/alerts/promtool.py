@@ -42,7 +42,7 @@ def links(alert_name: str, labels: dict[str, str]) -> dict[str, str]:
     """runbook_url and dashboard_url as the alert renders them for `labels` (Go's urlquery escaping)."""
     alert = ALERTS[alert_name]
     query = "&".join(f"{k}={quote_plus(labels.get(k, ''))}" for k in alert.keys)
-    dash_query = "&".join(f"var-{k}={quote_plus(labels.get(k, ''))}" for k in alert.keys)
+    dash_query = "&".join(f"var-{k}={quote_plus(labels.get(k, ''))}" for k in alert.dashboard_keys)
     runbook = f"{CONFIG.runbook_base_url}/runbooks/{alert_name}" + (f"?{query}" if query else "")
     board = alert.dashboard_url(CONFIG).split("?")[0] + (f"?{dash_query}" if dash_query else "")
     return {"runbook_url": runbook, "dashboard_url": board}

@@ -270,7 +270,53 @@ P99_HIGH = {
     "promql_expr_test": [_pending(P99, "deepseek", "20m")],
 }
 
-FAST_CASES = [fast_burn(), P99_HIGH]
+# --- mixed bucket layouts (for 30m): one model, a vLLM endpoint and an SGLang one, every request fast ----
+# SGLang's TTFT buckets skip 0.5 (... 0.4, 0.6 ...): dividing by both endpoints' counts read as "50% slow"
+# and paged. Only the endpoint with the bound counts; the other is named by ServescopeSloBucketMissing.
+MISSING = "ServescopeSloBucketMissing"
+VLLM_EP = {**ENGINE, "model_name": "mixed", "endpoint": "http://10.0.0.7:8000/metrics"}
+SGLANG_EP = {**ENGINE, "model_name": "mixed", "engine": "1", "endpoint": "http://10.0.0.8:30000/metrics"}
+
+
+def _sglang_ttft(steps: int) -> list[dict[str, str]]:
+    metric = SLIS["ttft"][0]
+    every = _counter([(steps, 100)])
+    buckets = [series(f"{metric}_bucket", {**SGLANG_EP, "le": le}, every) for le in ("0.4", "0.6", "+Inf")]
+    return [*buckets, series(f"{metric}_count", SGLANG_EP, every)]
+
+
+MIXED_STEPS = 40
+MIXED = {
+    "name": f"SLO over mixed bucket layouts, {MISSING}",
+    "interval": "1m",
+    "input_series": [
+        *_histogram("ttft", VLLM_EP, [(MIXED_STEPS, (100, 100))]),
+        *_histogram("e2e", VLLM_EP, [(MIXED_STEPS, (100, 100))]),
+        *_sglang_ttft(MIXED_STEPS),
+        *_histogram("e2e", SGLANG_EP, [(MIXED_STEPS, (100, 100))]),
+    ],
+    "alert_rule_test": [
+        check("ServescopeTtftSloBurnFast", "10m"),
+        check("ServescopeTtftSloBurnFast", "35m"),
+        check(MISSING, "10m"),
+        check(MISSING, "29m"),  # pending since 0m
+        check(
+            MISSING,
+            "31m",
+            firing(
+                MISSING,
+                {**SGLANG_EP, "sli": "ttft"},
+                "mixed engine 1 at http://10.0.0.8:30000/metrics: its ttft histogram has no bucket at the "
+                "SLO bound (time to first token 0.5 s, end-to-end latency 60.0 s), so the SLO alerts leave "
+                "its requests out; set the bound to one of its buckets, or configure the engine's buckets.",
+            ),
+        ),
+    ],
+    # Every request under the bound: no error, however the endpoints' buckets are laid out.
+    "promql_expr_test": _ratios("ttft", "mixed", "35m", w5m=0.0, w1h=0.0),
+}
+
+FAST_CASES = [fast_burn(), P99_HIGH, MIXED]
 SLOW_CASES = [slow_burn()]
 CASES = FAST_CASES + SLOW_CASES
 
