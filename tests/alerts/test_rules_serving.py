@@ -157,6 +157,14 @@ HURTING_A_GPU0 = (
     f"{ON_A} uses 90% of its KV cache while its GPU 0 on node-a (GPU-0000) is compute-saturated, and "
     "requests wait, are preempted or miss the TTFT objective: shed load now."
 )
+# GPU 0 saturated throughout; engine A (on GPU 0) at 90% KV from minute 5 to 14, engine B (GPU 1) at 50%.
+ONE_GPU = [
+    series(UTIL, GPU0, "0.95x30"),
+    series(UTIL, GPU1, "0.4x30"),
+    series(KV, ENGINE_A, "0.5x4 0.9x9 0.5x10"),
+    series(KV, ENGINE_B, "0.5x30"),
+    *PLACEMENT,
+]
 COMBINED_CASES = [
     {
         # GPU 0 saturated (engine A's GPU) while the KV pressure is on engine B (GPU 1): each single alert
@@ -186,13 +194,7 @@ COMBINED_CASES = [
         # One alert (the PIDs fold), labelled with engine A and GPU 0; nothing for engine B.
         "name": f"{COMBINED} on one GPU",
         "interval": "1m",
-        "input_series": [
-            series(UTIL, GPU0, "0.95x30"),
-            series(UTIL, GPU1, "0.4x30"),
-            series(KV, ENGINE_A, "0.5x4 0.9x9 0.5x10"),
-            series(KV, ENGINE_B, "0.5x30"),
-            *PLACEMENT,
-        ],
+        "input_series": ONE_GPU,
         "alert_rule_test": [
             check(COMBINED, "9m"),  # both hold since 5m: pending for 4m
             check(COMBINED, "10m", firing(COMBINED, engine_on_gpu(ENGINE_A, GPU0), COMBINED_A_GPU0)),
@@ -207,13 +209,9 @@ COMBINED_CASES = [
         "name": f"{HURTING}: KV pressure with a symptom",
         "interval": "1m",
         "input_series": [
-            series(UTIL, GPU0, "0.95x30"),
-            series(UTIL, GPU1, "0.4x30"),
-            series(KV, ENGINE_A, "0.5x4 0.9x9 0.5x10"),
-            series(KV, ENGINE_B, "0.5x30"),
+            *ONE_GPU,
             series(WAITING, ENGINE_A, "0x2 3x27"),
             series(WAITING, ENGINE_B, "4x30"),
-            *PLACEMENT,
         ],
         "alert_rule_test": [
             check(HURTING, "12m"),  # both hold since 8m: pending for 4m
