@@ -63,7 +63,10 @@ class AlertsConfig(BaseModel):
     )
     kv_anomaly_for: str = "15m"
     symptom_preemptions_per_second: float = Field(
-        0.0, ge=0, description="Preemption rate that makes KV pressure a symptom (with waiting requests)."
+        0.1,
+        ge=0,
+        description="Preemptions/s that make KV pressure a symptom: as ServescopePreemptionsSustained, "
+        "not the odd preemption at a peak.",
     )
     # --- latency SLO (seed guide: P99 under 500 ms) ------------------------------------------------
     slo_objective: float = Field(0.99, gt=0, lt=1, description="Share of requests under slo_latency_le.")
