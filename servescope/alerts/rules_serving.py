@@ -9,6 +9,9 @@ from servescope.alerts.model import ENGINE_KEYS, GPU_KEYS, Alert, Group, Record,
 from servescope.alerts.rules_slo import PAGE, error_ratio
 
 COMBINED_KEYS = (*ENGINE_KEYS, "hostname", "gpu", "uuid")
+# The fleet's average over many GPUs is smooth already: 5 min of samples per GPU take out one reading's
+# dip without delaying a fleet-wide shortage by the 10 min a single GPU's average needs.
+FLEET_SMOOTHING = "5m"
 # The KV baseline is kept per engine and node (`hostname`, joined from the node's GPUs), not per
 # `instance`: where instance is the exporter pod's address, a rollout would reset a day of baseline; the
 # node keeps loopback endpoints (http://127.0.0.1:8000) of different nodes apart.
@@ -148,8 +151,7 @@ def serving(cfg: AlertsConfig) -> Group:
             ),
             Alert(
                 "ServescopeFleetCapacityBufferLow",
-                f"1 - avg{fleet} (avg_over_time({util}[{cfg.gpu_saturated_window}]))"
-                f" < {cfg.capacity_buffer_ratio:g}",
+                f"1 - avg{fleet} (avg_over_time({util}[{FLEET_SMOOTHING}])) < {cfg.capacity_buffer_ratio:g}",
                 cfg.capacity_for,
                 "warning",
                 "The fleet's spare GPU capacity is below the buffer kept for bursts.",
