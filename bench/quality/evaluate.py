@@ -10,7 +10,7 @@ whose identifying labels it carries (a label the alert does not have, such as `g
 alert, is not compared), up to the window's grace after its end; otherwise it is a false positive.
 A window is detected by an expected alert when a matching episode starts inside it; the detection
 latency is that start minus the window's start. Alerts of severity `info` are routed nowhere by the
-bundle's Alertmanager tree: they are listed, not scored. `Watchdog` always fires by design.
+bundle's Alertmanager tree: they are listed, not scored. `ServescopeWatchdog` always fires by design.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from .truth import TruthWindow
 
-HEARTBEAT = "Watchdog"
+HEARTBEAT = "ServescopeWatchdog"
 LEAK_ALERTS = ("ServescopeGpuMemoryLeakSuspected", "ServescopeGpuMemoryExhaustionSoon")
 Labels = tuple[tuple[str, str], ...]
 

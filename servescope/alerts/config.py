@@ -14,10 +14,13 @@ _DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
 MIB = 1024 * 1024
 
 # XIDs that mean the GPU or its driver state is broken (NVIDIA's XID catalogue): 48 double-bit ECC,
-# 62 internal micro-controller halt, 63/64 ECC page retirement or row remapping event/failure, 74 NVLink
-# error, 79 fallen off the bus, 92 high single-bit ECC rate, 94/95 contained/uncontained ECC error,
-# 119/120 GSP errors.
-CRITICAL_XIDS = (48, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120)
+# 62 internal micro-controller halt, 64 row remapping failure, 74 NVLink error, 79 fallen off the bus,
+# 94/95 contained/uncontained ECC error, 119/120 GSP errors, 140 unrecovered ECC error, 154 the driver
+# changed the GPU's recovery action (a reset or a reboot is required).
+CRITICAL_XIDS = (48, 62, 64, 74, 79, 94, 95, 119, 120, 140, 154)
+# XIDs whose recovery (a drain and a reset) can wait for a quiet hour: 63 ECC page retirement or row
+# remapping recorded, 92 high single-bit ECC rate.
+DRAIN_XIDS = (63, 92)
 
 
 class AlertsConfig(BaseModel):
@@ -42,6 +45,16 @@ class AlertsConfig(BaseModel):
     # --- GPU load and KV cache (seed guide: >85% sustained, KV >70%) ------------------------------
     gpu_saturated_ratio: float = Field(0.85, gt=0, le=1)
     gpu_saturated_for: str = "10m"
+    gpu_saturated_window: str = Field(
+        "10m", description="Busy share averaged over this window: one low sample does not reset `for`."
+    )
+    gpu_saturated_sm_active_ratio: float = Field(
+        0.80,
+        gt=0,
+        le=1,
+        description="The same bound on DCGM SM activity (field 1002), used where DCGM reports it: NVML "
+        "utilisation is ~100% for any decoding engine, SM activity measures how much of the GPU works.",
+    )
     kv_pressure_ratio: float = Field(0.70, gt=0, le=1)
     kv_pressure_for: str = "5m"
     combined_for: str = "5m"
@@ -50,6 +63,12 @@ class AlertsConfig(BaseModel):
         0.02, gt=0, description="Floor of the daily deviation (flat baselines)."
     )
     kv_anomaly_for: str = "15m"
+    symptom_preemptions_per_second: float = Field(
+        0.1,
+        ge=0,
+        description="Preemptions/s that make KV pressure a symptom: as ServescopePreemptionsSustained, "
+        "not the odd preemption at a peak.",
+    )
     # --- latency SLO (seed guide: P99 under 500 ms) ------------------------------------------------
     slo_objective: float = Field(0.99, gt=0, lt=1, description="Share of requests under slo_latency_le.")
     slo_latency_le: str = Field(
@@ -67,6 +86,7 @@ class AlertsConfig(BaseModel):
     p99_histogram: str = Field("ttft", pattern="^(ttft|itl|e2e)$")
     p99_threshold_seconds: float = Field(0.5, gt=0)
     p99_for: str = "10m"
+    slo_bucket_missing_for: str = "30m"
     # --- queueing and scheduling -------------------------------------------------------------------
     queue_ratio: float = Field(1.0, gt=0, description="Waiting requests per running request.")
     queue_min_waiting: float = Field(5, ge=0)
@@ -79,6 +99,27 @@ class AlertsConfig(BaseModel):
         0.20, gt=0, lt=1, description="Spare capacity the fleet keeps (20%)."
     )
     capacity_for: str = "15m"
+    scheduler_stuck_window: str = Field(
+        "5m", description="An engine with requests running that generates no token over this window hangs."
+    )
+    scheduler_stuck_for: str = "5m"
+    restart_loop_window: str = "30m"
+    restart_loop_resets: int = Field(2, ge=1, description="Engine restarts (counter resets) per window.")
+    restart_loop_for: str = "1m"
+    request_error_ratio: float = Field(
+        0.05, gt=0, lt=1, description="Share of finished requests that ended in abort or error."
+    )
+    request_error_min_rate: float = Field(
+        0.1, ge=0, description="Finished requests/s below which the ratio is not judged (too few)."
+    )
+    request_error_for: str = "10m"
+    endpoints_ratio: float = Field(
+        0.75,
+        gt=0,
+        lt=1,
+        description="Healthy endpoints of a model, as a share of its median of the last day.",
+    )
+    endpoints_for: str = "15m"
     fleet_by: tuple[str, ...] = Field((), description="Labels a fleet is grouped by, e.g. [cluster].")
     # --- memory ------------------------------------------------------------------------------------
     leak_for: str = "10m"
@@ -93,7 +134,20 @@ class AlertsConfig(BaseModel):
         "gpu_memory_utilization of the GPU, so a serving GPU never has 20% free by design.",
     )
     memory_headroom_for: str = "15m"
-    over_budget_bytes: float = Field(1024 * MIB, ge=0)
+    memory_headroom_budget_share: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="On a GPU an engine runs on, the bound is at most this share of what its "
+        "gpu_memory_utilization leaves free: at 0.95, 2.5% free is the alert, not 5%.",
+    )
+    over_budget_bytes: float = Field(1024 * MIB, ge=0, description="Floor of the over-budget bound.")
+    over_budget_ratio: float = Field(
+        0.03,
+        ge=0,
+        description="Over-budget bound as a share of the engine's budget (gpu_memory_utilization x total): "
+        "a TP=8 engine holds ~1.4 GiB of NCCL and CUDA graph memory outside it by design.",
+    )
     over_budget_for: str = "15m"
     # --- hardware ----------------------------------------------------------------------------------
     hardware_window: str = "10m"
@@ -101,7 +155,16 @@ class AlertsConfig(BaseModel):
     nvlink_replay_errors: float = Field(10, ge=0)
     pcie_replays: float = Field(10, ge=0)
     hardware_for: str = "10m"
+    nvlink_crc_for: str = Field(
+        "1m", description="Short: a burst that leaves the window within 10 minutes must still alert."
+    )
     critical_xids: tuple[int, ...] = CRITICAL_XIDS
+    drain_xids: tuple[int, ...] = DRAIN_XIDS
+    xid_keep_firing_for: str = Field(
+        "24h",
+        description="An XID alert stays this long after the event: the GPU stays broken until it is "
+        "reset, which no series tells apart from a GPU that recovered (silence it after the reset).",
+    )
     event_for: str = "1m"
     thermal_for: str = "10m"
     power_for: str = "30m"
@@ -109,6 +172,18 @@ class AlertsConfig(BaseModel):
     # --- the monitoring itself ---------------------------------------------------------------------
     source_down_for: str = "5m"
     exporter_down_for: str = "5m"
+    source_stale_intervals: float = Field(
+        3, gt=0, description="A source is stale when its last success is older than this many intervals."
+    )
+    source_stale_min_seconds: float = Field(
+        60, ge=0, description="Floor of the staleness bound: clock skew between exporter and Prometheus."
+    )
+    nvml_lost_window: str = Field(
+        "6h", description="How far back a node's GPU series count as 'had them' when all are gone."
+    )
+    endpoint_forgotten_window: str = Field(
+        "6h", description="How long an endpoint the exporter forgot while down stays alerted on."
+    )
     absent_for: str = "15m"
     # --- Alertmanager ------------------------------------------------------------------------------
     webhook_url: str = Field(

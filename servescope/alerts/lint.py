@@ -33,7 +33,7 @@ import yaml
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.model import SEVERITIES, Group
 
-WATCHDOG = "Watchdog"
+WATCHDOG = "ServescopeWatchdog"
 ALERT_PREFIX = "Servescope"
 MAX_FOR_SECONDS = 6 * 3600
 PROMETHEUS_OWN = frozenset({"up", "ALERTS", "ALERTS_FOR_STATE"})

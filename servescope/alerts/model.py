@@ -8,6 +8,10 @@ from typing import Any
 from servescope.alerts.config import AlertsConfig
 
 SEVERITIES = ("critical", "warning", "info")
+# Every rule of the bundle carries this label: the bundle's Alertmanager routes match on it, so they never
+# take another alert of the cluster (kube-prometheus's own Watchdog, KubeNodeNotReady) away from its routes.
+BUNDLE_LABEL = {"bundle": "servescope"}
+WATCHDOG = "ServescopeWatchdog"
 
 # Dashboards the links point at: uids are "servescope-" + the dashboard's file name (dashboards/).
 DASHBOARDS = {
@@ -17,6 +21,16 @@ DASHBOARDS = {
     "serving": "servescope-serving-slo",
     "slo": "servescope-serving-slo",
     "exporter": "servescope-health",
+}
+# The template variables each dashboard defines (dashboards/common.py `variables`): a link passes only
+# those, as Grafana ignores (and users trip over) a `var-` the dashboard lacks.
+DASHBOARD_VARIABLES = {
+    "gpu": ("hostname", "gpu"),
+    "memory": ("hostname", "gpu"),
+    "interconnect": ("hostname", "gpu"),
+    "serving": ("model_name",),
+    "slo": ("model_name",),
+    "exporter": (),
 }
 GPU_KEYS = ("instance", "hostname", "gpu", "uuid")
 ENGINE_KEYS = ("instance", "model_name", "engine", "endpoint")
@@ -35,6 +49,7 @@ class Alert:
     keys: tuple[str, ...] = ()
     dashboard: str = "exporter"
     labels: dict[str, str] = field(default_factory=dict)
+    keep_firing_for: str | None = None
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
@@ -45,16 +60,24 @@ class Alert:
     def runbook_url(self, config: AlertsConfig) -> str:
         return f"{config.runbook_base_url}/runbooks/{self.name}{_query(self.keys)}"
 
+    @property
+    def dashboard_keys(self) -> tuple[str, ...]:
+        """The alert's labels that the linked dashboard has a variable for."""
+        return tuple(key for key in self.keys if key in DASHBOARD_VARIABLES[self.dashboard])
+
     def dashboard_url(self, config: AlertsConfig) -> str:
-        params = tuple(f"var-{key}" for key in self.keys)
-        return f"{config.dashboard_base_url}/d/{DASHBOARDS[self.dashboard]}{_query(self.keys, params)}"
+        keys = self.dashboard_keys
+        params = tuple(f"var-{key}" for key in keys)
+        return f"{config.dashboard_base_url}/d/{DASHBOARDS[self.dashboard]}{_query(keys, params)}"
 
     def render(self, config: AlertsConfig) -> dict[str, Any]:
+        kept = {"keep_firing_for": self.keep_firing_for} if self.keep_firing_for else {}
         return {
             "alert": self.name,
             "expr": self.expr,
             "for": self.for_,
-            "labels": {"severity": self.severity, **self.labels},
+            **kept,
+            "labels": {"severity": self.severity, **BUNDLE_LABEL, **self.labels},
             "annotations": {
                 "summary": self.summary,
                 "description": self.description,

@@ -10,6 +10,7 @@ from servescope.alerts.config import AlertsConfig
 # Thresholds are left alone: the demo must fire for the same reasons production does, only sooner.
 DEMO: dict[str, Any] = {
     "gpu_saturated_for": "1m",
+    "gpu_saturated_window": "1m",
     "kv_pressure_for": "1m",
     "combined_for": "1m",
     "slo_fast_for": "1m",
@@ -27,6 +28,7 @@ DEMO: dict[str, Any] = {
     "over_budget_for": "1m",
     "hardware_window": "1m",
     "hardware_for": "30s",
+    "nvlink_crc_for": "15s",
     "event_for": "15s",
     "thermal_for": "2m",
     "power_for": "5m",
@@ -34,6 +36,11 @@ DEMO: dict[str, Any] = {
     "source_down_for": "30s",
     "exporter_down_for": "30s",
     "absent_for": "2m",
+    "scheduler_stuck_window": "2m",
+    "scheduler_stuck_for": "1m",
+    "restart_loop_for": "15s",
+    "request_error_for": "2m",
+    "slo_bucket_missing_for": "5m",
 }
 PROFILES: dict[str, dict[str, Any]] = {"default": {}, "demo": DEMO}
 

@@ -1,40 +1,76 @@
-"""GPU health and GPU memory alerts."""
+"""GPU health alerts: lost GPUs, XIDs, ECC, row remapping, NVLink, PCIe, throttling."""
 
 from __future__ import annotations
 
-import re
-
 from servescope import catalog as c
 from servescope.alerts.config import AlertsConfig
+from servescope.alerts.exprs import GPU_BY, ON_GPU, seconds
 from servescope.alerts.model import GPU_KEYS, Alert, Group, sel
-from servescope.catalog import derived as dm
 
-GPU_BY = "instance, hostname, gpu, uuid"
-ON_GPU = "{{ $labels.hostname }} GPU {{ $labels.gpu }} ({{ $labels.uuid }})"
-_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+# NVLink CRC counters of DCGM by field, summed over links: 409/419 (flit/data) and their NVLink5
+# fallbacks 1206/1209 (watched only where 409/419 are unsupported, so never both on one GPU); 497
+# (data-link CRC on newer drivers) only for a GPU that reports none of them.
+DCGM_CRC = (
+    ("servescope_dcgm_nvlink_crc_flit_errors_total", "409"),
+    ("servescope_dcgm_nvlink_crc_data_errors_total", "419"),
+    ("servescope_dcgm_nvlink5_rx_errors_total", "1206"),
+    ("servescope_dcgm_nvlink5_link_integrity_errors_total", "1209"),
+)
+DCGM_DL_CRC = "servescope_dcgm_nvlink_dl_crc_errors_total"
+# A GPU counts as one with NVLink when a link of it was active within this window (PCIe cards never are).
+NVLINK_USED_WINDOW = "1d"
 
 
-def _seconds(duration: str) -> float:
-    """A Prometheus duration (validated by AlertsConfig, e.g. 10m or 1h30m) in seconds."""
-    return sum(int(n) * _UNIT_SECONDS[unit] for n, unit in re.findall(r"(\d+)(ms|s|m|h|d|w|y)", duration))
+def crc_errors(cfg: AlertsConfig) -> str:
+    """NVLink CRC errors per GPU over hardware_window: NVML's per-link counters, else DCGM's."""
+    w = cfg.hardware_window
+    nvml = sel(cfg, c.NVLINK_ERRORS.name, 'type=~"crc_flit|crc_data"')
+    # Labelled apart by field so that `or` keeps every field of a GPU.
+    dcgm = " or ".join(
+        f'label_replace(increase({sel(cfg, name)}[{w}]), "field_id", "{field}", "", "")'
+        for name, field in DCGM_CRC
+    )
+    return (
+        f"(sum by ({GPU_BY}) (increase({nvml}[{w}]))"
+        f" or on (instance, uuid) sum by ({GPU_BY}) ({dcgm})"
+        f" or on (instance, uuid) sum by ({GPU_BY}) (increase({sel(cfg, DCGM_DL_CRC)}[{w}])))"
+    )
+
+
+def xid_expr(cfg: AlertsConfig, xids: tuple[int, ...]) -> str:
+    """One of `xids` in the last hardware_window on a GPU.
+
+    The exporter creates a (gpu, xid) counter at its first event, already at 1: increase() misses that
+    event, the last-seen timestamp does not.
+    """
+    w = cfg.hardware_window
+    codes = "|".join(str(x) for x in xids)
+    errors = sel(cfg, c.XID_ERRORS.name, f'xid=~"{codes}"')
+    seen = sel(cfg, c.XID_LAST_SEEN.name, f'xid=~"{codes}"')
+    return f"increase({errors}[{w}]) > 0 or (time() - {seen}) < {seconds(w):g}"
+
+
+def nvlink_down(cfg: AlertsConfig) -> str:
+    """Links down on a GPU that had an active link within the last day (a GPU with NVLink at all)."""
+    link_up = sel(cfg, c.NVLINK_UP.name)
+    used = f"max by (instance, uuid) (max_over_time({link_up}[{NVLINK_USED_WINDOW}])) == 1"
+    return f"max by ({GPU_BY}, link) ({link_up} == 0) and on (instance, uuid) ({used})"
+
+
+def nvml_lost(cfg: AlertsConfig) -> str:
+    """Nodes whose exporter is scraped but exports no GPU series, although it did within nvml_lost_window.
+
+    A node-wide NVML failure drops every NVML series: ServescopeGpuLost (gpu_up == 0) cannot fire.
+    """
+    gpu_up = sel(cfg, c.GPU_UP.name)
+    had = f"count by (instance, hostname) (max_over_time({gpu_up}[{cfg.nvml_lost_window}]))"
+    has = f"count by (instance, hostname) ({gpu_up})"
+    return f"{had} unless on (instance, hostname) {has} and on (instance) up{{{cfg.selector}}} == 1"
 
 
 def health(cfg: AlertsConfig) -> Group:
+    # One tuple of rule declarations: long by nature, not by logic.
     w = cfg.hardware_window
-    xids = "|".join(str(x) for x in cfg.critical_xids)
-    nvlink = sel(cfg, c.NVLINK_ERRORS.name, 'type=~"crc_flit|crc_data"')
-    # DCGM fields 409 (flit) and 419 (data), summed over links; labelled apart so `or` keeps both.
-    dcgm_crc = " or ".join(
-        f'label_replace(increase({sel(cfg, name)}[{w}]), "field_id", "{field}", "", "")'
-        for name, field in (
-            ("servescope_dcgm_nvlink_crc_flit_errors_total", "409"),
-            ("servescope_dcgm_nvlink_crc_data_errors_total", "419"),
-        )
-    )
-    xid_errors = sel(cfg, c.XID_ERRORS.name, f'xid=~"{xids}"')
-    # The exporter creates a (gpu, xid) counter at its first event, already at 1: increase() misses that
-    # event, the last-seen timestamp does not.
-    xid_seen = sel(cfg, c.XID_LAST_SEEN.name, f'xid=~"{xids}"')
     ecc = sel(cfg, c.ECC_ERRORS.name, 'type="uncorrected"', 'scope="volatile"')
     replays = sel(cfg, c.NVLINK_ERRORS.name, 'type=~"replay|recovery"')
     thermal = sel(cfg, c.CLOCK_EVENT.name, 'reason=~"hw_thermal_slowdown|sw_thermal_slowdown|hw_slowdown"')
@@ -54,15 +90,42 @@ def health(cfg: AlertsConfig) -> Group:
                 "gpu",
             ),
             Alert(
+                "ServescopeGpuNodeNvmlLost",
+                nvml_lost(cfg),
+                cfg.gpu_lost_for,
+                "critical",
+                "A node's exporter answers but reports none of the GPUs it had.",
+                "{{ $labels.hostname }} ({{ $labels.instance }}) had {{ $value }} GPUs in the last "
+                f"{cfg.nvml_lost_window} and reports none now, while its exporter answers: NVML fails "
+                "node-wide (driver not loaded, driver/library version mismatch, every GPU gone).",
+                ("instance", "hostname"),
+                "gpu",
+            ),
+            Alert(
                 "ServescopeGpuXidCritical",
-                f"increase({xid_errors}[{w}]) > 0 or (time() - {xid_seen}) < {_seconds(w):g}",
+                xid_expr(cfg, cfg.critical_xids),
                 cfg.event_for,
                 "critical",
                 "A GPU reported a critical XID error.",
-                f"{ON_GPU} reported XID {{{{ $labels.xid }}}} in the last {w}; "
+                f"{ON_GPU} reported XID {{{{ $labels.xid }}}} in the last {w} (kept "
+                f"{cfg.xid_keep_firing_for} after: the GPU stays broken until it is reset); "
                 "servescope_gpu_xid_last_seen_timestamp_seconds says when.",
                 (*GPU_KEYS, "xid"),
                 "gpu",
+                keep_firing_for=cfg.xid_keep_firing_for,
+            ),
+            Alert(
+                "ServescopeGpuXidDrainSoon",
+                xid_expr(cfg, cfg.drain_xids),
+                cfg.event_for,
+                "warning",
+                "A GPU reported an XID that needs a drain and reset when convenient.",
+                f"{ON_GPU} reported XID {{{{ $labels.xid }}}} in the last {w} (kept "
+                f"{cfg.xid_keep_firing_for} after): memory rows were retired or remapped, or single-bit "
+                "errors are frequent; drain and reset it in a quiet hour.",
+                (*GPU_KEYS, "xid"),
+                "gpu",
+                keep_firing_for=cfg.xid_keep_firing_for,
             ),
             Alert(
                 "ServescopeGpuEccUncorrectable",
@@ -97,16 +160,29 @@ def health(cfg: AlertsConfig) -> Group:
             Alert(
                 "ServescopeNvlinkCrcErrors",
                 # NVML's per-link counters; DCGM's only for a GPU where NVML reports none (both count the
-                # same errors when both sources run).
-                f"(sum by ({GPU_BY}) (increase({nvlink}[{w}]))"
-                f" or on ({GPU_BY}) sum by ({GPU_BY}) ({dcgm_crc})) > {cfg.nvlink_crc_errors:g}",
-                cfg.hardware_for,
+                # same errors when both sources run). A short `for`: a burst that leaves the window within
+                # 10 minutes (often the last sign before a link dies) must still alert.
+                f"{crc_errors(cfg)} > {cfg.nvlink_crc_errors:g}",
+                cfg.nvlink_crc_for,
                 "warning",
                 "NVLink CRC errors keep increasing on a GPU.",
-                f"{ON_GPU} counted {{{{ $value | humanize }}}} NVLink CRC flit/data errors in the last {w} "
-                "(DCGM fields 409/419, not 1009/1010 which are PCIe bytes).",
+                f"{ON_GPU} counted {{{{ $value | humanize }}}} NVLink CRC errors in the last {w} "
+                "(NVML per link, else DCGM fields 409/419, 1206/1209 on NVLink5, or 497; not 1009/1010, "
+                "which are PCIe bytes).",
                 GPU_KEYS,
-                "gpu",
+                "interconnect",
+            ),
+            Alert(
+                "ServescopeNvlinkLinkDown",
+                nvlink_down(cfg),
+                cfg.hardware_for,
+                "warning",
+                "An NVLink link of a GPU is down.",
+                f"{ON_GPU}: NVLink link {{{{ $labels.link }}}} is inactive while the GPU had active links "
+                f"in the last {NVLINK_USED_WINDOW}: its traffic takes fewer links or PCIe, and NCCL may "
+                "fail.",
+                (*GPU_KEYS, "link"),
+                "interconnect",
             ),
             Alert(
                 "ServescopeNvlinkReplayRecovery",
@@ -117,7 +193,7 @@ def health(cfg: AlertsConfig) -> Group:
                 f"{ON_GPU} counted {{{{ $value | humanize }}}} NVLink replay/recovery events in the "
                 f"last {w}.",
                 GPU_KEYS,
-                "gpu",
+                "interconnect",
             ),
             Alert(
                 "ServescopePcieReplays",
@@ -127,7 +203,7 @@ def health(cfg: AlertsConfig) -> Group:
                 "PCIe replays keep increasing on a GPU.",
                 f"{ON_GPU} retransmitted {{{{ $value | humanize }}}} PCIe packets in the last {w}.",
                 GPU_KEYS,
-                "gpu",
+                "interconnect",
             ),
             Alert(
                 "ServescopeGpuThermalThrottling",
@@ -152,75 +228,3 @@ def health(cfg: AlertsConfig) -> Group:
             ),
         ),
     )
-
-
-def memory(cfg: AlertsConfig) -> Group:
-    used_peak = sel(cfg, dm.MEMORY_PEAK.name)
-    total = sel(cfg, c.MEMORY_TOTAL.name)
-    return Group(
-        "servescope-gpu-memory",
-        (
-            Alert(
-                "ServescopeGpuMemoryLeakSuspected",
-                f"{sel(cfg, dm.LEAK_SUSPECTED.name)} == 1",
-                cfg.leak_for,
-                "warning",
-                "GPU memory grows steadily while the load is flat.",
-                f"{ON_GPU}: memory has grown steadily for 30 minutes while tokens/s and KV usage "
-                "stayed flat; "
-                "/api/v1/gpus on the exporter gives the rate and the reason.",
-                GPU_KEYS,
-                "gpu",
-            ),
-            Alert(
-                "ServescopeGpuMemoryExhaustionSoon",
-                _exhaustion_expr(cfg),
-                cfg.exhaustion_for,
-                "critical",
-                "GPU memory will run out within the hour at its current growth.",
-                f"{ON_GPU} will run out of memory in {{{{ $value | humanizeDuration }}}} at its "
-                f"{cfg.exhaustion_window} growth rate.",
-                GPU_KEYS,
-                "gpu",
-            ),
-            Alert(
-                "ServescopeGpuMemoryHeadroomLow",
-                f"({total} - on ({GPU_BY}) {used_peak}) / on ({GPU_BY}) {total}"
-                f" < {cfg.memory_headroom_ratio:g}",
-                cfg.memory_headroom_for,
-                "warning",
-                "A GPU has almost no free memory at its peaks.",
-                f"{ON_GPU} keeps only {{{{ $value | humanizePercentage }}}} of its memory free at the "
-                "1 s peak.",
-                GPU_KEYS,
-                "gpu",
-            ),
-            Alert(
-                "ServescopeEngineOverMemoryBudget",
-                f"{sel(cfg, dm.MEMORY_OVER_BUDGET.name)} > {cfg.over_budget_bytes:.0f}",
-                cfg.over_budget_for,
-                "warning",
-                "A serving engine holds memory beyond its gpu_memory_utilization budget.",
-                "{{ $labels.model_name }} engine {{ $labels.engine }} at {{ $labels.endpoint }} holds "
-                "{{ $value | humanize1024 }}B beyond its budget on GPU {{ $labels.gpu }} ({{ "
-                "$labels.uuid }}).",
-                ("instance", "model_name", "engine", "endpoint", "gpu", "uuid"),
-                "gpu",
-            ),
-        ),
-    )
-
-
-def _exhaustion_expr(cfg: AlertsConfig) -> str:
-    """Time to exhaustion at the configured window's growth, confirmed by the 5 min window.
-
-    The 30 min growth reads a one-off step (activations sized up when load jumps) as growth for as long
-    as the step is in its window, and pages on a GPU that has stopped growing; the 5 min growth has
-    already gone flat then. A leak is still growing, so both windows agree.
-    """
-    bound = f"{cfg.exhaustion_seconds:g}"
-    exhaustion = sel(cfg, dm.MEMORY_EXHAUSTION.name, f'window="{cfg.exhaustion_window}"')
-    if cfg.exhaustion_window == "5m":
-        return f"{exhaustion} < {bound}"
-    recent = sel(cfg, dm.MEMORY_EXHAUSTION.name, 'window="5m"')
-    return f"{exhaustion} < {bound} and on ({GPU_BY}) {recent} < {bound}"

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from servescope import catalog as c
 from servescope.alerts.config import AlertsConfig
+from servescope.alerts.exprs import ENGINE_BY, ON_ENGINE, ON_GPU, engine_active, on_engine_gpus, saturated
 from servescope.alerts.model import ENGINE_KEYS, GPU_KEYS, Alert, Group, Record, sel
-from servescope.alerts.rules_gpu import ON_GPU
+from servescope.alerts.rules_slo import PAGE, error_ratio
 
-ENGINE_BY = "instance, model_name, engine, endpoint"
-ON_ENGINE = "{{ $labels.model_name }} engine {{ $labels.engine }} at {{ $labels.endpoint }}"
+COMBINED_KEYS = (*ENGINE_KEYS, "hostname", "gpu", "uuid")
+# The fleet's average over many GPUs is smooth already: 5 min of samples per GPU take out one reading's
+# dip without delaying a fleet-wide shortage by the 10 min a single GPU's average needs.
+FLEET_SMOOTHING = "5m"
+# The KV baseline is kept per engine and node (`hostname`, joined from the node's GPUs), not per
+# `instance`: where instance is the exporter pod's address, a rollout would reset a day of baseline; the
+# node keeps loopback endpoints (http://127.0.0.1:8000) of different nodes apart.
+BASELINE_BY = "job, hostname, model_name, engine, endpoint"
 KV_AVG5M = "engine:servescope_kv_cache_usage:avg5m"
 KV_AVG1D = "engine:servescope_kv_cache_usage:avg1d"
 KV_STDDEV1D = "engine:servescope_kv_cache_usage:stddev1d"
@@ -17,18 +24,26 @@ KV_STDDEV1D = "engine:servescope_kv_cache_usage:stddev1d"
 KV_BASELINE_MIN_AGE = "23h"
 
 
-def on_engine_gpus(cfg: AlertsConfig, engine_expr: str) -> str:
-    """An engine-level vector spread onto the GPUs the engine runs on (labels gain gpu and uuid).
+def kv_symptom(cfg: AlertsConfig) -> str:
+    """Engines whose requests suffer: some wait (for 5 min), some are preempted, or the model's TTFT
+    budget burns at the paging rate over 5 min. KV usage over 70% alone is vLLM's normal operating point
+    under load."""
+    # Waiting throughout the last 5 min: a queue, not a request caught between two engine steps.
+    waiting = f"min_over_time({sel(cfg, c.WAITING.name)}[5m])"
+    preempted = f"rate({sel(cfg, c.PREEMPTIONS.name)}[5m]) > {cfg.symptom_preemptions_per_second:g}"
+    burn = f"{error_ratio('ttft', '5m')} > {PAGE[0][0]:g} * {cfg.error_budget:g}"
+    kv = sel(cfg, c.KV_USAGE.name)
+    return f"({waiting} > 0 or {preempted} or ({kv} and on (model_name) {burn}))"
 
-    servescope_engine_gpu_info has one series per (engine, GPU, PID): `max by` folds the PIDs.
-    """
-    info = sel(cfg, c.ENGINE_GPU_INFO.name)
-    return f"max by ({ENGINE_BY}, gpu, uuid) (({engine_expr}) * on ({ENGINE_BY}) group_right {info})"
+
+def kv_pressed(cfg: AlertsConfig) -> str:
+    """Engines over the KV pressure bound that ran steps in the last 5 min (the value is the KV usage)."""
+    kv = sel(cfg, c.KV_USAGE.name)
+    return f"{kv} > {cfg.kv_pressure_ratio:g} and on ({ENGINE_BY}) {engine_active(cfg)}"
 
 
 def serving(cfg: AlertsConfig) -> Group:
     util = sel(cfg, c.UTILIZATION.name)
-    kv = sel(cfg, c.KV_USAGE.name)
     waiting = sel(cfg, c.WAITING.name)
     running = sel(cfg, c.RUNNING.name)
     fleet = f" by ({', '.join(cfg.fleet_by)})" if cfg.fleet_by else ""
@@ -37,50 +52,63 @@ def serving(cfg: AlertsConfig) -> Group:
         (
             Alert(
                 "ServescopeGpuSaturated",
-                f"{util} > {cfg.gpu_saturated_ratio:g}",
+                saturated(cfg),
                 cfg.gpu_saturated_for,
                 "warning",
                 "A GPU has been compute-saturated for a sustained period.",
-                f"{ON_GPU} has been busy {{{{ $value | humanizePercentage }}}} of the time for "
-                f"{cfg.gpu_saturated_for}: lower the batch size now, add workers (3-5 min) or queue by "
-                "priority.",
+                f"{ON_GPU} has been busy {{{{ $value | humanizePercentage }}}} on average over "
+                f"{cfg.gpu_saturated_window} (DCGM SM activity where reported, else NVML utilisation): "
+                "shed or queue load by priority now, add workers (3-5 min).",
                 GPU_KEYS,
-                "serving",
+                "gpu",
             ),
             Alert(
                 "ServescopeKvCachePressure",
-                f"{kv} > {cfg.kv_pressure_ratio:g}",
+                kv_pressed(cfg),
                 cfg.kv_pressure_for,
                 "warning",
                 "An engine's KV cache is under pressure.",
-                f"{ON_ENGINE} uses {{{{ $value | humanizePercentage }}}} of its KV cache: start OOM "
-                "prevention (shorter max sequence length, more GPU memory).",
+                f"{ON_ENGINE} uses {{{{ $value | humanizePercentage }}}} of its KV cache while running: "
+                "start OOM prevention (shorter max sequence length, more GPU memory).",
                 ENGINE_KEYS,
                 "serving",
             ),
             Alert(
                 "ServescopeGpuSaturatedKvPressure",
-                f"{on_engine_gpus(cfg, f'{kv} > {cfg.kv_pressure_ratio:g}')}"
-                f" and on (instance, uuid) ({util} > {cfg.gpu_saturated_ratio:g})",
+                f"{on_engine_gpus(cfg, kv_pressed(cfg))} and on (instance, uuid) {saturated(cfg)}",
                 cfg.combined_for,
-                "critical",
+                "warning",
                 "A GPU is saturated while the KV cache of its engine is under pressure.",
                 f"{ON_ENGINE} uses {{{{ $value | humanizePercentage }}}} of its KV cache while its GPU "
-                "{{ $labels.gpu }} ({{ $labels.uuid }}) is compute-saturated: latency is about to break; "
-                "shed load or lower the batch size.",
-                (*ENGINE_KEYS, "gpu", "uuid"),
+                "{{ $labels.gpu }} on {{ $labels.hostname }} ({{ $labels.uuid }}) is compute-saturated: "
+                "no request suffers yet; shed or queue load by priority before latency breaks.",
+                COMBINED_KEYS,
+                "serving",
+            ),
+            Alert(
+                "ServescopeKvPressureHurtingRequests",
+                f"{on_engine_gpus(cfg, f'{kv_pressed(cfg)} and on ({ENGINE_BY}) {kv_symptom(cfg)}')}"
+                f" and on (instance, uuid) {saturated(cfg)}",
+                cfg.combined_for,
+                "critical",
+                "A saturated GPU's engine is out of KV cache and its requests suffer.",
+                f"{ON_ENGINE} uses {{{{ $value | humanizePercentage }}}} of its KV cache while its GPU "
+                "{{ $labels.gpu }} on {{ $labels.hostname }} ({{ $labels.uuid }}) is compute-saturated, "
+                "and requests wait, are preempted or miss the TTFT objective: shed load now.",
+                COMBINED_KEYS,
                 "serving",
             ),
             Alert(
                 "ServescopeKvCacheAnomaly",
-                f"abs({KV_AVG5M} - {KV_AVG1D}) / clamp_min({KV_STDDEV1D}, {cfg.kv_anomaly_min_stddev:g})"
+                # Rises only: a drop (a restart, a quiet night) frees memory and harms nobody.
+                f"({KV_AVG5M} - {KV_AVG1D}) / clamp_min({KV_STDDEV1D}, {cfg.kv_anomaly_min_stddev:g})"
                 f" > {cfg.kv_anomaly_sigmas:g} and {KV_AVG5M} offset {KV_BASELINE_MIN_AGE}",
                 cfg.kv_anomaly_for,
                 "warning",
                 "An engine's KV cache usage departs from its daily baseline.",
-                f'{ON_ENGINE}: KV usage is {{{{ $value | printf "%.1f" }}}} daily standard deviations away '
-                "from its mean of the last day.",
-                ENGINE_KEYS,
+                f'{ON_ENGINE}: KV usage is {{{{ $value | printf "%.1f" }}}} daily standard deviations above '
+                "its mean of the last day.",
+                ("hostname", "model_name", "engine", "endpoint"),
                 "serving",
             ),
             Alert(
@@ -118,12 +146,12 @@ def serving(cfg: AlertsConfig) -> Group:
                 f"{ON_ENGINE} has {{{{ $value }}}} requests waiting while GPU {{{{ $labels.gpu }}}} is under "
                 f"{cfg.underutilised_ratio:.0%} busy: raise max_num_seqs (see "
                 "servescope_serving_recommended_max_num_seqs).",
-                (*ENGINE_KEYS, "gpu", "uuid"),
+                COMBINED_KEYS,
                 "serving",
             ),
             Alert(
                 "ServescopeFleetCapacityBufferLow",
-                f"1 - avg{fleet} ({util}) < {cfg.capacity_buffer_ratio:g}",
+                f"1 - avg{fleet} (avg_over_time({util}[{FLEET_SMOOTHING}])) < {cfg.capacity_buffer_ratio:g}",
                 cfg.capacity_for,
                 "warning",
                 "The fleet's spare GPU capacity is below the buffer kept for bursts.",
@@ -138,10 +166,12 @@ def serving(cfg: AlertsConfig) -> Group:
 
 def kv_baseline(cfg: AlertsConfig) -> Group:
     """Recording rules of the KV daily baseline (the anomaly alert compares against them)."""
+    hosts = f"on (instance) group_left (hostname) max by (instance, hostname) ({sel(cfg, c.GPU_INFO.name)})"
+    kv_5m = f"avg_over_time({sel(cfg, c.KV_USAGE.name)}[5m])"
     return Group(
         "servescope-kv-baseline",
         (
-            Record(KV_AVG5M, f"avg_over_time({sel(cfg, c.KV_USAGE.name)}[5m])"),
+            Record(KV_AVG5M, f"avg by ({BASELINE_BY}) ({kv_5m} * {hosts})"),
             Record(KV_AVG1D, f"avg_over_time({KV_AVG5M}[1d])"),
             Record(KV_STDDEV1D, f"stddev_over_time({KV_AVG5M}[1d])"),
         ),

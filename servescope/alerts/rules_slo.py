@@ -10,7 +10,15 @@ from servescope import catalog as c
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.model import Alert, Group, Record, sel
 
+SERIES_BY = "job, instance, model_name, engine, endpoint"
+
 WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
+# Windows derived in the long group, evaluated less often: a ratio over hours moves little in 5 min.
+LONG_WINDOWS = ("2h", "6h", "1d", "3d")
+LONG_INTERVAL = "5m"
+# The alerts read a long window's last record within this range: robust to a late long-group evaluation
+# (an instant query sees a sample for 5 min only, the long group's very interval).
+LONG_LOOKBACK = "10m"
 PAGE = ((14.4, "1h", "5m"), (6.0, "6h", "30m"))
 TICKET = ((3.0, "1d", "2h"), (1.0, "3d", "6h"))
 SLIS = {
@@ -24,29 +32,92 @@ def error_ratio(sli: str, window: str) -> str:
     return f"model:servescope_{sli}_slo_errors:ratio_rate{window}"
 
 
+def good_rate(sli: str) -> str:
+    """Recording rule name: requests under the bound per second over 5 min, per model."""
+    return f"model:servescope_{sli}_slo_good:rate5m"
+
+
+def requests_rate(sli: str) -> str:
+    """Recording rule name: requests per second over 5 min, per model, of the histograms with the bound."""
+    return f"model:servescope_{sli}_slo_requests:rate5m"
+
+
+def _ratio(sli: str, window: str) -> str:
+    """The error ratio of a window, read fresh or, for a long window, from its last record."""
+    name = error_ratio(sli, window)
+    return f"last_over_time({name}[{LONG_LOOKBACK}])" if window in LONG_WINDOWS else name
+
+
 def _burn(cfg: AlertsConfig, sli: str, pairs: tuple[tuple[float, str, str], ...]) -> str:
     budget = cfg.error_budget
     return " or ".join(
-        f"({error_ratio(sli, long)} > {factor:g} * {budget:g} and {error_ratio(sli, short)} > "
-        f"{factor:g} * {budget:g})"
+        f"({_ratio(sli, long)} > {factor:g} * {budget:g} and {_ratio(sli, short)} > {factor:g} * {budget:g})"
         for factor, long, short in pairs
     )
 
 
+def _derived(sli: str, window: str) -> Record:
+    """A window's error ratio from the 5 min rates: each 5 min rate is taken once, not once per window."""
+    good, requests = good_rate(sli), requests_rate(sli)
+    return Record(
+        error_ratio(sli, window),
+        f"1 - sum_over_time({good}[{window}]) / sum_over_time({requests}[{window}])",
+    )
+
+
 def records(cfg: AlertsConfig) -> Group:
+    """5 min rates per model and the short windows' error ratios.
+
+    The requests counted are those of the histograms that have the bound as a bucket: an engine whose
+    buckets skip it (SGLang's TTFT buckets jump from 0.4 to 0.6) would otherwise add its requests to the
+    total and none to the good ones, and read as all slow.
+    """
     rules = []
     for sli, (metric, _, _) in SLIS.items():
         good = sel(cfg, f"{metric}_bucket", f'le="{cfg.slo_bound(sli)}"')
         total = sel(cfg, f"{metric}_count")
-        for window in WINDOWS:
-            rules.append(
-                Record(
-                    error_ratio(sli, window),
-                    f"1 - (sum by (model_name) (rate({good}[{window}]))"
-                    f" / sum by (model_name) (rate({total}[{window}])))",
-                )
-            )
+        rules += [
+            Record(good_rate(sli), f"sum by (model_name) (rate({good}[5m]))"),
+            Record(
+                requests_rate(sli),
+                f"sum by (model_name) (rate({total}[5m]) and on ({SERIES_BY}) rate({good}[5m]))",
+            ),
+            Record(error_ratio(sli, "5m"), f"1 - {good_rate(sli)} / {requests_rate(sli)}"),
+            *(_derived(sli, w) for w in WINDOWS[1:] if w not in LONG_WINDOWS),
+        ]
     return Group("servescope-slo-records", tuple(rules))
+
+
+def long_records(cfg: AlertsConfig) -> Group:
+    """The long windows' error ratios, every LONG_INTERVAL."""
+    rules = [_derived(sli, w) for sli in SLIS for w in LONG_WINDOWS]
+    return Group("servescope-slo-records-long", tuple(rules), interval=LONG_INTERVAL)
+
+
+def bucket_missing(cfg: AlertsConfig) -> Alert:
+    """Engines whose latency histogram has no bucket at an SLI's bound: their requests are not judged."""
+    branches = []
+    for sli, (metric, _, _) in SLIS.items():
+        bound = sel(cfg, f"{metric}_bucket", f'le="{cfg.slo_bound(sli)}"')
+        has_bound = f"present_over_time({bound}[1h])"
+        missing = (
+            f"group by ({SERIES_BY}) (present_over_time({sel(cfg, f'{metric}_count')}[5m]))"
+            f" unless on ({SERIES_BY}) {has_bound}"
+        )
+        branches.append(f'label_replace({missing}, "sli", "{sli}", "", "")')
+    bounds = ", ".join(f"{words} {cfg.slo_bound(sli)} s" for sli, (_, _, words) in SLIS.items())
+    return Alert(
+        "ServescopeSloBucketMissing",
+        " or ".join(branches),
+        cfg.slo_bucket_missing_for,
+        "warning",
+        "An engine's latency histogram has no bucket at the SLO bound: its requests are not judged.",
+        "{{ $labels.model_name }} engine {{ $labels.engine }} at {{ $labels.endpoint }}: its "
+        f"{{{{ $labels.sli }}}} histogram has no bucket at the SLO bound ({bounds}), so the SLO alerts "
+        "leave its requests out; set the bound to one of its buckets, or configure the engine's buckets.",
+        ("instance", "model_name", "engine", "endpoint", "sli"),
+        "slo",
+    )
 
 
 def alerts(cfg: AlertsConfig) -> Group:
@@ -98,4 +169,5 @@ def alerts(cfg: AlertsConfig) -> Group:
             "slo",
         )
     )
+    rules.append(bucket_missing(cfg))
     return Group("servescope-slo", tuple(rules))

@@ -18,6 +18,7 @@ import yaml
 from servescope.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.alerts.bundle import all_alerts, groups
 from servescope.alerts.config import AlertsConfig
+from servescope.alerts.model import BUNDLE_LABEL
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ALERTS_BUILD
@@ -41,7 +42,7 @@ def links(alert_name: str, labels: dict[str, str]) -> dict[str, str]:
     """runbook_url and dashboard_url as the alert renders them for `labels` (Go's urlquery escaping)."""
     alert = ALERTS[alert_name]
     query = "&".join(f"{k}={quote_plus(labels.get(k, ''))}" for k in alert.keys)
-    dash_query = "&".join(f"var-{k}={quote_plus(labels.get(k, ''))}" for k in alert.keys)
+    dash_query = "&".join(f"var-{k}={quote_plus(labels.get(k, ''))}" for k in alert.dashboard_keys)
     runbook = f"{CONFIG.runbook_base_url}/runbooks/{alert_name}" + (f"?{query}" if query else "")
     board = alert.dashboard_url(CONFIG).split("?")[0] + (f"?{dash_query}" if dash_query else "")
     return {"runbook_url": runbook, "dashboard_url": board}
@@ -51,7 +52,7 @@ def firing(alert_name: str, labels: dict[str, str], description: str) -> dict[st
     """One expected alert: its labels (severity added) and all four annotations."""
     alert = ALERTS[alert_name]
     return {
-        "exp_labels": {**labels, "severity": alert.severity, **alert.labels},
+        "exp_labels": {**labels, "severity": alert.severity, **BUNDLE_LABEL, **alert.labels},
         "exp_annotations": {
             "summary": alert.summary,
             "description": description,

@@ -28,6 +28,7 @@ from servescope.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.alerts.alertmanager import HEARTBEAT, NULL, PAGER, TICKET, WEBHOOK
 from servescope.alerts.bundle import all_alerts, write
 from servescope.alerts.config import AlertsConfig
+from servescope.alerts.model import BUNDLE_LABEL, WATCHDOG
 from servescope.runbooks.webhook import WEBHOOK_PATH
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,18 +126,38 @@ def routes(labels: dict[str, str], expected: list[str]) -> subprocess.CompletedP
     )
 
 
+OURS = dict(BUNDLE_LABEL)
+# Alerts of the rest of the cluster (kube-prometheus-stack's): the bundle's routes must leave them to the
+# routes after them, so in the bundle's own file they end at its root's default receiver, nowhere else.
+FOREIGN = {"job": "kube-state-metrics", "namespace": "kube-system", "node": "node-a"}
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize(
     ("labels", "expected"),
     [
-        ({"alertname": "ServescopeGpuLost", "severity": "critical", **GPU0}, [WEBHOOK, PAGER]),
-        ({"alertname": "ServescopeGpuSaturated", "severity": "warning", **GPU0}, [WEBHOOK, TICKET]),
-        ({"alertname": "ServescopeGpuPowerThrottling", "severity": "info", **GPU0}, [WEBHOOK, NULL]),
-        ({"alertname": "Watchdog", "severity": "info"}, [WEBHOOK, HEARTBEAT]),
-        ({"alertname": "SomeoneElsesAlert", "severity": "critical"}, [WEBHOOK, PAGER]),
-        ({"alertname": "NoSeverity"}, [WEBHOOK]),
+        ({"alertname": "ServescopeGpuLost", "severity": "critical", **OURS, **GPU0}, [WEBHOOK, PAGER]),
+        ({"alertname": "ServescopeGpuSaturated", "severity": "warning", **OURS, **GPU0}, [WEBHOOK, TICKET]),
+        ({"alertname": "ServescopeGpuPowerThrottling", "severity": "info", **OURS, **GPU0}, [WEBHOOK, NULL]),
+        ({"alertname": WATCHDOG, "severity": "info", **OURS}, [WEBHOOK, HEARTBEAT]),
+        ({"alertname": "KubeNodeNotReady", "severity": "critical", **FOREIGN}, [NULL]),
+        ({"alertname": "KubePodCrashLooping", "severity": "warning", **FOREIGN}, [NULL]),
+        ({"alertname": "Watchdog", "severity": "none", "prometheus": "monitoring/kps"}, [NULL]),
+        # A foreign alert that happens to reuse a bundle alert's name is still not the bundle's.
+        ({"alertname": "ServescopeGpuLost", "severity": "critical", **GPU0}, [NULL]),
+        ({"alertname": "NoSeverity"}, [NULL]),
     ],
-    ids=["critical", "warning", "info", "watchdog", "foreign-critical", "no-severity"],
+    ids=[
+        "critical",
+        "warning",
+        "info",
+        "watchdog",
+        "foreign-critical",
+        "foreign-warning",
+        "foreign-watchdog",
+        "foreign-same-name",
+        "no-severity",
+    ],
 )
 def test_routes(labels: dict[str, str], expected: list[str]) -> None:
     result = routes(labels, expected)
@@ -144,10 +165,24 @@ def test_routes(labels: dict[str, str], expected: list[str]) -> None:
     assert result.stdout.strip() == ",".join(expected)
 
 
+def test_every_route_matches_the_bundle_label_only() -> None:
+    """Pasted first under another root route, no route of the bundle may match an alert not its own."""
+    built = yaml.safe_load(BUILT.read_text())["route"]["routes"]
+    assert built
+    for route in built:
+        assert 'bundle="servescope"' in route["matchers"], route
+
+
+def test_pager_groups_by_alert_and_node() -> None:
+    """One HGX node event on eight GPUs is one page: the pager groups by alertname and hostname only."""
+    (pager,) = [r for r in yaml.safe_load(BUILT.read_text())["route"]["routes"] if r["receiver"] == PAGER]
+    assert pager["group_by"] == ["alertname", "hostname"]
+
+
 @pytest.mark.e2e
 def test_routes_verification_fails_on_a_mismatch() -> None:
     """--verify.receivers really compares: a warning does not page."""
-    result = routes({"alertname": "ServescopeGpuSaturated", "severity": "warning"}, [WEBHOOK, PAGER])
+    result = routes({"alertname": "ServescopeGpuSaturated", "severity": "warning", **OURS}, [WEBHOOK, PAGER])
     assert result.returncode != 0
     assert "did not match" in result.stdout + result.stderr
 
@@ -156,8 +191,8 @@ def test_routes_verification_fails_on_a_mismatch() -> None:
 @pytest.mark.parametrize("name", sorted(ALERTS))
 def test_every_alert_reaches_the_runbook_service(name: str) -> None:
     alert = ALERTS[name]
-    person = HEARTBEAT if name == "Watchdog" else BY_SEVERITY[alert.severity]
-    labels = {"alertname": name, "severity": alert.severity, **alert.labels}
+    person = HEARTBEAT if name == WATCHDOG else BY_SEVERITY[alert.severity]
+    labels = {"alertname": name, "severity": alert.severity, **BUNDLE_LABEL, **alert.labels}
     result = routes(labels, [WEBHOOK, person])
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -170,33 +205,54 @@ def inhibit_rules() -> list[dict[str, Any]]:
 
 
 def test_inhibit_rules() -> None:
+    ours = 'bundle="servescope"'
+    hardware = (
+        'alertname=~"ServescopeGpuEccUncorrectable|ServescopeGpuLost|ServescopeGpuRowRemapFailed|'
+        'ServescopeGpuXidCritical"'
+    )
+    combined = 'alertname=~"ServescopeGpuSaturatedKvPressure|ServescopeKvPressureHurtingRequests"'
+    memory = (
+        'alertname=~"ServescopeEngineOverMemoryBudget|ServescopeGpuMemoryHeadroomLow|'
+        'ServescopeGpuMemoryLeakSuspected"'
+    )
+    sources_down = 'alertname=~"ServescopeSourceDown|ServescopeSourceStale"'
+    engine = ["instance", "model_name", "engine", "endpoint"]
     assert [
         (rule["source_matchers"], rule["target_matchers"], rule["equal"]) for rule in inhibit_rules()
     ] == [
-        (['severity="critical"', 'uuid=~".+"'], ['severity=~"warning|info"'], ["instance", "uuid"]),
+        ([ours, hardware], [ours, 'severity=~"warning|info"'], ["instance", "uuid"]),
         (
-            ['alertname="ServescopeGpuSaturatedKvPressure"'],
-            ['alertname="ServescopeGpuSaturated"'],
+            [ours, 'alertname="ServescopeGpuLost"'],
+            [ours, 'alertname!="ServescopeGpuLost"'],
             ["instance", "uuid"],
         ),
+        ([ours, 'alertname="ServescopeGpuMemoryExhaustionSoon"'], [ours, memory], ["instance", "uuid"]),
+        ([ours, combined], [ours, 'alertname="ServescopeGpuSaturated"'], ["instance", "uuid"]),
+        ([ours, combined], [ours, 'alertname="ServescopeKvCachePressure"'], engine),
         (
-            ['alertname="ServescopeGpuSaturatedKvPressure"'],
-            ['alertname="ServescopeKvCachePressure"'],
-            ["instance", "model_name", "engine", "endpoint"],
+            [ours, 'alertname="ServescopeKvPressureHurtingRequests"'],
+            [ours, 'alertname="ServescopeGpuSaturatedKvPressure"'],
+            [*engine, "uuid"],
         ),
-        (['alertname="ServescopeGpuLost"'], ['alertname!="ServescopeGpuLost"'], ["instance", "uuid"]),
         (
-            ['alertname="ServescopeExporterDown"'],
-            ['alertname=~"ServescopeServingEndpointDown|ServescopeSourceDown"'],
+            [ours, 'alertname="ServescopeTtftSloBurnFast"'],
+            [ours, 'alertname=~"ServescopeTtftP99High|ServescopeTtftSloBurnSlow"'],
+            ["model_name"],
+        ),
+        (
+            [ours, 'alertname="ServescopeE2eSloBurnFast"'],
+            [ours, 'alertname="ServescopeE2eSloBurnSlow"'],
+            ["model_name"],
+        ),
+        (
+            [ours, 'alertname="ServescopeExporterDown"'],
+            [ours, 'alertname=~"ServescopeServingEndpointDown|ServescopeSourceDown|ServescopeSourceStale"'],
             ["job", "instance"],
         ),
         (
-            ['alertname="ServescopeExporterDown"'],
-            [
-                'alertname=~"ServescopeDerivedMetricsAbsent|ServescopeGpuMetricsAbsent|'
-                'ServescopeServingMetricsAbsent"'
-            ],
-            ["job"],
+            [ours, 'alertname="ServescopeGpuNodeNvmlLost"'],
+            [ours, sources_down, 'source="nvml"'],
+            ["instance"],
         ),
     ]
 
@@ -326,7 +382,13 @@ def alertmanager(tmp_path: Path) -> Iterator[Alertmanager]:
 
 def alert(name: str, labels: dict[str, str]) -> dict[str, str]:
     """The labels Prometheus would send for alert `name` on `labels`."""
-    return {"alertname": name, "severity": ALERTS[name].severity, **ALERTS[name].labels, **labels}
+    return {
+        "alertname": name,
+        "severity": ALERTS[name].severity,
+        **BUNDLE_LABEL,
+        **ALERTS[name].labels,
+        **labels,
+    }
 
 
 Labels = dict[str, str]
@@ -403,15 +465,17 @@ def test_lost_gpu_inhibits_everything_about_it(alertmanager: Alertmanager) -> No
     lost = alert("ServescopeGpuLost", GPU0)
     ecc = alert("ServescopeGpuEccUncorrectable", GPU0)
     combined = alert("ServescopeGpuSaturatedKvPressure", ENGINE_ON_GPU0)
+    hurting = alert("ServescopeKvPressureHurtingRequests", ENGINE_ON_GPU0)
     inhibitions(
         alertmanager,
         sources=[lost],
         inhibited=[
             # critical alerts: only the GpuLost rule silences these
             (ecc, [lost]),
-            (combined, [lost]),
-            # a warning: any critical alert on the GPU may be named as its inhibitor
-            (alert("ServescopeNvlinkCrcErrors", GPU0), [lost, ecc, combined]),
+            (hurting, [lost]),
+            # warnings: any hardware-critical alert on the GPU may be named as their inhibitor
+            (combined, [lost, ecc]),
+            (alert("ServescopeNvlinkCrcErrors", GPU0), [lost, ecc]),
         ],
         active=[
             alert("ServescopeGpuLost", GPU1),  # one lost GPU does not hide another
@@ -423,7 +487,9 @@ def test_lost_gpu_inhibits_everything_about_it(alertmanager: Alertmanager) -> No
 
 
 @pytest.mark.e2e
-def test_exporter_down_inhibits_its_sources_and_absent_series(alertmanager: Alertmanager) -> None:
+def test_exporter_down_inhibits_its_sources_not_the_fleet_wide_absent_series(
+    alertmanager: Alertmanager,
+) -> None:
     down = alert("ServescopeExporterDown", TARGET)
     absent = {"job": "servescope"}  # absent() keeps the selector's equality labels only
     inhibitions(
@@ -432,11 +498,13 @@ def test_exporter_down_inhibits_its_sources_and_absent_series(alertmanager: Aler
         inhibited=[
             (alert("ServescopeSourceDown", {**TARGET, "source": "dcgm"}), [down]),
             (alert("ServescopeServingEndpointDown", {**TARGET, "endpoint": ENGINE["endpoint"]}), [down]),
-            (alert("ServescopeGpuMetricsAbsent", absent), [down]),
-            (alert("ServescopeServingMetricsAbsent", absent), [down]),
-            (alert("ServescopeDerivedMetricsAbsent", absent), [down]),
+            (alert("ServescopeSourceStale", {**TARGET, "source": "nvml"}), [down]),
         ],
         active=[
+            # fleet-wide: one exporter down (a node in maintenance) must not hide a fleet without series
+            alert("ServescopeGpuMetricsAbsent", absent),
+            alert("ServescopeServingMetricsAbsent", absent),
+            alert("ServescopeDerivedMetricsAbsent", absent),
             # another exporter's source is down for its own reasons
             alert("ServescopeSourceDown", {"job": "servescope", "instance": "node-b:9108", "source": "dcgm"}),
             alert("ServescopeSourceDown", {"job": "other", "instance": "node-a:9108", "source": "dcgm"}),
@@ -444,6 +512,70 @@ def test_exporter_down_inhibits_its_sources_and_absent_series(alertmanager: Aler
             alert("ServescopeGpuSaturated", GPU0),  # not explained by a scrape failure
         ],
     )
+
+
+@pytest.mark.e2e
+def test_load_alerts_do_not_hide_the_hardware_warnings_of_their_gpu(alertmanager: Alertmanager) -> None:
+    """A saturated GPU's thermal, NVLink, PCIe or row-remap warning is often why it is saturated."""
+    hurting = alert("ServescopeKvPressureHurtingRequests", {**ENGINE_ON_GPU0, "hostname": "node-a"})
+    combined = alert("ServescopeGpuSaturatedKvPressure", {**ENGINE_ON_GPU0, "hostname": "node-a"})
+    inhibitions(
+        alertmanager,
+        sources=[hurting],
+        inhibited=[
+            (combined, [hurting]),
+            (alert("ServescopeGpuSaturated", GPU0), [hurting, combined]),
+            (alert("ServescopeKvCachePressure", ENGINE), [hurting, combined]),
+        ],
+        active=[
+            alert("ServescopeGpuThermalThrottling", GPU0),
+            alert("ServescopeNvlinkCrcErrors", GPU0),
+            alert("ServescopePcieReplays", GPU0),
+            alert("ServescopeGpuRowRemapPending", GPU0),
+            alert("ServescopeNvlinkLinkDown", {**GPU0, "link": "3"}),
+        ],
+    )
+
+
+@pytest.mark.e2e
+def test_fast_burn_hides_the_slow_burn_and_p99_of_its_model(alertmanager: Alertmanager) -> None:
+    fast = alert("ServescopeTtftSloBurnFast", {"model_name": "deepseek"})
+    e2e_fast = alert("ServescopeE2eSloBurnFast", {"model_name": "qwen"})
+    inhibitions(
+        alertmanager,
+        sources=[fast, e2e_fast],
+        inhibited=[
+            (alert("ServescopeTtftSloBurnSlow", {"model_name": "deepseek"}), [fast]),
+            (alert("ServescopeTtftP99High", {"model_name": "deepseek"}), [fast]),
+            (alert("ServescopeE2eSloBurnSlow", {"model_name": "qwen"}), [e2e_fast]),
+        ],
+        active=[
+            alert("ServescopeTtftSloBurnSlow", {"model_name": "qwen"}),  # another model
+            alert("ServescopeTtftP99High", {"model_name": "llama"}),
+            alert("ServescopeE2eSloBurnSlow", {"model_name": "deepseek"}),  # the other SLI
+        ],
+    )
+
+
+@pytest.mark.e2e
+def test_node_wide_nvml_failure_hides_its_nvml_source_only(alertmanager: Alertmanager) -> None:
+    lost = alert("ServescopeGpuNodeNvmlLost", {**TARGET, "hostname": "node-a"})
+    inhibitions(
+        alertmanager,
+        sources=[lost],
+        inhibited=[(alert("ServescopeSourceDown", {**TARGET, "source": "nvml"}), [lost])],
+        active=[
+            alert("ServescopeSourceDown", {**TARGET, "source": "dcgm"}),
+            alert("ServescopeSourceDown", {**TARGET, "instance": "node-b:9108", "source": "nvml"}),
+        ],
+    )
+
+
+@pytest.mark.e2e
+def test_bundle_inhibitions_leave_foreign_alerts_alone(alertmanager: Alertmanager) -> None:
+    lost = alert("ServescopeGpuLost", GPU0)
+    foreign = {"alertname": "DCGMGpuHot", "severity": "warning", **GPU0}
+    inhibitions(alertmanager, sources=[lost], inhibited=[], active=[foreign])
 
 
 @pytest.mark.e2e

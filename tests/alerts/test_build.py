@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 import yaml
 
 from servescope.alerts.bundle import FILES, all_alerts, groups, stale
 from servescope.alerts.config import AlertsConfig
-from tests.alerts.promtool import BUILD, RULES
+from tests.alerts.promtool import BUILD, ROOT, RULES
 
 SERVESCOPE = str(Path(sys.executable).with_name("servescope"))
 
@@ -72,7 +74,13 @@ def test_cli_build_with_overrides(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in out.iterdir()) == sorted(FILES)
     text = (out / "rules.yaml").read_text()
-    assert 'servescope_gpu_utilization_ratio{job="gpu-exporter"} > 0.9' in text
+    exprs = {
+        r["alert"]: r["expr"] for g in yaml.safe_load(text)["groups"] for r in g["rules"] if "alert" in r
+    }
+    assert (
+        'avg_over_time(servescope_gpu_utilization_ratio{job="gpu-exporter"}[10m]) > 0.9'
+        in exprs["ServescopeGpuSaturated"]
+    )
     assert "https://runbooks.example.com/runbooks/ServescopeGpuSaturated?" in text
     assert (
         yaml.safe_load((out / "prometheusrule.yaml").read_text())["metadata"]["labels"]["release"] == "prom"
@@ -127,3 +135,48 @@ def test_cli_lint_command(tmp_path: Path) -> None:
     assert "[alerts/runbook-url]" in result.stdout
     missing = _run("lint", str(tmp_path / "nope.yaml"))
     assert missing.returncode == 1 and "nope.yaml" in missing.stderr
+
+
+def test_dashboard_links_pass_only_variables_the_dashboard_defines() -> None:
+    """Read from the built dashboards themselves: a `var-` the dashboard lacks is ignored by Grafana."""
+    boards = {}
+    for path in (ROOT / "servescope" / "dashboards" / "build").glob("*.json"):
+        data = json.loads(path.read_text())
+        boards[data["uid"]] = {v["name"] for v in data["templating"]["list"]}
+    rendered = yaml.safe_load(RULES.read_text())
+    checked = 0
+    for group in rendered["groups"]:
+        for rule in group["rules"]:
+            if "alert" not in rule:
+                continue
+            url = urlsplit(rule["annotations"]["dashboard_url"])
+            uid = url.path.rsplit("/", 1)[-1]
+            assert uid in boards, (rule["alert"], uid)
+            passed = {key.removeprefix("var-") for key, _ in parse_qsl(url.query)}
+            assert passed <= boards[uid], (rule["alert"], passed - boards[uid])
+            checked += 1
+    assert checked == len(all_alerts(AlertsConfig()))
+
+
+@pytest.mark.parametrize(
+    ("prefix", "uid"),
+    [
+        ("ServescopeGpuMemory", "servescope-gpu-memory"),
+        ("ServescopeEngineOverMemoryBudget", "servescope-gpu-memory"),
+        ("ServescopeNvlink", "servescope-interconnect"),
+        ("ServescopePcie", "servescope-interconnect"),
+    ],
+)
+def test_memory_and_interconnect_alerts_link_their_dashboards(prefix: str, uid: str) -> None:
+    alerts = [a for a in all_alerts(AlertsConfig()) if a.name.startswith(prefix)]
+    assert alerts
+    for alert in alerts:
+        assert f"/d/{uid}" in alert.dashboard_url(AlertsConfig()), alert.name
+
+
+def test_every_gpu_alert_carries_hostname() -> None:
+    """An alert about a GPU (its labels include uuid) names the node, for the pager and for silences."""
+    gpu_alerts = [a for a in all_alerts(AlertsConfig()) if "uuid" in a.keys]
+    assert len(gpu_alerts) > 10
+    for alert in gpu_alerts:
+        assert "hostname" in alert.keys, alert.name

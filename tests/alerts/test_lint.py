@@ -186,7 +186,7 @@ def test_for_too_long(for_: str) -> None:
 @pytest.mark.parametrize("for_", ["0s", "0m"])
 def test_for_zero_only_for_watchdog(for_: str) -> None:
     assert checks(replace(GOOD, for_=for_)) == {"alerts/for"}
-    assert checks(replace(GOOD, name="Watchdog", for_=for_, expr="vector(1)")) == set()
+    assert checks(replace(GOOD, name="ServescopeWatchdog", for_=for_, expr="vector(1)")) == set()
 
 
 @pytest.mark.parametrize("for_", ["6h", "1h30m", "30s"])

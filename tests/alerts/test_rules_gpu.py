@@ -52,7 +52,8 @@ GPU_LOST = _case(
 XID = "ServescopeGpuXidCritical"
 XID_79 = {**GPU, "xid": "79"}
 XID_DESCRIPTION = (
-    f"{ON_GPU} reported XID 79 in the last 10m; servescope_gpu_xid_last_seen_timestamp_seconds says when."
+    f"{ON_GPU} reported XID 79 in the last 10m (kept 24h after: the GPU stays broken until it is reset); "
+    "servescope_gpu_xid_last_seen_timestamp_seconds says when."
 )
 # The exporter creates the (gpu, xid) series at its first event, already at 1: a single XID 79 (fallen
 # off the bus) at minute 5 must still page, although increase() sees no change in that series.
@@ -66,19 +67,23 @@ XID_FIRST_EVENT = _case(
     check(XID, "5m"),  # seen at the first scrape after the event: pending
     check(XID, "6m", firing(XID, XID_79, XID_DESCRIPTION)),
     check(XID, "14m", firing(XID, XID_79, XID_DESCRIPTION)),
-    check(XID, "16m"),  # the event left the 10m window
+    # The event left the 10m window; the GPU is still broken: keep_firing_for holds the alert (its end
+    # is checked in test_rules_gpu_failures, a day later).
+    check(XID, "16m", firing(XID, XID_79, XID_DESCRIPTION)),
+    check(XID, "45m", firing(XID, XID_79, XID_DESCRIPTION)),
 )
-# A second XID 79 at minute 20 on a series that already exists: counted by increase() too.
+# A second XID 79 at minute 20 on a series that already exists (its first event two days before the
+# test starts): counted by increase() too.
 XID_REPEAT = _case(
     f"{XID}: repeated XID",
     [
         series("servescope_gpu_xid_errors_total", XID_79, "1x19 2x30"),
-        series("servescope_gpu_xid_last_seen_timestamp_seconds", XID_79, "60x19 1200x30"),
+        series("servescope_gpu_xid_last_seen_timestamp_seconds", XID_79, "-172800x19 1200x30"),
     ],
-    check(XID, "15m"),  # the first event (minute 1) is older than the window
+    check(XID, "15m"),  # the first event is older than the window and than keep_firing_for
     check(XID, "20m"),
     check(XID, "21m", firing(XID, XID_79, XID_DESCRIPTION)),
-    check(XID, "31m"),
+    check(XID, "31m", firing(XID, XID_79, XID_DESCRIPTION)),  # kept
 )
 # XID 13 (graphics engine exception: an application fault, not the GPU's) never pages.
 XID_NOT_CRITICAL = _case(
@@ -189,8 +194,8 @@ CRC = "ServescopeNvlinkCrcErrors"
 
 def _crc_description(count: int) -> str:
     return (
-        f"{ON_GPU} counted {count} NVLink CRC flit/data errors in the last 10m "
-        "(DCGM fields 409/419, not 1009/1010 which are PCIe bytes)."
+        f"{ON_GPU} counted {count} NVLink CRC errors in the last 10m (NVML per link, else DCGM fields "
+        "409/419, 1206/1209 on NVLink5, or 497; not 1009/1010, which are PCIe bytes)."
     )
 
 
@@ -202,8 +207,8 @@ CRC_NVML = _case(
         series(DCGM_FLIT, GPU, BURST),
         series(DCGM_DATA, GPU, BURST),
     ],
-    check(CRC, "16m"),  # 12 errors in 10m: pending
-    check(CRC, "25m"),
+    check(CRC, "16m"),  # 12 errors in 10m: pending (`for: 1m`)
+    check(CRC, "17m", firing(CRC, GPU_BY, _crc_description(14))),
     check(CRC, "26m", firing(CRC, GPU_BY, _crc_description(20))),
     check(CRC, "37m"),  # 6 left in the window
 )
@@ -212,7 +217,7 @@ CRC_DCGM = _case(
     f"{CRC}: DCGM fallback",
     [series(DCGM_FLIT, GPU, BURST), series(DCGM_DATA, GPU, BURST)],
     check(CRC, "16m"),
-    check(CRC, "25m"),
+    check(CRC, "17m", firing(CRC, GPU_BY, _crc_description(14))),
     check(CRC, "26m", firing(CRC, GPU_BY, _crc_description(20))),
     check(CRC, "37m"),
 )
@@ -365,6 +370,7 @@ EXHAUSTION_STEP = _case(
 )
 
 HEADROOM = "ServescopeGpuMemoryHeadroomLow"  # for 15m, free share at the 1 s peak below 5%
+HEADROOM_TAIL = " (under 5%, or under 50% of what its engine's gpu_memory_utilization leaves free)."
 HEADROOM_CASE = _case(
     HEADROOM,
     [
@@ -380,20 +386,26 @@ HEADROOM_CASE = _case(
     check(
         HEADROOM,
         "20m",
-        firing(HEADROOM, GPU_BY, f"{ON_GPU} keeps only 2.5% of its memory free at the 1 s peak."),
+        firing(
+            HEADROOM, GPU_BY, f"{ON_GPU} keeps only 2.5% of its memory free at the 1 s peak{HEADROOM_TAIL}"
+        ),
     ),
     check(HEADROOM, "31m"),
 )
 
 BUDGET = "ServescopeEngineOverMemoryBudget"  # for 15m, more than 1 GiB over
-BUDGET_LABELS = {**ENGINE, "gpu": "0", "uuid": "GPU-0000"}
+BUDGET_LABELS = {**ENGINE, "hostname": "node-a", "gpu": "0", "uuid": "GPU-0000"}
+GPU_FACTS = {"gpu_model": "H100", "pci_bus_id": "0000:18:00.0", "driver_version": "550", "mig_mode": "0"}
 BUDGET_CASE = _case(
     BUDGET,
     # 1 GiB under its budget, then 2 GiB over from minute 5 to minute 30 (engine restarted after).
     [
         series(
-            "servescope_serving_memory_over_budget_bytes", BUDGET_LABELS, f"-{GIB}x4 {2 * GIB}x25 -{GIB}x20"
-        )
+            "servescope_serving_memory_over_budget_bytes",
+            {**ENGINE, "gpu": "0", "uuid": "GPU-0000"},
+            f"-{GIB}x4 {2 * GIB}x25 -{GIB}x20",
+        ),
+        series("servescope_gpu_info", {**GPU, **GPU_FACTS}, "1x50"),
     ],
     check(BUDGET, "19m"),
     check(
@@ -403,7 +415,7 @@ BUDGET_CASE = _case(
             BUDGET,
             BUDGET_LABELS,
             "deepseek engine 0 at http://10.0.0.1:8000/metrics "
-            "holds 2GiB beyond its budget on GPU 0 (GPU-0000).",
+            "holds 2GiB beyond its budget on GPU 0 (GPU-0000), more than 3% of the budget and 1 GiB.",
         ),
     ),
     check(BUDGET, "31m"),

@@ -21,7 +21,9 @@ OTHER_ENDPOINT = "http://10.0.0.2:8000/metrics"
 def _pending(alert: str, labels: dict[str, str], at: str) -> dict[str, Any]:
     """`ALERTS` holds exactly this pending alert at `at`: the condition is true and `for` runs."""
     severity = firing(alert, {}, "")["exp_labels"]["severity"]
-    inner = ",".join(f'{k}="{v}"' for k, v in {**labels, "severity": severity}.items())
+    inner = ",".join(
+        f'{k}="{v}"' for k, v in sorted({**labels, "severity": severity, "bundle": "servescope"}.items())
+    )
     return {
         "expr": f'ALERTS{{alertname="{alert}"}}',
         "eval_time": at,
@@ -32,7 +34,7 @@ def _pending(alert: str, labels: dict[str, str], at: str) -> dict[str, Any]:
 
 
 # --- Watchdog and the exporter's scrape target -------------------------------------------------------------
-WATCHDOG = "Watchdog"
+WATCHDOG = "ServescopeWatchdog"
 WATCHDOG_FIRING = firing(
     WATCHDOG,
     {},
@@ -75,6 +77,7 @@ EXPORTER = {
 # --- sources and serving endpoints ----------------------------------------------------------------------
 SOURCE = "ServescopeSourceDown"
 ENDPOINT_DOWN = "ServescopeServingEndpointDown"
+DOWN_TAIL = "the engine is down or hung (kept after the exporter forgets the endpoint, for up to 6h)."
 DCGM = {**TARGET, "source": "dcgm"}
 VLLM_ENDPOINT = {**TARGET, "source": "vllm", "endpoint": ENDPOINT}
 # The exporter reports each source without an endpoint label and each vLLM endpoint with one. The dcgm
@@ -112,12 +115,90 @@ SOURCES = {
             firing(
                 ENDPOINT_DOWN,
                 VLLM_ENDPOINT,
-                f"{ENDPOINT} on node-a:9108 has not answered for 5m: the engine is down or hung.",
+                f"{ENDPOINT} on node-a:9108 has not answered for 5m: {DOWN_TAIL}",
             ),
         ),
         check(ENDPOINT_DOWN, "41m"),  # recovered
     ],
     "promql_expr_test": [_pending(SOURCE, DCGM, "14m"), _pending(ENDPOINT_DOWN, VLLM_ENDPOINT, "34m")],
+}
+
+# --- a dead engine the exporter forgets (900 s after its last success, its series go) ---------------------
+# Endpoint 1 dies at 10m and is forgotten at 25m: the alert stays. Endpoint 2 dies at 10m too, is forgotten
+# at 25m, and its engine comes back at another address (endpoint 3) at 60m: the node has as many healthy
+# endpoints as at its best in the last 6h, so the alert on the old address ends. Prometheus 2.x looks 5m
+# back for the last sample: a forgotten series reads as gone 5m after its last sample.
+ENDPOINT_2 = "http://10.0.0.2:8000/metrics"
+ENDPOINT_3 = "http://10.0.0.3:8000/metrics"
+NODE_B_ENGINE = {**TARGET, "instance": "node-b:9108", "source": "vllm"}
+FORGOTTEN = {
+    "name": f"{ENDPOINT_DOWN}: forgotten while down",
+    "interval": "1m",
+    "input_series": [
+        series("servescope_source_up", VLLM_ENDPOINT, "1x9 0x15 stale"),
+        series("servescope_source_up", {**NODE_B_ENGINE, "endpoint": ENDPOINT_2}, "1x9 0x15 stale"),
+        series("servescope_source_up", {**NODE_B_ENGINE, "endpoint": ENDPOINT_3}, "_x60 1x60"),
+    ],
+    "alert_rule_test": [
+        check(ENDPOINT_DOWN, "14m"),  # pending
+        check(
+            ENDPOINT_DOWN,
+            "40m",
+            firing(
+                ENDPOINT_DOWN,
+                VLLM_ENDPOINT,
+                f"{ENDPOINT} on node-a:9108 has not answered for 5m: {DOWN_TAIL}",
+            ),
+            firing(
+                ENDPOINT_DOWN,
+                {**NODE_B_ENGINE, "endpoint": ENDPOINT_2},
+                f"{ENDPOINT_2} on node-b:9108 has not answered for 5m: {DOWN_TAIL}",
+            ),
+        ),
+        check(
+            ENDPOINT_DOWN,
+            "2h",
+            firing(
+                ENDPOINT_DOWN,
+                VLLM_ENDPOINT,
+                f"{ENDPOINT} on node-a:9108 has not answered for 5m: {DOWN_TAIL}",
+            ),
+        ),
+    ],
+}
+
+# --- a hung source: up 1, its last success ever older ----------------------------------------------------
+STALE = "ServescopeSourceStale"
+NVML_SOURCE = {**TARGET, "source": "nvml"}
+# The nvml source (1 s interval) hangs at 10m: its last success stays at 600 s while Prometheus scrapes on
+# (the sample's timestamp grows); 3 intervals is under the 60 s floor, so it is stale from 11m01s, at the
+# 12m scrape (age 120 s). The dcgm source (30 s interval) runs on: its last success trails by under 90 s.
+STALE_CASE = {
+    "name": STALE,
+    "interval": "1m",
+    "input_series": [
+        series("servescope_source_last_success_timestamp_seconds", NVML_SOURCE, "0+60x10 600x20 1860+60x10"),
+        series("servescope_source_interval_seconds", NVML_SOURCE, "1x40"),
+        series("servescope_source_up", NVML_SOURCE, "1x40"),
+        series("servescope_source_last_success_timestamp_seconds", DCGM, "-45+60x40"),
+        series("servescope_source_interval_seconds", DCGM, "30x40"),
+        series("servescope_source_up", DCGM, "1x40"),
+    ],
+    "alert_rule_test": [
+        check(STALE, "11m"),  # 60 s old: not over the floor
+        check(STALE, "16m"),  # stale since 12m: pending
+        check(
+            STALE,
+            "17m",
+            firing(
+                STALE,
+                NVML_SOURCE,
+                "Source nvml on node-a:9108 last succeeded 7m 0s before the scrape, more than 3 intervals: a "
+                "call hangs (NVML around an XID 79, dcgmi) and its series keep their last values.",
+            ),
+        ),
+        check(STALE, "32m"),  # collecting again since 31m
+    ],
 }
 
 # --- absent() guards (for 15m) ---------------------------------------------------------------------------
@@ -166,7 +247,7 @@ def absent_case(alert: str, metric: str, labels: dict[str, str], value: str, wha
     }
 
 
-CASES = [EXPORTER, SOURCES, *(absent_case(*guard) for guard in GUARDS)]
+CASES = [EXPORTER, SOURCES, FORGOTTEN, STALE_CASE, *(absent_case(*guard) for guard in GUARDS)]
 
 
 @pytest.mark.e2e

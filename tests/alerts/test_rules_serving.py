@@ -22,21 +22,37 @@ WAITING = "servescope_serving_requests_waiting"
 RUNNING = "servescope_serving_requests_running"
 PREEMPTIONS = "servescope_serving_preemptions_total"
 INFO = "servescope_engine_gpu_info"
+GPU_INFO = "servescope_gpu_info"
+STEPS = "servescope_serving_iteration_tokens_count"
 
 # Two GPUs on node-a, two engines of the same model: engine 0 (A) on GPU 0 with two worker PIDs,
 # engine 1 (B) on GPU 1.
 GPU0 = GPU
 GPU1 = {**TARGET, "gpu": "1", "uuid": "GPU-0001", "hostname": "node-a"}
+GPU0_BY = {k: v for k, v in GPU0.items() if k != "job"}  # what `max by (instance, hostname, gpu, uuid)` keeps
 ENGINE_A = ENGINE
 ENGINE_B = {**TARGET, "model_name": "deepseek", "engine": "1", "endpoint": "http://10.0.0.1:8001/metrics"}
+ENGINE_C = {**TARGET, "model_name": "deepseek", "engine": "2", "endpoint": "http://10.0.0.1:8002/metrics"}
 ON_A = "deepseek engine 0 at http://10.0.0.1:8000/metrics"
 ON_B = "deepseek engine 1 at http://10.0.0.1:8001/metrics"
 
 
 def engine_on_gpu(engine: dict[str, str], gpu: dict[str, str]) -> dict[str, str]:
-    """Labels of an alert on an engine spread onto one of its GPUs (job and pid folded away)."""
+    """Labels of an alert on an engine spread onto one of its GPUs (job and pid folded away, the GPU's
+    hostname joined on)."""
     keys = {k: engine[k] for k in ("instance", "model_name", "engine", "endpoint")}
-    return {**keys, "gpu": gpu["gpu"], "uuid": gpu["uuid"]}
+    return {**keys, "hostname": gpu["hostname"], "gpu": gpu["gpu"], "uuid": gpu["uuid"]}
+
+
+def gpu_facts(gpu: dict[str, str], minutes: int = 40, values: str = "") -> dict[str, str]:
+    """servescope_gpu_info of a GPU: where the engine alerts find its hostname."""
+    facts = {"gpu_model": "H100", "pci_bus_id": f"0000:1{gpu['gpu']}:00.0", "driver_version": "550"}
+    return series(GPU_INFO, {**gpu, **facts, "mig_mode": "0"}, values or f"1x{minutes}")
+
+
+def stepping(engine: dict[str, str], minutes: int = 40) -> dict[str, str]:
+    """The engine's step counter growing: it is running (vLLM's gauges refresh on steps only)."""
+    return series(STEPS, engine, f"0+10x{minutes}")
 
 
 def gpu_info(engine: dict[str, str], gpu: dict[str, str], pid: str, values: str) -> dict[str, str]:
@@ -48,33 +64,63 @@ PLACEMENT = [
     gpu_info(ENGINE_A, GPU0, "4101", "1x40"),
     gpu_info(ENGINE_A, GPU0, "4177", "1x40"),  # a second worker of engine A on the same GPU
     gpu_info(ENGINE_B, GPU1, "5203", "1x40"),
+    gpu_facts(GPU0),
+    gpu_facts(GPU1),
+    stepping(ENGINE_A),
+    stepping(ENGINE_B),
 ]
 
-# --- ServescopeGpuSaturated (> 85% for 10m) -------------------------------------------------------------
+# --- ServescopeGpuSaturated (10m average > 85% for 10m) -------------------------------------------------
 SATURATED = "ServescopeGpuSaturated"
-SATURATED_95 = (
-    "node-a GPU 0 (GPU-0000) has been busy 95% of the time for 10m: lower the batch size now, "
-    "add workers (3-5 min) or queue by priority."
-)
+
+
+def saturated_description(pct: str) -> str:
+    return (
+        f"node-a GPU {{gpu}} ({{uuid}}) has been busy {pct} on average over 10m (DCGM SM activity where "
+        "reported, else NVML utilisation): shed or queue load by priority now, add workers (3-5 min)."
+    )
+
+
+SATURATED_95 = saturated_description("95%").format(gpu="0", uuid="GPU-0000")
 SATURATED_CASE = {
     "name": SATURATED,
     "interval": "1m",
     "input_series": [
-        # GPU 0: 50% until minute 4, 95% from minute 5 to 19, 30% from minute 20.
-        series(UTIL, GPU0, "0.5x4 0.95x14 0.3x10"),
+        # GPU 0: 50% until minute 4, 95% from minute 5 to 29, 30% from minute 30. The 10m average (11
+        # samples) is over 85% from 13m ((2 x 0.5 + 9 x 0.95) / 11 = 86.8%) to 30m (10 x 0.95 + 0.3).
+        series(UTIL, GPU0, "0.5x4 0.95x24 0.3x10"),
         # GPU 1 sits exactly on the threshold: `> 0.85` never holds.
-        series(UTIL, GPU1, "0.85x30"),
+        series(UTIL, GPU1, "0.85x40"),
     ],
     "alert_rule_test": [
-        check(SATURATED, "14m"),  # saturated since 5m: pending for 9m
-        check(SATURATED, "15m", firing(SATURATED, GPU0, SATURATED_95)),
-        check(SATURATED, "21m"),  # back to 30% at 20m
+        check(SATURATED, "22m"),  # over since 13m: pending for 9m
+        check(SATURATED, "23m", firing(SATURATED, GPU0_BY, SATURATED_95)),
+        check(SATURATED, "32m"),  # the average fell under 85% at 31m
+    ],
+}
+# One 80% reading every 9 minutes used to reset `for` on the raw gauge; the average stays at ~93.6%.
+# And where DCGM reports SM activity, it decides: GPU 1's NVML reads 99% while its SMs are 50% active.
+DIPS = " ".join("0.8" if minute % 9 == 8 else "0.95" for minute in range(41))
+DIPS_DESCRIPTION = saturated_description("93.64%").format(gpu="0", uuid="GPU-0000")
+SATURATED_DIPS = {
+    "name": f"{SATURATED}: dips and SM activity",
+    "interval": "1m",
+    "input_series": [
+        series(UTIL, GPU0, DIPS),
+        series(UTIL, GPU1, "0.99x40"),
+        series("servescope_dcgm_sm_active_ratio", GPU1, "0.5x40"),
+    ],
+    "alert_rule_test": [
+        check(SATURATED, "9m"),  # true from 0m: pending
+        # (10 x 0.95 + 0.8) / 11 = 93.64% over each 10m window with one dip
+        check(SATURATED, "30m", firing(SATURATED, GPU0_BY, DIPS_DESCRIPTION)),
+        check(SATURATED, "40m", firing(SATURATED, GPU0_BY, DIPS_DESCRIPTION)),
     ],
 }
 
 # --- ServescopeKvCachePressure (> 70% for 5m) -----------------------------------------------------------
 KV_PRESSURE = "ServescopeKvCachePressure"
-KV_PRESSURE_TAIL = ": start OOM prevention (shorter max sequence length, more GPU memory)."
+KV_PRESSURE_TAIL = " while running: start OOM prevention (shorter max sequence length, more GPU memory)."
 KV_PRESSURE_CASE = {
     "name": KV_PRESSURE,
     "interval": "1m",
@@ -83,6 +129,11 @@ KV_PRESSURE_CASE = {
         series(KV, ENGINE_A, "0.5x4 0.8x9 0.6x10"),
         # Engine B exactly on the threshold: silent.
         series(KV, ENGINE_B, "0.7x25"),
+        stepping(ENGINE_A, 25),
+        stepping(ENGINE_B, 25),
+        # Engine C holds 90% after its requests were aborted, idle (no step): vLLM's gauges froze.
+        series(KV, ENGINE_C, "0.9x25"),
+        series(STEPS, ENGINE_C, "500x25"),
     ],
     "alert_rule_test": [
         check(KV_PRESSURE, "9m"),  # pending for 4m
@@ -98,9 +149,22 @@ KV_PRESSURE_CASE = {
 # --- ServescopeGpuSaturatedKvPressure (both on the same GPU, for 5m) -----------------------------------
 COMBINED = "ServescopeGpuSaturatedKvPressure"
 COMBINED_A_GPU0 = (
-    f"{ON_A} uses 90% of its KV cache while its GPU 0 (GPU-0000) is compute-saturated: latency is about "
-    "to break; shed load or lower the batch size."
+    f"{ON_A} uses 90% of its KV cache while its GPU 0 on node-a (GPU-0000) is compute-saturated: no "
+    "request suffers yet; shed or queue load by priority before latency breaks."
 )
+HURTING = "ServescopeKvPressureHurtingRequests"
+HURTING_A_GPU0 = (
+    f"{ON_A} uses 90% of its KV cache while its GPU 0 on node-a (GPU-0000) is compute-saturated, and "
+    "requests wait, are preempted or miss the TTFT objective: shed load now."
+)
+# GPU 0 saturated throughout; engine A (on GPU 0) at 90% KV from minute 5 to 14, engine B (GPU 1) at 50%.
+ONE_GPU = [
+    series(UTIL, GPU0, "0.95x30"),
+    series(UTIL, GPU1, "0.4x30"),
+    series(KV, ENGINE_A, "0.5x4 0.9x9 0.5x10"),
+    series(KV, ENGINE_B, "0.5x30"),
+    *PLACEMENT,
+]
 COMBINED_CASES = [
     {
         # GPU 0 saturated (engine A's GPU) while the KV pressure is on engine B (GPU 1): each single alert
@@ -117,7 +181,7 @@ COMBINED_CASES = [
         "alert_rule_test": [
             check(COMBINED, "10m"),
             check(COMBINED, "20m"),
-            check(SATURATED, "20m", firing(SATURATED, GPU0, SATURATED_95)),
+            check(SATURATED, "20m", firing(SATURATED, GPU0_BY, SATURATED_95)),
             check(
                 KV_PRESSURE,
                 "20m",
@@ -130,18 +194,43 @@ COMBINED_CASES = [
         # One alert (the PIDs fold), labelled with engine A and GPU 0; nothing for engine B.
         "name": f"{COMBINED} on one GPU",
         "interval": "1m",
-        "input_series": [
-            series(UTIL, GPU0, "0.95x30"),
-            series(UTIL, GPU1, "0.4x30"),
-            series(KV, ENGINE_A, "0.5x4 0.9x9 0.5x10"),
-            series(KV, ENGINE_B, "0.5x30"),
-            *PLACEMENT,
-        ],
+        "input_series": ONE_GPU,
         "alert_rule_test": [
             check(COMBINED, "9m"),  # both hold since 5m: pending for 4m
             check(COMBINED, "10m", firing(COMBINED, engine_on_gpu(ENGINE_A, GPU0), COMBINED_A_GPU0)),
             check(COMBINED, "16m"),  # KV back to 50% at 15m
+            check(HURTING, "10m"),  # nothing waits, nothing is preempted: not a page
         ],
+    },
+    {
+        # The same, and requests wait on engine A from minute 3: waiting throughout 5 minutes from 8m (a
+        # symptom), with KV pressure from 5m: the page. Engine B, whose requests wait too, has neither KV
+        # pressure nor a saturated GPU.
+        "name": f"{HURTING}: KV pressure with a symptom",
+        "interval": "1m",
+        "input_series": [
+            *ONE_GPU,
+            series(WAITING, ENGINE_A, "0x2 3x27"),
+            series(WAITING, ENGINE_B, "4x30"),
+        ],
+        "alert_rule_test": [
+            check(HURTING, "12m"),  # both hold since 8m: pending for 4m
+            check(HURTING, "13m", firing(HURTING, engine_on_gpu(ENGINE_A, GPU0), HURTING_A_GPU0)),
+            check(HURTING, "16m"),
+        ],
+    },
+    {
+        # An idle engine whose KV gauge froze at 90% (no step since) on a saturated GPU: no alert.
+        "name": f"{COMBINED}: idle engine with a frozen KV gauge",
+        "interval": "1m",
+        "input_series": [
+            series(UTIL, GPU0, "0.95x30"),
+            series(KV, ENGINE_A, "0.9x30"),
+            series(STEPS, ENGINE_A, "700x30"),
+            *PLACEMENT[:3],
+            gpu_facts(GPU0),
+        ],
+        "alert_rule_test": [check(COMBINED, "10m"), check(COMBINED, "20m"), check(KV_PRESSURE, "20m")],
     },
 ]
 
@@ -239,19 +328,20 @@ FLEET_GPUS = [
 ]
 FLEET_CASES = [
     {
-        # All four GPUs at 50%, then 90/95/80/85% from minute 5 to 24 (average 87.5%: 12.5% spare), then
-        # 50% again.
+        # All four GPUs at 50%, then 90/95/80/85% from minute 5 to 33 (average 87.5%: 12.5% spare), then
+        # 50% again. Over the 5m averages (6 samples) the fleet is under 20% spare from 9m ((5 x 0.875 +
+        # 0.5) / 6 = 81.25% busy) to 34m.
         "name": f"{FLEET} busy fleet",
         "interval": "1m",
         "input_series": [
-            series(UTIL, gpu, f"0.5x4 {busy}x19 0.5x10")
+            series(UTIL, gpu, f"0.5x4 {busy}x29 0.5x10")
             for gpu, busy in zip(FLEET_GPUS, ("0.9", "0.95", "0.8", "0.85"), strict=True)
         ],
         "alert_rule_test": [
-            check(FLEET, "19m"),  # pending for 14m
+            check(FLEET, "23m"),  # pending for 14m
             check(
                 FLEET,
-                "20m",
+                "24m",
                 firing(
                     FLEET,
                     {},
@@ -259,7 +349,7 @@ FLEET_CASES = [
                     "next burst.",
                 ),
             ),
-            check(FLEET, "26m"),  # 50% spare since 25m
+            check(FLEET, "36m"),  # the averages fell back at 35m
         ],
     },
     {
@@ -276,6 +366,7 @@ FLEET_CASES = [
 
 CASES_1M: list[dict[str, Any]] = [
     SATURATED_CASE,
+    SATURATED_DIPS,
     KV_PRESSURE_CASE,
     *COMBINED_CASES,
     QUEUE_CASE,
@@ -289,8 +380,10 @@ AVG5M = "engine:servescope_kv_cache_usage:avg5m"
 AVG1D = "engine:servescope_kv_cache_usage:avg1d"
 STDDEV1D = "engine:servescope_kv_cache_usage:stddev1d"
 # Engine C carries the exact checks of the recording rules.
-ENGINE_C = {**TARGET, "model_name": "deepseek", "engine": "2", "endpoint": "http://10.0.0.1:8002/metrics"}
-C_LABELS = "{" + ",".join(f'{k}="{v}"' for k, v in sorted(ENGINE_C.items())) + "}"
+# The baseline is kept by node (hostname), not by `instance` (the exporter pod's address changes at every
+# rollout).
+BASELINE_LABELS = {**{k: v for k, v in ENGINE_C.items() if k != "instance"}, "hostname": "node-a"}
+C_LABELS = "{" + ",".join(f'{k}="{v}"' for k, v in sorted(BASELINE_LABELS.items())) + "}"
 
 
 def record(name: str, eval_time: str, value: float) -> dict[str, Any]:
@@ -340,8 +433,23 @@ RECORDS = [
 # engine B is asserted silent at each of them.
 # Both are silent at 12h30: without a 23h-old baseline the switch to 50% at 12h would read as an
 # anomaly (z ~ 4.8 at 12h30 against a half-day baseline of 30%).
+# Engine D drops to 5% after the same baseline day (a restart, a quiet night): no alert, a drop harms
+# nobody. Engine E is engine A's twin whose exporter was rolled out at 12h (a new pod address, so a new
+# `instance`): its baseline carries on and it fires with engine A.
 ANOMALY = "ServescopeKvCacheAnomaly"
 BASELINE_DAY = "0.3x143 0.5x143"
+ENGINE_D = {**TARGET, "model_name": "deepseek", "engine": "3", "endpoint": "http://10.0.0.1:8003/metrics"}
+ENGINE_E = {**TARGET, "model_name": "qwen", "engine": "0", "endpoint": "http://10.0.0.5:8000/metrics"}
+ROLLED_OUT = {**ENGINE_E, "instance": "10.0.7.3:9108"}
+
+
+def anomaly(engine: dict[str, str], on: str) -> dict[str, Any]:
+    labels = {**{k: v for k, v in engine.items() if k != "instance"}, "hostname": "node-a"}
+    return firing(
+        ANOMALY, labels, f"{on}: KV usage is 3.5 daily standard deviations above its mean of the last day."
+    )
+
+
 ANOMALY_CASE = {
     "name": f"{ANOMALY} and the KV baseline records",
     "interval": "5m",
@@ -349,6 +457,12 @@ ANOMALY_CASE = {
         series(KV, ENGINE_A, f"{BASELINE_DAY} 0.81x11 0.5x11"),
         series(KV, ENGINE_B, f"{BASELINE_DAY} 0.5x5 0.3x5 0.45x11"),
         series(KV, ENGINE_C, "0.25 0.25 0.75 0.25 0.75x300"),
+        series(KV, ENGINE_D, f"{BASELINE_DAY} 0.05x22"),
+        series(KV, ENGINE_E, "0.3x143 stale"),
+        series(KV, ROLLED_OUT, "_x144 0.5x143 0.81x11 0.5x11"),
+        # The node's GPU info, from the exporter before the rollout and after it.
+        gpu_facts(GPU0, 310),
+        gpu_facts({**GPU0, "instance": ROLLED_OUT["instance"]}, values="_x144 1x166"),
     ],
     "alert_rule_test": [
         check(ANOMALY, "12h30m"),  # a half-day baseline: no verdict yet
@@ -356,11 +470,8 @@ ANOMALY_CASE = {
         check(
             ANOMALY,
             "24h30m",
-            firing(
-                ANOMALY,
-                ENGINE_A,
-                f"{ON_A}: KV usage is 3.5 daily standard deviations away from its mean of the last day.",
-            ),
+            anomaly(ENGINE_A, ON_A),
+            anomaly(ENGINE_E, "qwen engine 0 at http://10.0.0.5:8000/metrics"),
         ),
         check(ANOMALY, "25h10m"),  # back to 50%
     ],

@@ -11,11 +11,15 @@ Three models run side by side: `deepseek` and `qwen` take turns in the scenarios
 histograms of one model follow different scenarios, so an alert reading the wrong histogram fails), and
 `llama` stays at 0.5% errors, half the budget, throughout: no burn alert may name it.
 
-Arithmetic: samples are aligned with the evaluation times and Prometheus 2.x ranges include both ends, so
-a window of w holds w/interval increases and its error ratio is (errors in them) / (requests in them),
-exactly; a window longer than the data covers all of it (the counters start at 0, so rate() does not
-extrapolate before the first sample). Ratios are compared after `round(x, 0.0001)`: promtool 2.42 compares
-floats exactly.
+Arithmetic: the bundle records each model's 5 min rates of good and of all requests once (r(t), exact:
+samples are aligned with the evaluations and the counters start at 0, so rate() does not extrapolate),
+and a window w's error ratio is 1 - sum(good r(t')) / sum(all r(t')) over the records t' in [T - w, T]
+(Prometheus 2.x ranges include both ends). With 1 min records each minute's requests count 5 times, fewer
+at the window's ends: at a change of error rate the long windows move a little differently from an exact
+ratio over w, which the hand computations below follow ("5-rate sum"). In constant phases the ratio is
+the phase's. The 5m ratio is the 5 min rate's. Ratios are compared after `round(x, 0.0001)`: promtool
+2.42 compares floats exactly. promtool evaluates every group at every step, the long-window group (every
+5 min in Prometheus) included.
 
 promtool evaluates the rule groups in no fixed order (without `group_eval_order`), and Prometheus runs
 them independently: an alert may read the recorded ratios of the previous evaluation. Every check here
@@ -98,7 +102,8 @@ def _ratios(sli: str, model: str, at: str, **windows: float) -> list[dict[str, A
 def _pending(alert: str, model: str, at: str) -> dict[str, Any]:
     """The alert is pending for `model` (its condition holds, `for` has not elapsed) and for nobody else."""
     severity = "critical" if alert.endswith("Fast") else "warning"
-    labels = f'alertname="{alert}",alertstate="pending",model_name="{model}",severity="{severity}"'
+    labels = f'alertname="{alert}",alertstate="pending",bundle="servescope",model_name="{model}",'
+    labels += f'severity="{severity}"'
     return {
         "expr": f'ALERTS{{alertname="{alert}"}}',
         "eval_time": at,
@@ -140,12 +145,14 @@ def fast_burn() -> dict[str, Any]:
             # S6 from the first evaluation: 5m = 30m = 1h = 6h = 7%; true at 1m, pending at 2m either way.
             check(alert, "2m"),
             check(alert, "30m", _burn(alert, s6, "7%")),
-            # 68m, 8 min after S6 ended: 30m = (22*70 + 8*5) / 30000 = 5.27% < 6%, while
-            # 6h = (60*70 + 8*5) / 68000 = 6.24% still burns: the short window ends the page.
+            # 68m, 8 min after S6 ended: 30m (5-rate sum over the 31 records 38m..68m: 23 of 5 minutes at 70
+            # errors, then 4 + 3 + 2 + 1 more minutes at 70, the other 30 minutes at 5) =
+            # (125*70 + 30*5) / 155000 = 5.74% < 6%, while 6h = 6.41% still burns: the short window ends the
+            # page (from 67m).
             check(alert, "68m"),
-            # S14 at 180m + b: 1h = (200b + 5(60 - b)) / 60000 > 14.4% from b = 43; b = 42 gives 14.15%.
-            check(alert, "222m"),
-            check(alert, "224m"),  # pending since 223m (or 224m)
+            # S14 at 180m + b: the 5-rate sum of 1h is over 14.4% from b = 46 (14.57%); b = 45 gives 14.25%.
+            check(alert, "225m"),
+            check(alert, "227m"),  # pending since 226m (or 227m)
             check(alert, "245m", _burn(alert, s14, "20%")),  # 1h all at 20% at 244m and 245m
             # 251m: 5m = 0.5% ends the page although 1h = (54*200 + 6*5) / 60000 = 18.05%.
             check(alert, "251m"),
@@ -154,11 +161,12 @@ def fast_burn() -> dict[str, Any]:
             _pending(alert, s6, "2m"),
             # 30m: 1h at 7% < 14.4%, so only the 6x pair matches.
             *_ratios(sli, s6, "30m", w5m=0.07, w30m=0.07, w1h=0.07, w6h=0.07),
-            *_ratios(sli, s6, "68m", w30m=0.0527, w6h=0.0624),
-            _pending(alert, s14, "224m"),
-            # 245m: 6h (all 245 min) = (180*5 + 65*200) / 245000 = 5.67% < 6%: only the 14.4x pair matches.
-            *_ratios(sli, s14, "245m", w5m=0.2, w30m=0.2, w1h=0.2, w6h=0.0567),
-            *_ratios(sli, s14, "251m", w5m=0.005, w1h=0.1805),
+            *_ratios(sli, s6, "68m", w30m=0.0574, w6h=0.0641),
+            _pending(alert, s14, "227m"),
+            # 245m: 6h (all 245 min; the first 4 records hold fewer minutes) = 5.56% < 6%: only the 14.4x
+            # pair matches.
+            *_ratios(sli, s14, "245m", w5m=0.2, w30m=0.2, w1h=0.2, w6h=0.0556),
+            *_ratios(sli, s14, "251m", w5m=0.005, w1h=0.1872),
             *_ratios(sli, "llama", f"{FAST_STEPS}m", **{f"w{w}": 0.005 for w in WINDOWS}),
         ]
     return {
@@ -195,28 +203,29 @@ def slow_burn() -> dict[str, Any]:
             # S1 from the first evaluation: 2h = 6h = 1d = 3d = 1.5%; true at 5m, pending at 10m either way.
             check(alert, "10m"),
             check(alert, "400m", _burn(alert, s1, "1.5%")),
-            # 900m, 60 steps after S1 ended: 6h = (12*15 + 60*5) / 72000 = 0.67% < 1% ends the ticket, while
-            # 3d (all 180 steps) = (120*15 + 60*5) / 180000 = 1.17% still burns.
+            # 900m, 60 steps after S1 ended: 6h (73 records of one step each, 540m..900m) =
+            # (13*15 + 60*5) / 73000 = 0.68% < 1% ends the ticket, while 3d (all 180 steps) =
+            # (120*15 + 60*5) / 180000 = 1.17% still burns.
             check(alert, "900m"),
-            # S3 at step 192 + b: 1d = (50(288 - b) + 40b) / (10000(288 - b) + 1000b) > 3% from b = 277
-            # (260b > 72000), at 2345m; b = 276 gives 11640 / 396000 = 2.94%.
-            check(alert, "2340m"),
-            check(alert, "2355m"),  # pending since 2345m (or 2350m)
+            # S3 at step 192 + b: 1d (289 records) = (50(289 - b) + 40b) / (10000(289 - b) + 1000b) > 3%
+            # from b = 278 (260b > 72250), at 2350m; b = 277 gives 11680 / 397000 = 2.94%.
+            check(alert, "2345m"),
+            check(alert, "2355m"),  # pending since 2350m (or 2355m)
             check(alert, "2410m", _burn(alert, s3, "4%")),  # 1d all at 4% at 2405m and 2410m
-            # 2470m: 2h = (12*40 + 12*5) / 24000 = 2.25% < 3% ends the ticket although
-            # 1d = (276*40 + 12*5) / 288000 = 3.85%.
+            # 2470m: 2h (25 records) = (13*40 + 12*5) / 25000 = 2.32% < 3% ends the ticket although
+            # 1d (289 records) = (277*40 + 12*5) / 289000 = 3.85%.
             check(alert, "2470m"),
         ]
         exprs += [
             _pending(alert, s1, "10m"),
             # 400m: 1d at 1.5% < 3%, so only the 1x pair matches.
             *_ratios(sli, s1, "400m", w2h=0.015, w6h=0.015, w1d=0.015, w3d=0.015),
-            *_ratios(sli, s1, "900m", w6h=0.0067, w3d=0.0117),
+            *_ratios(sli, s1, "900m", w6h=0.0068, w3d=0.0117),
             _pending(alert, s3, "2355m"),
             # 2410m: 3d (all 482 steps) = (192*50 + 290*40) / (192*10000 + 290*1000) = 21200 / 2210000 = 0.96%
             # < 1%: only the 3x pair matches.
             *_ratios(sli, s3, "2410m", w2h=0.04, w6h=0.04, w1d=0.04, w3d=0.0096),
-            *_ratios(sli, s3, "2470m", w2h=0.0225, w1d=0.0385),
+            *_ratios(sli, s3, "2470m", w2h=0.0232, w1d=0.0385),
             *_ratios(sli, "llama", f"{SLOW_STEPS * 5}m", **{f"w{w}": 0.005 for w in WINDOWS}),
         ]
     return {
@@ -269,7 +278,53 @@ P99_HIGH = {
     "promql_expr_test": [_pending(P99, "deepseek", "20m")],
 }
 
-FAST_CASES = [fast_burn(), P99_HIGH]
+# --- mixed bucket layouts (for 30m): one model, a vLLM endpoint and an SGLang one, every request fast ----
+# SGLang's TTFT buckets skip 0.5 (... 0.4, 0.6 ...): dividing by both endpoints' counts read as "50% slow"
+# and paged. Only the endpoint with the bound counts; the other is named by ServescopeSloBucketMissing.
+MISSING = "ServescopeSloBucketMissing"
+VLLM_EP = {**ENGINE, "model_name": "mixed", "endpoint": "http://10.0.0.7:8000/metrics"}
+SGLANG_EP = {**ENGINE, "model_name": "mixed", "engine": "1", "endpoint": "http://10.0.0.8:30000/metrics"}
+
+
+def _sglang_ttft(steps: int) -> list[dict[str, str]]:
+    metric = SLIS["ttft"][0]
+    every = _counter([(steps, 100)])
+    buckets = [series(f"{metric}_bucket", {**SGLANG_EP, "le": le}, every) for le in ("0.4", "0.6", "+Inf")]
+    return [*buckets, series(f"{metric}_count", SGLANG_EP, every)]
+
+
+MIXED_STEPS = 40
+MIXED = {
+    "name": f"SLO over mixed bucket layouts, {MISSING}",
+    "interval": "1m",
+    "input_series": [
+        *_histogram("ttft", VLLM_EP, [(MIXED_STEPS, (100, 100))]),
+        *_histogram("e2e", VLLM_EP, [(MIXED_STEPS, (100, 100))]),
+        *_sglang_ttft(MIXED_STEPS),
+        *_histogram("e2e", SGLANG_EP, [(MIXED_STEPS, (100, 100))]),
+    ],
+    "alert_rule_test": [
+        check("ServescopeTtftSloBurnFast", "10m"),
+        check("ServescopeTtftSloBurnFast", "35m"),
+        check(MISSING, "10m"),
+        check(MISSING, "29m"),  # pending since 0m
+        check(
+            MISSING,
+            "31m",
+            firing(
+                MISSING,
+                {**SGLANG_EP, "sli": "ttft"},
+                "mixed engine 1 at http://10.0.0.8:30000/metrics: its ttft histogram has no bucket at the "
+                "SLO bound (time to first token 0.5 s, end-to-end latency 60.0 s), so the SLO alerts leave "
+                "its requests out; set the bound to one of its buckets, or configure the engine's buckets.",
+            ),
+        ),
+    ],
+    # Every request under the bound: no error, however the endpoints' buckets are laid out.
+    "promql_expr_test": _ratios("ttft", "mixed", "35m", w5m=0.0, w1h=0.0),
+}
+
+FAST_CASES = [fast_burn(), P99_HIGH, MIXED]
 SLOW_CASES = [slow_burn()]
 CASES = FAST_CASES + SLOW_CASES
 

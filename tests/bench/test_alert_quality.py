@@ -86,13 +86,13 @@ def test_precision_recall_latency_and_false_positives_by_hand() -> None:
     accepted = _episode("AlertY", 900)
     fleet = _episode("AlertZ", 700, ())  # a fleet-wide alert has no gpu label to compare
     info = _episode("AlertI", 100, severity="info")
-    heartbeat = _episode("Watchdog", 0, (), severity="info")
+    heartbeat = _episode("ServescopeWatchdog", 0, (), severity="info")
     outside = _episode("AlertY", 2500)  # accepted only inside the window
     episodes = (again_x, true_x, wrong_gpu, late_x, accepted, fleet, info, heartbeat, outside)
     run = RunOutcome("s", 1, windows, episodes)
     severities = {a: "warning" for a in ("AlertX", "AlertY", "AlertZ")} | {
         "AlertI": "info",
-        "Watchdog": "info",
+        "ServescopeWatchdog": "info",
     }
 
     scores = score([run], severities)
@@ -107,7 +107,7 @@ def test_precision_recall_latency_and_false_positives_by_hand() -> None:
     assert scores.false_positives == [wrong_gpu, outside]
     assert [(m.alert, m.start) for m in scores.missed] == [("AlertX", 3000)]
     assert scores.info == [info]
-    assert "Watchdog" not in scores.alerts
+    assert "ServescopeWatchdog" not in scores.alerts
 
 
 def test_leak_lead_time_is_counted_back_from_the_oom() -> None:
@@ -209,7 +209,7 @@ def test_every_alert_of_the_committed_rules_loads_with_its_for_and_no_record_lef
     alerts, records = load_rules(RULES)
     by_name = {a.name: a for a in alerts}
     assert by_name["ServescopeGpuSaturated"].for_s == 600
-    assert by_name["Watchdog"].severity == "info"
+    assert by_name["ServescopeWatchdog"].severity == "info"
     for alert in alerts:
         assert not any(name in alert.expr for name in records), alert.name
     # Every alert the library expects or accepts exists in the rules.

@@ -198,7 +198,12 @@ def test_the_agent_forwards_the_exporter_s_series_named_after_the_node(topology:
 
 
 def test_the_receiver_evaluates_the_bundle_and_fires_the_lost_gpu(topology: Topology) -> None:
-    watchdog = wait_for("Watchdog", lambda: firing(topology.receiver_url, "Watchdog"), timeout=30, every=0.5)
+    watchdog = wait_for(
+        "ServescopeWatchdog",
+        lambda: firing(topology.receiver_url, "ServescopeWatchdog"),
+        timeout=30,
+        every=0.5,
+    )
     assert watchdog[0]["labels"]["severity"] == "info"
     lost = wait_for(
         "ServescopeGpuLost", lambda: firing(topology.receiver_url, "ServescopeGpuLost"), timeout=90, every=0.5

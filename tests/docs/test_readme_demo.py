@@ -8,7 +8,7 @@ package (found first, from the working directory) runs rather than this checkout
 the minute or two `make` would spend creating a virtualenv. `--duration`, which the README documents,
 is appended only so the demo also ends by itself should this test be killed.
 
-Within bounded times: Prometheus lists every rule group of the bundle, `Watchdog` fires and reaches
+Within bounded times: Prometheus lists every rule group of the bundle, `ServescopeWatchdog` fires and reaches
 the runbook service's /incidents, and the tour's first fault (KV pressure on engine 0, a minute in)
 fires and becomes an incident whose read steps ran. It stops as soon as all of that holds.
 """
@@ -140,11 +140,11 @@ def test_make_demo_from_a_fresh_clone_loads_the_rules_and_pages(
     times["rules"] = time.monotonic() - began
 
     def watchdog() -> dict[str, Any] | None:
-        return _incident_with_steps(urls["runbooks"], {"Watchdog"})
+        return _incident_with_steps(urls["runbooks"], {"ServescopeWatchdog"})
 
-    wait_for("Watchdog at /incidents", watchdog, WATCHDOG_TIMEOUT, every=2.0)
+    wait_for("ServescopeWatchdog at /incidents", watchdog, WATCHDOG_TIMEOUT, every=2.0)
     alerts = _get(urls["prometheus"], "/api/v1/alerts")["data"]["alerts"]
-    assert any(a["labels"]["alertname"] == "Watchdog" and a["state"] == "firing" for a in alerts)
+    assert any(a["labels"]["alertname"] == "ServescopeWatchdog" and a["state"] == "firing" for a in alerts)
     times["watchdog"] = time.monotonic() - began
 
     def first_fault() -> dict[str, Any] | None:

@@ -208,7 +208,9 @@ def test_kv_pressure_pages_with_the_combined_alert_on_the_right_gpus_and_engine(
     # The other engine and its GPUs are not under pressure: no combined alert names them.
     assert not [a for a in stack.alerts(name, "pending") if a["labels"]["gpu"] in {"2", "3"}]
     incident = _check_delivered(stack, name, 120, gpu=alerts[0]["labels"]["gpu"], endpoint=endpoint)
-    assert incident["labels"]["severity"] == "critical"
+    # A warning: KV over 70% on a saturated GPU is a cause; the page needs a symptom (requests waiting,
+    # preempted or burning the TTFT budget), which this ramp stops short of.
+    assert incident["labels"]["severity"] == "warning"
     _detected(stack, name, alerts, incident)
 
 
@@ -285,11 +287,13 @@ def test_steady_serving_fires_nothing_but_the_watchdog(stacks: dict[str, Stack])
     if remaining > 0:
         time.sleep(remaining)
     window = int(time.time() - stack.started) + 5
-    fired = stack.query(f'count_over_time(ALERTS{{alertstate="firing", alertname!="Watchdog"}}[{window}s])')
+    fired = stack.query(
+        f'count_over_time(ALERTS{{alertstate="firing", alertname!="ServescopeWatchdog"}}[{window}s])'
+    )
     assert not fired, [series["metric"] for series in fired]
-    assert stack.query('ALERTS{alertname="Watchdog", alertstate="firing"}')
+    assert stack.query('ALERTS{alertname="ServescopeWatchdog", alertstate="firing"}')
     names = {i["alertname"] for i in stack.get("runbooks", "/incidents")}
-    assert names == {"Watchdog"}, names
+    assert names == {"ServescopeWatchdog"}, names
     REPORT["steady"] = {"seconds_without_an_alert": window}
 
 
