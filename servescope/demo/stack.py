@@ -179,7 +179,7 @@ class DemoStack:
             f"--config.file={files.prometheus}",
             f"--storage.tsdb.path={self.options.state_dir / 'prometheus'}",
             f"--web.listen-address=127.0.0.1:{ports.prometheus}",
-            # Its first evaluation runs before it has found Alertmanager, so ServescopeWatchdog's first send is
+            # Its first evaluation runs before it has found Alertmanager, so the watchdog's first send is
             # dropped; the default 1 min before resending would keep the incidents page empty that long.
             f"--rules.alert.resend-delay={RESEND_DELAY}",
             "--log.level=warn",
