@@ -3,8 +3,11 @@ Alertmanager. A fault must become a firing alert with the right labels, Alertman
 the runbook service's webhook, and the incident must carry the output of its runbook's read steps.
 
 The six stacks (4 simulated H200s, 2 engines: engine 0 on GPUs 0-1, engine 1 on GPUs 2-3) run side by
-side, so the module takes as long as its slowest scenario (memory-leak: the leak verdict needs 4
-minutes of history, the simulated OOM comes ~8.5 minutes in), not the sum. Each check has its own bound.
+side, so the module takes as long as its slowest scenario, not the sum; every check polls for what it
+waits for and has its own bound. The slowest is memory-leak: the leak verdict needs 4 minutes of
+history whatever the rate, so its GPU leaks 2.5 GiB/min instead of the demo pace's 2 (OOM after about
+6.5 minutes instead of 8), which still leaves the alert a lead of a minute and a half. All tests of the
+module run on one xdist worker (`--dist loadgroup`): the stacks are started once, not once per worker.
 
 Detection latency is measured from the fault's start (the exporter's start, plus the demo pace's minute
 for the single faults) to the alert firing in Prometheus (its activeAt plus its `for`), and to the incident's
@@ -30,14 +33,16 @@ import pytest
 import yaml
 
 from servescope.demo.stack import find_binaries
+from servescope.sim.registry import LEAK_ENV
 from servescope.sim.scenarios import PACES
 from tests.helpers import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("demo-stack")]
 
 SCENARIOS = ("kv-pressure", "nvlink-crc", "gpu-lost", "vllm-down", "memory-leak", "steady")
 FAULT_START = {name: PACES["demo"].fault_start_seconds for name in ("nvlink-crc", "gpu-lost", "vllm-down")}
 STEADY_SECONDS = 300.0
+LEAK_MIB_PER_MINUTE = {"memory-leak": "2560"}
 START_TIMEOUT = 180.0
 REPORT: dict[str, dict[str, Any]] = {}
 
@@ -114,7 +119,10 @@ def _start(scenario: str, root: Path) -> Stack:
     state = root / scenario
     log = (root / f"{scenario}.log").open("wb")
     argv = [sys.executable, "-m", "servescope", "demo", f"--scenario={scenario}", "--gpus=4", "--engines=2"]
-    process = subprocess.Popen([*argv, f"--state-dir={state}"], stdout=log, stderr=subprocess.STDOUT)
+    env = dict(os.environ)
+    if scenario in LEAK_MIB_PER_MINUTE:
+        env[LEAK_ENV] = LEAK_MIB_PER_MINUTE[scenario]
+    process = subprocess.Popen([*argv, f"--state-dir={state}"], stdout=log, stderr=subprocess.STDOUT, env=env)
     return Stack(scenario, state, process)
 
 
