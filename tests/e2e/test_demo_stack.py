@@ -35,7 +35,7 @@ import yaml
 from servescope.demo.stack import find_binaries
 from servescope.sim.registry import LEAK_ENV
 from servescope.sim.scenarios import PACES
-from tests.helpers import wait_for
+from tests.support import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("demo-stack")]
 

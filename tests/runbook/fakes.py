@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
-from tests.e2e.conftest import Served, start_servescope, stop
+from tests.support import Served, start_servescope, stop
 
 FRONT = """---
 alert: {alert}

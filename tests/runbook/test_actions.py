@@ -30,8 +30,8 @@ from servescope.runbooks.actions import (
     promql_string,
 )
 from servescope.runbooks.actions.changes import SilenceParams, silence_body
-from tests.e2e.conftest import stop
 from tests.runbook.fakes import Recorded, corpus, fake_http, fake_kubectl, start_simulated_exporter
+from tests.support import stop
 
 FAKE_DCGMI = str(Path(sys.executable).with_name("servescope-fake-dcgmi"))
 PACKAGE = Path(runbooks_package.__file__).resolve().parent

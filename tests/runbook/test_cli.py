@@ -17,8 +17,8 @@ from servescope.cli import app, register_subcommands
 from servescope.runbooks.actions import RunContext
 from servescope.runbooks.document import ENV_RUNBOOKS, SHIPPED_RUNBOOKS, load_runbooks
 from servescope.runbooks.runner import run
-from tests.e2e.conftest import stop
 from tests.runbook.fakes import corpus, fake_http, fake_kubectl, start_simulated_exporter, step, write_runbook
+from tests.support import stop
 
 register_subcommands()  # the CLI imports subcommands when they run; these tests drive them directly
 

@@ -15,7 +15,7 @@ from servescope.runbooks.actions import RunContext
 from servescope.runbooks.audit import AuditLog, fingerprint
 from servescope.runbooks.document import load_runbooks, runbooks_dir
 from servescope.runbooks.server import create_runbook_app, markdown, runbook_router
-from tests.e2e.conftest import Served, start_servescope, stop
+from tests.support import Served, start_servescope, stop
 
 from .fakes import corpus, fake_kubectl, step, write_runbook
 
