@@ -5,8 +5,9 @@ the runbook service's webhook, and the incident must carry the output of its run
 The six stacks (4 simulated H200s, 2 engines: engine 0 on GPUs 0-1, engine 1 on GPUs 2-3) run side by
 side, so the module takes as long as its slowest scenario, not the sum; every check polls for what it
 waits for and has its own bound. The slowest is memory-leak: the leak verdict needs 4 minutes of
-history whatever the rate, so its GPU leaks 2.5 GiB/min instead of the demo pace's 2 (OOM after about
-6.5 minutes instead of 8), which still leaves the alert a lead of a minute and a half. All tests of the
+history whatever the rate, so its GPU leaks 2.75 GiB/min instead of the demo pace's 2 (OOM after about
+6 minutes instead of 8), which still leaves the alert (fired at about 4.7 minutes) a lead of a minute,
+more than the exporter's refit and Prometheus's scrape and evaluation can lag. All tests of the
 module run on one xdist worker (`--dist loadgroup`): the stacks are started once, not once per worker.
 
 Detection latency is measured from the fault's start (the exporter's start, plus the demo pace's minute
@@ -42,7 +43,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("demo-s
 SCENARIOS = ("kv-pressure", "nvlink-crc", "gpu-lost", "vllm-down", "memory-leak", "steady")
 FAULT_START = {name: PACES["demo"].fault_start_seconds for name in ("nvlink-crc", "gpu-lost", "vllm-down")}
 STEADY_SECONDS = 300.0
-LEAK_MIB_PER_MINUTE = {"memory-leak": "2560"}
+LEAK_MIB_PER_MINUTE = {"memory-leak": "2816"}
 START_TIMEOUT = 180.0
 REPORT: dict[str, dict[str, Any]] = {}
 

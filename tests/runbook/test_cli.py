@@ -192,6 +192,7 @@ def test_run_usage_errors_exit_2_and_read_nothing(tmp_path: Path, args: list[str
 
 
 # --- run: read steps, change steps ------------------------------------------------------------------
+@pytest.mark.e2e
 def test_run_runs_every_read_step_and_lists_change_steps(env: Env) -> None:
     result = invoke(*run_args(env, *label_args(env.labels)))
     assert result.exit_code == 0, result.output
@@ -209,6 +210,7 @@ def test_run_runs_every_read_step_and_lists_change_steps(env: Env) -> None:
     assert "== [change]" not in out and not env.marker.exists()
 
 
+@pytest.mark.e2e
 def test_run_json_prints_the_step_results(env: Env, tmp_path: Path) -> None:
     result = invoke(*run_args(env, *label_args(env.labels), "--json", "--svg-dir", str(tmp_path / "svg")))
     assert result.exit_code == 0, result.output
@@ -260,6 +262,7 @@ def test_create_silence_through_the_cli(env: Env) -> None:
         assert "created silence abc" in done.stdout and len(alertmanager.requests) == 1
 
 
+@pytest.mark.e2e
 def test_a_failed_step_exits_1(env: Env) -> None:
     args = run_args(env, *label_args(env.labels), "--step", "gpu-snapshot")
     args[args.index("--exporter-url") + 1] = "http://127.0.0.1:1"

@@ -125,6 +125,7 @@ def test_read_step_runs_without_token(folder: Path, tmp_path: Path, exporter: Se
     assert missing.status_code == 422 and "'gpu'" in missing.json()["detail"]
 
 
+@pytest.mark.e2e
 def test_memory_svg_is_proxied(folder: Path, tmp_path: Path, exporter: Served) -> None:
     client, _, _ = _client(folder, tmp_path, exporter.base, None)
     answer = client.get(f"/runbooks/{ALERT}/memory.svg", params={"gpu": "0"})
@@ -223,6 +224,7 @@ def test_router_mounts_in_another_app(folder: Path, tmp_path: Path) -> None:
     assert client.get(f"/runbooks/{ALERT}?gpu=0").status_code == 200
 
 
+@pytest.mark.e2e
 def test_exporter_serves_runbooks(exporter: Served) -> None:
     import httpx
 
