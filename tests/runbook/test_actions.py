@@ -7,7 +7,6 @@ import ast
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,8 +29,8 @@ from servescope.runbooks.actions import (
     promql_string,
 )
 from servescope.runbooks.actions.changes import SilenceParams, silence_body
-from tests.runbook.fakes import Recorded, corpus, fake_http, fake_kubectl, start_simulated_exporter
-from tests.support import stop
+from tests.runbook.fakes import Recorded, corpus, fake_http, fake_kubectl
+from tests.support import Served
 
 FAKE_DCGMI = str(Path(sys.executable).with_name("servescope-fake-dcgmi"))
 PACKAGE = Path(runbooks_package.__file__).resolve().parent
@@ -43,10 +42,8 @@ def run(name: str, ctx: RunContext, **params: Any) -> StepResult:
 
 
 @pytest.fixture(scope="module")
-def ctx() -> Iterator[RunContext]:
-    served = start_simulated_exporter()
-    yield RunContext(exporter_url=served.base)
-    stop(served)
+def ctx(simulated_exporter: Served) -> RunContext:
+    return RunContext(exporter_url=simulated_exporter.base)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,8 @@ from servescope.cli import app, register_subcommands
 from servescope.runbooks.actions import RunContext
 from servescope.runbooks.document import ENV_RUNBOOKS, SHIPPED_RUNBOOKS, load_runbooks
 from servescope.runbooks.runner import run
-from tests.runbook.fakes import corpus, fake_http, fake_kubectl, start_simulated_exporter, step, write_runbook
-from tests.support import stop
+from tests.runbook.fakes import corpus, fake_http, fake_kubectl, step, write_runbook
+from tests.support import Served
 
 register_subcommands()  # the CLI imports subcommands when they run; these tests drive them directly
 
@@ -68,10 +67,8 @@ def label_args(labels: dict[str, str]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def exporter() -> Iterator[str]:
-    served = start_simulated_exporter()
-    yield served.base
-    stop(served)
+def exporter(simulated_exporter: Served) -> str:
+    return simulated_exporter.base
 
 
 @pytest.fixture
