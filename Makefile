@@ -42,10 +42,10 @@ UNIT_TIER := not e2e and not slow and not real_vllm
 unit: $(STAMP)
 	$(BIN)/python -m pytest -m "$(UNIT_TIER)" -n 2 -q
 
-# loadgroup: a module marked xdist_group (the demo stacks) runs on one worker, so that its module
-# fixture starts once; every other test is spread over both.
+# loadscope: each module runs whole on one worker, so that its module fixtures (the demo stacks, the
+# backfilled Prometheus, the installed package) start once, not once per worker.
 everything: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15
+	$(BIN)/python -m pytest -n 2 --dist loadscope --durations=15
 
 # While changing code: lint, types, boundaries and the unit tier (~1 minute).
 check: lint typecheck imports unit
