@@ -47,8 +47,11 @@ UNIT_TIER := not e2e and not slow and not real_vllm
 unit: $(STAMP)
 	$(BIN)/python -m pytest -m "$(UNIT_TIER)" -n 2 -q
 
+# loadscope: each module runs whole on one worker, so that its module fixtures (the demo stacks, the
+# backfilled Prometheus, the installed package) start once, not once per worker; in collection order
+# (no reorder), so the long pole that tests/conftest.py puts first starts at once.
 everything: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --durations=15
+	$(BIN)/python -m pytest -n 2 --dist loadscope --no-loadscope-reorder --durations=15
 
 # While changing code: lint, types, boundaries and the unit tier (~1 minute).
 check: lint typecheck imports unit

@@ -8,14 +8,16 @@ import json
 import math
 import os
 import platform
-import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from servescope.common.processes import Child, ChildFailedError, stop_process
 
 # Smoke runs point this elsewhere so that they never overwrite the committed results.
 RESULTS = Path(os.environ.get("SERVESCOPE_BENCH_RESULTS", Path(__file__).parent / "results"))
@@ -45,47 +47,29 @@ def pin(core: int | None) -> None:
 
 @dataclass
 class Server:
-    process: subprocess.Popen[str]
+    process: subprocess.Popen[Any]
     host: str
     port: int
+    group: bool = False  # started in its own session (a Child): stopped with its whole process group
 
     def stop(self) -> None:
-        stop_process(self.process, grace=10.0)
-
-
-def stop_process(process: subprocess.Popen[Any], grace: float) -> None:
-    """SIGTERM, then SIGKILL when the process has not exited after `grace` seconds."""
-    process.terminate()
-    try:
-        process.wait(grace)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+        stop_process(self.process, grace=10.0, group=self.group)
 
 
 def start(argv: list[str], core: int | None = 0, ready_path: str = "/readyz") -> Server:
-    """Start a server that prints `... on HOST:PORT` on its first stdout line, and wait until ready."""
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    """Start a server that prints `... on HOST:PORT` when it listens, and wait until it is ready."""
+    child = Child(Path(argv[0]).name, argv, Path(tempfile.mkdtemp(prefix="bench-")) / "server.log")
+    child.start()
+    assert child.process is not None
     if core is not None and (os.cpu_count() or 1) > 1:
-        os.sched_setaffinity(process.pid, {core})  # before it has started serving
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    found = re.search(r" on (\S+):(\d+)", line)
-    if not found:
-        process.kill()
-        raise RuntimeError(f"server did not start: {line!r}")
-    server = Server(process, found.group(1), int(found.group(2)))
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            status, _ = get(server, ready_path)
-            if status == 200:
-                return server
-        except OSError:
-            pass
-        time.sleep(0.1)
-    server.stop()
-    raise RuntimeError("server did not become ready")
+        os.sched_setaffinity(child.process.pid, {core})  # before it has started serving
+    try:
+        found = child.wait_for_output(r" on (\S+):(\d+)", 30)
+        child.wait_ready(f"http://{found.group(1)}:{found.group(2)}{ready_path}", 30)
+    except ChildFailedError as exc:
+        child.stop()
+        raise RuntimeError(f"server did not start: {exc}") from None
+    return Server(child.process, found.group(1), int(found.group(2)), group=True)
 
 
 def get(server: Server, path: str) -> tuple[int, bytes]:

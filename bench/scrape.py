@@ -22,7 +22,6 @@ import argparse
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import SERVESCOPE, Server, get, machine, pin, start, time_requests, write
+
+from servescope.common.processes import free_port
 
 SERVER_CORE = 0
 CLIENT_CORE = 1
@@ -114,12 +115,6 @@ def measure(gpus: int, engines: int, args: argparse.Namespace) -> dict[str, obje
 
 def node_exporter_binary() -> str | None:
     return shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def node_exporter_reference(seconds: float) -> dict[str, object]:

@@ -1,15 +1,12 @@
-"""Shared test helpers: a controllable clock, a simulated NVML stack, sample lookups."""
+"""Shared test helpers: a controllable clock, a simulated NVML stack, sample lookups (processes and
+waiting: tests/support)."""
 
 from __future__ import annotations
 
 import os
 import socket
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TypeVar
-
-import httpx
 
 from servescope.exporter.exposition import Sample
 from servescope.exporter.nvml.collector import NvmlSource
@@ -21,7 +18,6 @@ from servescope.sim.pynvml_module import SimulatedPynvml
 # same way); SERVESCOPE_SHARED points elsewhere when the checkout was cloned on its own.
 SHARED = Path(os.environ.get("SERVESCOPE_SHARED", Path(__file__).parents[1].parent / "shared"))
 SAMPLES = SHARED / "samples"
-T = TypeVar("T")
 
 
 class FakeClock:
@@ -67,22 +63,6 @@ def values(samples: Iterable[Sample], name: str, **labels: str) -> list[float]:
 
 def families_for_gpu(samples: Iterable[Sample], gpu: str) -> set[str]:
     return {s.spec.name for s in samples if "gpu" in s.spec.labels and s.label_values[0] == gpu}
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float, every: float = 2.0) -> T:
-    """The first truthy answer of `probe` (an HTTP error counts as none yet); AssertionError naming
-    `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            found = probe()
-        except httpx.HTTPError:
-            found = None
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(every)
 
 
 def read_request(conn: socket.socket) -> bool:

@@ -13,10 +13,11 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from servescope.runbooks.document import SHIPPED_RUNBOOKS, runbook_paths
+from tests.support import start_child, stop
+from tests.support.servers import LISTENING
 
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = re.compile(r"\|\s+(servescope\.(?:sim|demo)(?:\.\w+)*)\s*$", re.M)
@@ -85,26 +86,14 @@ def _modules_of_a_running_exporter(*args: str) -> str:
     """Start `servescope serve` with -X importtime, wait until it serves /metrics, stop it, return the
     import log: every module it imported, also the ones imported lazily after start-up."""
     argv = [sys.executable, "-X", "importtime", "-m", "servescope", "serve", "--listen", "127.0.0.1:0"]
-    process = subprocess.Popen(
-        [*argv, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
-    )
+    served = start_child("servescope", [*argv, *args], LISTENING, 20, ready="/metrics", cwd=ROOT)
     try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        port = re.search(r":(\d+)\s*$", line.strip())
-        assert port, f"serve did not start: {line!r}"
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port.group(1)}/metrics", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
         time.sleep(2)  # a couple of collection cycles: lazily imported code shows up too
     finally:
-        process.terminate()
-        _, stderr = process.communicate(timeout=15)
-    return stderr
+        served.child.stop()
+    log = served.log()
+    stop(served)
+    return log
 
 
 @pytest.mark.e2e

@@ -190,8 +190,10 @@ class Node:
         engine_config: EngineConfig,
         xid_events: bool,
         timing: Timing | None = None,
+        hostname: str = HOSTNAME,
+        publisher: Publisher | None = None,
     ) -> None:
-        self.scenario, self.timing = scenario, timing or Timing()
+        self.scenario, self.timing, self.hostname = scenario, timing or Timing(), hostname
         self.clock = FakeClock()
         self.wall = CountingWall(self.clock, wall_start)
         self.fleet = SimulatedFleet(gpus, gpu_model, seed=seed, clock=self.clock, nvlinks=nvlinks)
@@ -204,7 +206,7 @@ class Node:
                 # NVML lists the engine's PID on its GPUs: the join finds the GPUs from the port's PID.
                 self.fleet.assign_process(index, e.pid)
         self.truth = Truth()
-        self.publisher = Publisher(simulated=True)
+        self.publisher = publisher or Publisher(simulated=True)
         self.runners = [
             SourceRunner(source, self.publisher, monotonic=self.clock, wall=self.wall.wall)
             for source in self._sources(xid_events)
@@ -218,7 +220,7 @@ class Node:
         board = ServingBoard(3600.0, timing.scrape_interval)
         self.nvml = NvmlSource(
             NvmlLibrary(BoundedWaitPynvml(self.fleet)),
-            hostname=HOSTNAME,
+            hostname=self.hostname,
             interval_seconds=timing.nvml_interval,
             xid_events=xid_events,
             wall=self.wall,

@@ -14,7 +14,6 @@ import json
 import re
 import shutil
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
@@ -22,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from common import stop_process
 
 from servescope.alerts.lint import duration_seconds
-from servescope.demo.children import free_port
+from servescope.common.processes import Child, ChildFailedError, free_port
 
 LOOKBACK = "1m"  # backfilled series carry no staleness markers: a vanished series lingers this long
 READY_SECONDS = 60.0
@@ -99,50 +97,37 @@ class Prometheus:
         self.data = data
         self.binary = shutil.which(binary) or binary
         self.port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
         self.log = data.parent / "prometheus.log"
+        self.child: Child | None = None
+
+    @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        return self.child.process if self.child is not None else None
 
     def __enter__(self) -> Prometheus:
         config = self.data.parent / "prometheus.yml"
         config.write_text(yaml.safe_dump({"global": {"evaluation_interval": "30s"}}))
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
-                [
-                    self.binary,
-                    f"--config.file={config}",
-                    f"--storage.tsdb.path={self.data}",
-                    "--storage.tsdb.retention.time=10y",  # blocks older than the newest by this much go
-                    f"--query.lookback-delta={LOOKBACK}",
-                    f"--web.listen-address=127.0.0.1:{self.port}",
-                    "--query.max-samples=200000000",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-        self._wait_ready()
+        argv = [
+            self.binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={self.data}",
+            "--storage.tsdb.retention.time=10y",  # blocks older than the newest by this much go
+            f"--query.lookback-delta={LOOKBACK}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--query.max-samples=200000000",
+        ]
+        self.child = Child("prometheus", argv, self.log)
+        self.child.start()
+        try:
+            self.child.wait_ready(f"http://127.0.0.1:{self.port}/-/ready", READY_SECONDS)
+        except ChildFailedError as exc:
+            self.child.stop()
+            raise RuntimeError(str(exc)) from None
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.process is not None:
-            stop_process(self.process, grace=20.0)
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_SECONDS
-        while time.monotonic() < deadline:
-            assert self.process is not None
-            if self.process.poll() is not None:
-                raise RuntimeError(f"prometheus exited: {self.log.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=2) as answer:
-                    if answer.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(
-            f"prometheus not ready after {READY_SECONDS:.0f} s: {self.log.read_text()[-2000:]}"
-        )
+        if self.child is not None:
+            self.child.stop(grace=20.0)
 
     def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
         """The matrix `expr` evaluates to: [{"metric": labels, "values": [[t, "v"], ...]}, ...]."""

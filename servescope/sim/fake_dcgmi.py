@@ -109,6 +109,16 @@ def _width(field_id: int) -> int:
     return 12 if field_id == 156 else max(len(short_name(field_id)), 8)
 
 
+def columns(ids: list[int]) -> list[Column]:
+    """The dmon columns of the watched field ids."""
+    return [Column(short_name(fid), _width(fid)) for fid in ids]
+
+
+def row_values(gpu: SimGpu, ids: list[int], na: set[int] | frozenset[int] = frozenset()) -> list[str]:
+    """One GPU's dmon cells, as the real dcgmi prints them (`na`: fields without a value now)."""
+    return [NA if fid in na else _format(VALUES.get(fid, _no_value)(gpu)) for fid in ids]
+
+
 def _fleet() -> SimulatedFleet:
     return SimulatedFleet(
         int(os.environ.get(ENV + "GPUS", "8")),
@@ -134,8 +144,8 @@ def dmon(ids: list[int], delay_ms: int, count: int, layout: Layout) -> int:
             flush=True,
         )
         return 235
-    columns = [Column(short_name(fid), _width(fid)) for fid in ids]
-    header = render_header(layout, columns)
+    cols = columns(ids)
+    header = render_header(layout, cols)
     print("\n".join(header), flush=True)
     if mode == "watch_error" and any(fid in range(1001, 1013) for fid in ids):
         # A host without the profiling module refuses the whole watch when one profiling field is in it.
@@ -152,14 +162,11 @@ def dmon(ids: list[int], delay_ms: int, count: int, layout: Layout) -> int:
         if iteration and iteration % HEADER_EVERY == 0:
             print(("\n" if layout.blank_before_repeat else "") + "\n".join(header), flush=True)
         fleet.advance()
+        # Profiling fields have no value in the first iteration, as on a real host engine.
+        na = always_na | (set(range(1001, 1013)) if iteration == 0 else set())
         for gpu in fleet.gpus:
-            values = [
-                NA
-                if fid in always_na or (iteration == 0 and fid in range(1001, 1013))
-                else _format(VALUES.get(fid, _no_value)(gpu))
-                for fid in ids
-            ]
-            print(render_row(layout, f"GPU {gpu.index}", columns, values), flush=True)
+            values = row_values(gpu, ids, na)
+            print(render_row(layout, f"GPU {gpu.index}", cols, values), flush=True)
         iteration += 1
         if exit_after and iteration >= exit_after:
             return 1

@@ -2,9 +2,15 @@
 
 `serve --simulate --scenario`, `servescope demo --scenario`, `servescope sim scenarios` and the tests all
 take their names from SCENARIOS here.
+
+SERVESCOPE_SIM_LEAK_MIB_PER_MINUTE, when set, replaces the pace's leak rate (memory-leak and tour): an
+end-to-end test that must see the leak end in OOM sooner sets it for `servescope demo`, whose exporter
+inherits it and whose printed timeline says the same rate.
 """
 
 from __future__ import annotations
+
+import os
 
 from servescope.sim.fault_scenarios import fault_scenario
 from servescope.sim.scenarios import (
@@ -17,6 +23,7 @@ from servescope.sim.scenarios import (
     TrafficRamp,
 )
 
+LEAK_ENV = "SERVESCOPE_SIM_LEAK_MIB_PER_MINUTE"
 # "none" (the exporter's default) is no scenario at all: the fleet's own slow daily-like wave.
 NO_SCENARIO = "none"
 SCENARIOS: tuple[str, ...] = (
@@ -49,6 +56,8 @@ def make_scenario(
     if pace not in PACES:
         raise ValueError(f"unknown pace {pace!r}; known: {', '.join(PACES)}")
     speed = PACES[pace]
+    if leak_mib_per_minute is None:
+        leak_mib_per_minute = leak_from_environment()
     leak = speed.leak_mib_per_minute if leak_mib_per_minute is None else leak_mib_per_minute
     if gpu < 0:
         raise ValueError(f"gpu must be >= 0, got {gpu}")
@@ -70,3 +79,14 @@ def make_scenario(
     if name in SCENARIOS:
         return fault_scenario(name, speed, layout or [], leak)
     raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
+
+
+def leak_from_environment() -> float | None:
+    """The leak rate LEAK_ENV asks for (MiB per minute), None when unset; ValueError naming it if bad."""
+    text = os.environ.get(LEAK_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{LEAK_ENV}={text!r}: not a number of MiB per minute") from None

@@ -114,7 +114,10 @@ def simulated_runtime(settings: Settings, simulation: SimulationSettings) -> Run
     scenario = None
     if simulation.scenario != NO_SCENARIO:
         layout = gpu_groups(simulation.gpus, simulation.engines)
-        scenario = make_scenario(simulation.scenario, pace=simulation.scenario_pace, layout=layout)
+        try:
+            scenario = make_scenario(simulation.scenario, pace=simulation.scenario_pace, layout=layout)
+        except ValueError as exc:  # a bad leak rate in the environment
+            raise SimulationError(str(exc)) from None
     env = fake_dcgmi_environment(simulation.gpus, simulation.seed, simulation.gpu_model)
     hardware = Hardware(
         nvml=NvmlLibrary(SimulatedPynvml(fleet)),

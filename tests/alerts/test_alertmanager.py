@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -30,6 +29,7 @@ from servescope.alerts.bundle import all_alerts, write
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.model import BUNDLE_LABEL, WATCHDOG
 from servescope.runbooks.webhook import WEBHOOK_PATH
+from tests.support import Child, ChildFailedError, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILT = ALERTS_BUILD / "alertmanager.yaml"
@@ -285,12 +285,6 @@ def test_inhibit_sources_carry_the_equal_labels() -> None:
 # --- inhibitions, for real ------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass
 class Alertmanager:
     url: str
@@ -326,58 +320,53 @@ class Alertmanager:
     def alerts(self) -> dict[frozenset[tuple[str, str]], dict[str, Any]]:
         return {frozenset(a["labels"].items()): a for a in self.request("/api/v2/alerts")}
 
+    def resolve_all(self) -> None:
+        """Resolve every alert posted so far: the next test starts with nothing active."""
+        posted = [dict(labels) for labels in self.alerts()]
+        if posted:
+            self.fire(*posted, resolved=True)
 
-@pytest.fixture
-def alertmanager(tmp_path: Path) -> Iterator[Alertmanager]:
-    """The real Alertmanager with the built configuration; the webhook points at a closed local port."""
+
+@pytest.fixture(scope="module")
+def shared_alertmanager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Alertmanager]:
+    """The real Alertmanager with the built configuration, one for the module; the webhook points at a
+    closed local port."""
     binary = tool("prometheus-alertmanager")
+    tmp_path = tmp_path_factory.mktemp("alertmanager")
     config = yaml.safe_load(BUILT.read_text())
     token = tmp_path / "token"
     token.write_text("test-token\n")
     for receiver in config["receivers"]:
         for webhook in receiver.get("webhook_configs", []):
-            webhook["url"] = f"http://127.0.0.1:{_free_port()}/api/v1/alertmanager"
+            webhook["url"] = f"http://127.0.0.1:{free_port()}/api/v1/alertmanager"
             webhook["http_config"]["authorization"]["credentials_file"] = str(token)
     path = tmp_path / "alertmanager.yaml"
     path.write_text(yaml.safe_dump(config))
-    port = _free_port()
-    log = tmp_path / "alertmanager.log"
-    with log.open("w") as out:
-        process = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={path}",
-                f"--storage.path={tmp_path / 'data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--cluster.listen-address=",
-                "--log.level=warn",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    am = Alertmanager(f"http://127.0.0.1:{port}")
+    port = free_port()
+    argv = [
+        binary,
+        f"--config.file={path}",
+        f"--storage.path={tmp_path / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--cluster.listen-address=",
+        "--log.level=warn",
+    ]
+    child = Child("alertmanager", argv, tmp_path / "alertmanager.log")
+    child.start()
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"alertmanager exited with {process.returncode}:\n{log.read_text()}")
-            try:
-                with urllib.request.urlopen(am.url + "/-/ready", timeout=1) as response:
-                    if response.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"alertmanager not ready after 15 s:\n{log.read_text()}")
-            time.sleep(0.05)
-        yield am
+        child.wait_ready(f"http://127.0.0.1:{port}/-/ready", timeout=15)
+        yield Alertmanager(f"http://127.0.0.1:{port}")
+    except ChildFailedError as exc:
+        pytest.fail(str(exc))
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        child.stop()
+
+
+@pytest.fixture
+def alertmanager(shared_alertmanager: Alertmanager) -> Iterator[Alertmanager]:
+    """The module's Alertmanager, with every alert a test posted resolved after it."""
+    yield shared_alertmanager
+    shared_alertmanager.resolve_all()
 
 
 def alert(name: str, labels: dict[str, str]) -> dict[str, str]:

@@ -28,12 +28,11 @@ import yaml
 from servescope.alerts.bundle import rule_file
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.profiles import with_profile
-from servescope.demo.children import Child, free_port
 from servescope.deploy.dcgm import exporter_env
 from servescope.deploy.exporter import exporter_settings
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.scraping import service_monitor
-from tests.helpers import wait_for
+from tests.support import Child, free_port, wait_for
 
 pytestmark = [
     pytest.mark.e2e,

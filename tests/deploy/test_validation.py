@@ -4,7 +4,9 @@ minor versions kubernetes-validate knows, prometheus-operator's against its CRD 
 from __future__ import annotations
 
 import copy
+import functools
 import json
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,16 @@ def newest_minors(count: int = 2) -> list[str]:
 
 
 KUBERNETES = newest_minors()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _schemas_parsed_once() -> Iterator[None]:
+    """kubernetes-validate reads and parses its schema files (megabytes of JSON) at every call; the
+    files do not change during a run, so each is parsed once."""
+    with pytest.MonkeyPatch.context() as patch:
+        read = kubernetes_validate.utils.schema_contents
+        patch.setattr(kubernetes_validate.utils, "schema_contents", functools.cache(read))
+        yield
 
 
 def _core(docs: tuple[Doc, ...]) -> list[Doc]:

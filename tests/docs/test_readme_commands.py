@@ -32,7 +32,7 @@ import pytest
 
 from servescope.demo.children import free_port
 from servescope.sim.wiring import fake_dcgmi_path
-from tests.helpers import wait_for
+from tests.support import wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -32,7 +32,7 @@ from servescope.alerts.bundle import groups
 from servescope.alerts.config import AlertsConfig
 from servescope.demo.stack import find_binaries
 from servescope.sim.scenarios import PACES
-from tests.helpers import wait_for
+from tests.support import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -1,76 +1,13 @@
-"""Start the real `servescope` executable on a free loopback port and stop it afterwards."""
+"""Fixtures of the end-to-end tests: one simulated exporter for the session, and promtool."""
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
-import httpx
 import pytest
 
-SERVESCOPE = str(Path(sys.executable).with_name("servescope"))
-
-
-@dataclass
-class Served:
-    base: str
-    process: subprocess.Popen[str]
-
-
-def announced_base(process: subprocess.Popen[str], deadline: float) -> str | None:
-    """The base URL `serve` prints on its stdout once it listens; None if it never does by `deadline`."""
-    assert process.stdout is not None
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            return None
-        found = re.search(r"serving.* on 127\.0\.0\.1:(\d+)", line)
-        if found:
-            return f"http://127.0.0.1:{found.group(1)}"
-    return None
-
-
-def start_servescope(*args: str, timeout: float = 15.0) -> Served:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("NODE_NAME", None)
-    process = subprocess.Popen(
-        [SERVESCOPE, "serve", "--listen", "127.0.0.1:0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    deadline = time.monotonic() + timeout
-    base = announced_base(process, deadline)
-    if base is None:
-        process.kill()
-        _, err = process.communicate()
-        raise AssertionError(f"servescope did not start: {err}")
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/readyz").status_code == 200:
-                return Served(base, process)
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    process.kill()
-    raise AssertionError("servescope did not become ready")
-
-
-def stop(served: Served) -> None:
-    served.process.terminate()
-    try:
-        served.process.wait(10)
-    except subprocess.TimeoutExpired:
-        served.process.kill()
-        served.process.wait()
+from tests.support import Served, start_servescope, stop
 
 
 @pytest.fixture(scope="session")

@@ -6,12 +6,14 @@ import os
 import socket
 import subprocess
 
+import httpx
 import pytest
 
 from servescope import __version__
 from servescope.common.settings_cli import env_names
 from servescope.serve import SERVE_AREAS as AREAS
-from tests.e2e.conftest import SERVESCOPE, stop
+from tests.support import SERVESCOPE, start_child, stop, wait_for
+from tests.support.servers import LISTENING
 
 pytestmark = pytest.mark.e2e
 
@@ -76,11 +78,9 @@ def test_unknown_gpu_model_names_the_option() -> None:
 def test_without_a_driver_the_exporter_runs_and_says_nvml_is_down() -> None:
     # This machine has no NVIDIA driver: the real NVML source must fail visibly, never fall back to
     # simulated data. (On a GPU node this test would find real GPUs instead, so it checks for that.)
-    served = start_servescope_unready()
+    served = start_child("servescope", [SERVESCOPE, "serve", "--listen", "127.0.0.1:0"], LISTENING, 15)
     try:
-        import httpx
-
-        text = httpx.get(f"{served.base}/metrics").text
+        text = wait_for("the first NVML collection", lambda: _after_first_nvml_cycle(served.base), 15, 0.1)
         assert "servescope_simulated 0" in text
         if 'servescope_source_up{source="nvml"} 0' in text:
             assert "servescope_gpu_" not in text
@@ -91,21 +91,7 @@ def test_without_a_driver_the_exporter_runs_and_says_nvml_is_down() -> None:
         stop(served)
 
 
-def start_servescope_unready():  # type: ignore[no-untyped-def]
-    import re
-    import time
-
-    process = subprocess.Popen(
-        [SERVESCOPE, "serve", "--listen", "127.0.0.1:0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    port = re.search(r":(\d+)$", line.strip())
-    assert port, line
-    from tests.e2e.conftest import Served
-
-    time.sleep(1.5)
-    return Served(f"http://127.0.0.1:{port.group(1)}", process)
+def _after_first_nvml_cycle(base: str) -> str | None:
+    """/metrics once the NVML source has reported up or down."""
+    text = httpx.get(f"{base}/metrics").text
+    return text if 'servescope_source_up{source="nvml"}' in text else None

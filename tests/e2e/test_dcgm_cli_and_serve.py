@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.conftest import SERVESCOPE, start_servescope, stop
 from tests.helpers import SAMPLES
+from tests.support import SERVESCOPE, start_servescope, stop
 
 pytestmark = pytest.mark.e2e
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.conftest import Served
+from tests.support import Served
 
 pytestmark = pytest.mark.e2e
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.e2e.conftest import Served, start_servescope, stop
+from tests.support import Served, start_servescope, stop
 
 pytestmark = pytest.mark.e2e
 

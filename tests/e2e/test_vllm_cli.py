@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from tests.e2e.conftest import SERVESCOPE
 from tests.helpers import SAMPLES
+from tests.support import SERVESCOPE
 
 pytestmark = pytest.mark.e2e
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from servescope.exporter.exposition import Sample
 from servescope.exporter.publisher import Publisher
 from servescope.exporter.runtime import Runtime
 from servescope.exporter.sources.base import Collection, Problem
+from tests.support import free_port
 
 
 class BlockingSource:
@@ -61,12 +61,6 @@ class PartialSource:
 
     def close(self) -> None:
         pass
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

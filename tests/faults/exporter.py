@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import time
@@ -13,7 +14,20 @@ from pathlib import Path
 
 import httpx
 
-from tests.e2e.conftest import SERVESCOPE, announced_base
+from tests.support import SERVESCOPE
+
+
+def announced_base(process: subprocess.Popen[str], deadline: float) -> str | None:
+    """The base URL `serve` prints on its stdout once it listens; None if it never does by `deadline`."""
+    assert process.stdout is not None
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            return None
+        found = re.search(r"serving.* on 127\.0\.0\.1:(\d+)", line)
+        if found:
+            return f"http://127.0.0.1:{found.group(1)}"
+    return None
 
 
 @dataclass

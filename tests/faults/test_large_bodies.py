@@ -20,7 +20,7 @@ from tests.faults.peers import (
     rss_peak_mib,
     serve,
 )
-from tests.helpers import wait_for
+from tests.support import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -12,7 +12,7 @@ from servescope.exporter.dcgm.exporter_source import DcgmExporterSource
 from servescope.exporter.sources.base import SourceError
 from tests.faults.exporter import exporter, series
 from tests.faults.peers import healthy, serve, trickling
-from tests.helpers import wait_for
+from tests.support import wait_for
 
 pytestmark = pytest.mark.e2e
 

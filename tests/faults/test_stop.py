@@ -15,7 +15,7 @@ import pytest
 from servescope.common.http_server import HARD_STOP_SECONDS
 from tests.faults.exporter import exporter
 from tests.faults.peers import serve, trickling
-from tests.helpers import wait_for
+from tests.support import wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -9,9 +9,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.conftest import start_servescope, stop
-from tests.helpers import wait_for
 from tests.k8s.kubelet import FakeKubelet, container, dra_claim, pod
+from tests.support import start_servescope, stop, wait_for
 
 pytestmark = pytest.mark.e2e
 GPU = "nvidia.com/gpu"

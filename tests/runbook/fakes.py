@@ -17,8 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
-from tests.e2e.conftest import Served, start_servescope
-from tests.e2e.conftest import stop as stop_process
+from tests.support import Served, start_servescope, stop
 
 FRONT = """---
 alert: {alert}
@@ -37,14 +36,6 @@ What it costs.
 Look first.
 
 """
-
-
-def stop(served: Served) -> None:
-    """Stop a started servescope and close its pipes, so no open file is left to the garbage collector."""
-    stop_process(served)
-    for pipe in (served.process.stdout, served.process.stderr):
-        if pipe is not None:
-            pipe.close()
 
 
 def step(step_id: str, kind: str, action: str, params: str = "", title: str = "A step") -> str:

@@ -7,7 +7,6 @@ import ast
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,8 @@ from servescope.runbooks.actions import (
     promql_string,
 )
 from servescope.runbooks.actions.changes import SilenceParams, silence_body
-from tests.runbook.fakes import Recorded, corpus, fake_http, fake_kubectl, start_simulated_exporter, stop
+from tests.runbook.fakes import Recorded, corpus, fake_http, fake_kubectl
+from tests.support import Served
 
 FAKE_DCGMI = str(Path(sys.executable).with_name("servescope-fake-dcgmi"))
 PACKAGE = Path(runbooks_package.__file__).resolve().parent
@@ -42,10 +42,8 @@ def run(name: str, ctx: RunContext, **params: Any) -> StepResult:
 
 
 @pytest.fixture(scope="module")
-def ctx() -> Iterator[RunContext]:
-    served = start_simulated_exporter()
-    yield RunContext(exporter_url=served.base)
-    stop(served)
+def ctx(simulated_exporter: Served) -> RunContext:
+    return RunContext(exporter_url=simulated_exporter.base)
 
 
 @pytest.fixture(scope="module")
@@ -70,12 +68,14 @@ def test_gpu_snapshot_by_index_and_by_uuid(ctx: RunContext, gpu0: dict[str, Any]
     assert by_uuid.action == "gpu_snapshot" and by_uuid.kind == "read"
 
 
+@pytest.mark.e2e
 def test_an_unknown_gpu_is_a_failed_result_naming_the_known_ones(ctx: RunContext) -> None:
     result = run("gpu_snapshot", ctx, gpu="7")
     assert not result.ok
     assert "GPU '7' is not in the exporter's metrics (known GPUs: 0 (GPU-" in result.output
 
 
+@pytest.mark.e2e
 def test_process_list_joins_processes_to_engines(ctx: RunContext) -> None:
     result = run("process_list", ctx, gpu="0")
     assert result.ok, result.output
@@ -85,6 +85,7 @@ def test_process_list_joins_processes_to_engines(ctx: RunContext) -> None:
     assert "pid" in result.output and "deepseek-ai/DeepSeek-V3" in result.output
 
 
+@pytest.mark.e2e
 def test_memory_curve_returns_the_summary_and_the_svg(ctx: RunContext) -> None:
     result = run("memory_curve", ctx, gpu="1", window="2m")
     assert result.ok, result.output
@@ -95,6 +96,7 @@ def test_memory_curve_returns_the_summary_and_the_svg(ctx: RunContext) -> None:
     assert not too_long.ok and "must be between 10s and the retention" in too_long.output
 
 
+@pytest.mark.e2e
 def test_nvlink_errors_per_link_and_the_dcgm_counters(ctx: RunContext) -> None:
     result = run("nvlink_errors", ctx, gpu="2")
     assert result.ok, result.output
@@ -106,6 +108,7 @@ def test_nvlink_errors_per_link_and_the_dcgm_counters(ctx: RunContext) -> None:
     assert "1009/1010 are PCIe bytes/s" in result.output
 
 
+@pytest.mark.e2e
 def test_serving_snapshot_of_every_engine_or_the_one_asked_for(ctx: RunContext) -> None:
     everything = run("serving_snapshot", ctx)
     assert everything.ok, everything.output
@@ -124,6 +127,7 @@ def test_serving_snapshot_of_every_engine_or_the_one_asked_for(ctx: RunContext) 
     assert not unknown.ok and "no serving engine with model_name 'no/such-model'" in unknown.output
 
 
+@pytest.mark.e2e
 def test_batch_size_advice_gives_the_value_its_inputs_and_the_rule(ctx: RunContext) -> None:
     result = run("batch_size_advice", ctx, model_name="deepseek-ai/DeepSeek-V3")
     assert result.ok, result.output
@@ -135,6 +139,7 @@ def test_batch_size_advice_gives_the_value_its_inputs_and_the_rule(ctx: RunConte
     assert "recommended max_num_seqs" in result.output and "x0.8" in result.output
 
 
+@pytest.mark.e2e
 def test_capacity_advice_against_the_20_percent_buffer(ctx: RunContext) -> None:
     result = run("capacity_advice", ctx)
     assert result.ok, result.output

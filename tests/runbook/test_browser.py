@@ -6,10 +6,7 @@ the browser Playwright would download is not used.
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,8 +15,9 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
-from tests.e2e.conftest import SERVESCOPE, Served, start_servescope
-from tests.runbook.fakes import stop
+from tests.support import SERVESCOPE, Served, start_child, start_servescope, stop
+
+LISTENING = r"servescope runbook server on 127\.0\.0\.1:(\d+)"
 
 pytestmark = pytest.mark.e2e
 ALERT = "ServescopeGpuMemoryLeakSuspected"
@@ -49,42 +47,23 @@ WEBHOOK_TOKEN = "webhook-test-token"
 def runbook_server(exporter: Served, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("runbook-server")
     (folder / "webhook-token").write_text(WEBHOOK_TOKEN + "\n")
-    process = subprocess.Popen(
-        [
-            SERVESCOPE,
-            "runbook-server",
-            "--listen",
-            "127.0.0.1:0",
-            "--exporter-url",
-            exporter.base,
-            "--audit-log",
-            str(folder / "audit.jsonl"),
-            "--webhook-token-file",
-            str(folder / "webhook-token"),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=folder,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    assert process.stdout is not None
-    base = None
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and base is None:
-        line = process.stdout.readline()
-        if not line:
-            break
-        found = re.search(r"servescope runbook server on 127\.0\.0\.1:(\d+)", line)
-        if found:
-            base = f"http://127.0.0.1:{found.group(1)}"
-    if base is None:
-        process.kill()
-        raise AssertionError(f"the runbook server did not start: {process.communicate()[1]}")
+    argv = [
+        SERVESCOPE,
+        "runbook-server",
+        "--listen",
+        "127.0.0.1:0",
+        "--exporter-url",
+        exporter.base,
+        "--audit-log",
+        str(folder / "audit.jsonl"),
+        "--webhook-token-file",
+        str(folder / "webhook-token"),
+    ]
+    served = start_child("runbook-server", argv, LISTENING, 20, cwd=folder)
     try:
-        yield base
+        yield served.base
     finally:
-        stop(Served(base, process))
+        stop(served)
 
 
 def test_runbook_page_in_chromium(exporter: Served, runbook_server: str, tmp_path: Path) -> None:

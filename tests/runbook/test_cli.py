@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,15 +16,8 @@ from servescope.cli import app, register_subcommands
 from servescope.runbooks.actions import RunContext
 from servescope.runbooks.document import ENV_RUNBOOKS, SHIPPED_RUNBOOKS, load_runbooks
 from servescope.runbooks.runner import run
-from tests.runbook.fakes import (
-    corpus,
-    fake_http,
-    fake_kubectl,
-    start_simulated_exporter,
-    step,
-    stop,
-    write_runbook,
-)
+from tests.runbook.fakes import corpus, fake_http, fake_kubectl, step, write_runbook
+from tests.support import Served
 
 register_subcommands()  # the CLI imports subcommands when they run; these tests drive them directly
 
@@ -75,10 +67,8 @@ def label_args(labels: dict[str, str]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def exporter() -> Iterator[str]:
-    served = start_simulated_exporter()
-    yield served.base
-    stop(served)
+def exporter(simulated_exporter: Served) -> str:
+    return simulated_exporter.base
 
 
 @pytest.fixture
@@ -205,6 +195,7 @@ def test_run_usage_errors_exit_2_and_read_nothing(tmp_path: Path, args: list[str
 
 
 # --- run: read steps, change steps ------------------------------------------------------------------
+@pytest.mark.e2e
 def test_run_runs_every_read_step_and_lists_change_steps(env: Env) -> None:
     result = invoke(*run_args(env, *label_args(env.labels)))
     assert result.exit_code == 0, result.output
@@ -222,6 +213,7 @@ def test_run_runs_every_read_step_and_lists_change_steps(env: Env) -> None:
     assert "== [change]" not in out and not env.marker.exists()
 
 
+@pytest.mark.e2e
 def test_run_json_prints_the_step_results(env: Env, tmp_path: Path) -> None:
     result = invoke(*run_args(env, *label_args(env.labels), "--json", "--svg-dir", str(tmp_path / "svg")))
     assert result.exit_code == 0, result.output
@@ -273,6 +265,7 @@ def test_create_silence_through_the_cli(env: Env) -> None:
         assert "created silence abc" in done.stdout and len(alertmanager.requests) == 1
 
 
+@pytest.mark.e2e
 def test_a_failed_step_exits_1(env: Env) -> None:
     args = run_args(env, *label_args(env.labels), "--step", "gpu-snapshot")
     args[args.index("--exporter-url") + 1] = "http://127.0.0.1:1"

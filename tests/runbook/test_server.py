@@ -16,9 +16,9 @@ from servescope.runbooks.audit import AuditLog, fingerprint
 from servescope.runbooks.document import load_runbooks, runbooks_dir
 from servescope.runbooks.markdown import markdown
 from servescope.runbooks.server import create_runbook_app, runbook_router
-from tests.e2e.conftest import Served, start_servescope
+from tests.support import Served, start_servescope, stop
 
-from .fakes import corpus, fake_kubectl, step, stop, write_runbook
+from .fakes import corpus, fake_kubectl, step, write_runbook
 
 TOKEN = "s3cret-Token-value-4242"
 ALERT = "TestAlert"
@@ -126,6 +126,7 @@ def test_read_step_runs_without_token(folder: Path, tmp_path: Path, exporter: Se
     assert missing.status_code == 422 and "'gpu'" in missing.json()["detail"]
 
 
+@pytest.mark.e2e
 def test_memory_svg_is_proxied(folder: Path, tmp_path: Path, exporter: Served) -> None:
     client, _, _ = _client(folder, tmp_path, exporter.base, None)
     answer = client.get(f"/runbooks/{ALERT}/memory.svg", params={"gpu": "0"})
@@ -224,6 +225,7 @@ def test_router_mounts_in_another_app(folder: Path, tmp_path: Path) -> None:
     assert client.get(f"/runbooks/{ALERT}?gpu=0").status_code == 200
 
 
+@pytest.mark.e2e
 def test_exporter_serves_runbooks(exporter: Served) -> None:
     import httpx
 

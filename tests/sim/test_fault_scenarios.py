@@ -9,8 +9,9 @@ import pytest
 from servescope.sim.engines import gpu_groups
 from servescope.sim.fault_scenarios import FaultPlan, Tour
 from servescope.sim.fleet import SimulatedFleet
-from servescope.sim.registry import make_scenario
-from servescope.sim.scenarios import PACES, STEADY_ENGINE, KvPressure
+from servescope.sim.models import MIB
+from servescope.sim.registry import LEAK_ENV, make_scenario
+from servescope.sim.scenarios import PACES, STEADY_ENGINE, KvPressure, MemoryLeak
 
 LAYOUT = gpu_groups(8, 4)  # [[0, 1], [2, 3], [4, 5], [6, 7]]
 FAULT_START_SECONDS = PACES["real"].fault_start_seconds
@@ -119,3 +120,26 @@ def test_tour_at_the_demo_pace_ooms_the_leaking_gpu_before_the_last_gpu_is_lost(
     assert not leak.serving and leak.oom_at is not None and leak.oom_at < scenario.lost.window.start
     assert node.gpus[scenario.lost.gpu].lost
     assert math.isinf(scenario.leak.window.end)  # the leak runs until the OOM ends it
+
+
+def test_the_environment_can_set_the_leak_rate_of_the_leak_scenarios(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(LEAK_ENV, "2560")
+    leak = make_scenario("memory-leak", pace="demo")
+    assert isinstance(leak, MemoryLeak) and leak.leak_mib_per_minute == 2560.0
+    tour = make_scenario("tour", pace="demo", layout=LAYOUT)
+    assert isinstance(tour, Tour) and tour.leak_bytes_per_second == 2560 * MIB / 60
+    # An explicit rate still wins over the environment.
+    explicit = make_scenario("memory-leak", leak_mib_per_minute=5.0)
+    assert isinstance(explicit, MemoryLeak) and explicit.leak_mib_per_minute == 5.0
+    monkeypatch.delenv(LEAK_ENV)
+    paced = make_scenario("memory-leak", pace="demo")
+    assert isinstance(paced, MemoryLeak) and paced.leak_mib_per_minute == PACES["demo"].leak_mib_per_minute
+
+
+@pytest.mark.parametrize("value", ["fast", "0", "-3"])
+def test_a_bad_leak_rate_in_the_environment_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(LEAK_ENV, value)
+    with pytest.raises(ValueError, match=LEAK_ENV if value == "fast" else "leak_mib_per_minute must be > 0"):
+        make_scenario("memory-leak")

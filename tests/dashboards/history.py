@@ -1,0 +1,118 @@
+"""Fifteen minutes of two simulated nodes, made in seconds and backfilled into a real Prometheus.
+
+The nodes run the production collectors (NVML, vLLM, derived, and DCGM over a fed `dcgmi dmon`) on a
+fake clock, through the alert-quality benchmark's node (bench/quality): `node-leak` plays memory-leak
+(so growth rates, exhaustion and the leak verdict exist), `node-faults` hardware-faults (XIDs, NVLink
+CRC errors, PCIe replays, a lost GPU). Each node's scrapes go into one OpenMetrics file, which promtool
+imports into TSDB blocks; the bundle's recording rules are then backfilled over the same range with
+`promtool tsdb create-blocks-from rules` (against a Prometheus over the raw blocks), and the caller's
+Prometheus serves both. Queries are answered at `END`, the instant of the last scrape.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from quality.node import Node, Timing
+from quality.openmetrics import SeriesBuffer
+from quality.prom import Prometheus, create_blocks
+from quality.runs import BASE_WALL
+
+from servescope.catalog import CATALOG
+from servescope.exporter.dcgm.counters import load_counters, specs_of
+from servescope.exporter.publisher import Publisher
+from servescope.exporter.runner import SourceRunner
+from servescope.exporter.runtime import process_families
+from servescope.sim.registry import make_scenario
+from servescope.sim.vllm_engine import EngineConfig
+from tests.alerts.promtool import RULES
+from tests.dashboards.dcgm_feed import DcgmFeed
+
+# Growth rates need half of their 5 min window of history, the leak verdict 4 min.
+SIMULATED_SECONDS = 900.0
+# NVML every second, as in production; a scrape every 5 s, so that rate(...[30s]) has enough samples.
+TIMING = Timing(nvml_interval=1.0, scrape_interval=5.0)
+START = BASE_WALL
+END = BASE_WALL + SIMULATED_SECONDS
+LAYOUT = ((0, 1), (2, 3))  # two engines, two GPUs each
+RULES_EVAL_INTERVAL = "30s"
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    hostname: str
+    scenario: str
+    seed: int
+
+    @property
+    def instance(self) -> str:
+        return f"{self.hostname}:9108"
+
+
+NODES = (NodePlan("node-leak", "memory-leak", 1), NodePlan("node-faults", "hardware-faults", 2))
+
+
+def simulate(plan: NodePlan, work: Path) -> Path:
+    """Run one node for SIMULATED_SECONDS; the OpenMetrics file of everything it exported."""
+    node = Node(
+        make_scenario(plan.scenario),
+        LAYOUT,
+        gpus=4,
+        seed=plan.seed,
+        gpu_model="H200",
+        nvlinks=None,
+        wall_start=START,
+        engine_config=EngineConfig(),
+        xid_events=True,
+        timing=TIMING,
+        hostname=plan.hostname,
+        # As the runtime publishes: the DCGM counters' families, and this process's own process_*.
+        publisher=Publisher(
+            simulated=True, extra=[process_families()], catalog=[*CATALOG, *specs_of(load_counters())]
+        ),
+    )
+    dcgm = DcgmFeed(node.fleet, node.nvml.directory, plan.hostname, TIMING.scrape_interval, node.clock)
+    node.runners.append(SourceRunner(dcgm, node.publisher, monotonic=node.clock, wall=node.wall.wall))
+    buffer = SeriesBuffer(plan.instance)
+    try:
+        node.run(SIMULATED_SECONDS, lambda t, body: buffer.add(body, START + t))
+    finally:
+        node.close()
+    path = work / f"{plan.hostname}.om"
+    buffer.write(path)
+    return path
+
+
+def backfill(work: Path) -> Path:
+    """A TSDB under `work` holding both nodes' series and the recording rules evaluated over them."""
+    tsdb = work / "tsdb"
+    for plan in NODES:
+        create_blocks(simulate(plan, work), tsdb)
+    records = work / "records"
+    with Prometheus(tsdb) as raw:
+        done = subprocess.run(
+            [
+                shutil.which("promtool") or "promtool",
+                "tsdb",
+                "create-blocks-from",
+                "rules",
+                f"--start={START:.0f}",
+                f"--end={END:.0f}",
+                f"--url=http://127.0.0.1:{raw.port}",
+                f"--output-dir={records}",
+                f"--eval-interval={RULES_EVAL_INTERVAL}",
+                str(RULES),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if done.returncode != 0:
+        raise AssertionError(f"promtool could not backfill the recording rules: {done.stderr[-2000:]}")
+    for block in records.iterdir():
+        if block.is_dir():
+            shutil.move(block, tsdb / block.name)
+    return tsdb

@@ -1,0 +1,63 @@
+"""The real `servescope serve` on a free loopback port: started, waited for until ready, stopped."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from servescope.common.processes import Child, ChildFailedError
+
+SERVESCOPE = str(Path(sys.executable).with_name("servescope"))
+LISTENING = r"serving.* on 127\.0\.0\.1:(\d+)"
+STOP_GRACE_SECONDS = 10.0
+
+
+@dataclass
+class Served:
+    base: str
+    child: Child
+
+    def log(self) -> str:
+        return self.child.log_path.read_text(errors="replace")
+
+
+def start_child(
+    name: str,
+    argv: list[str],
+    listening: str,
+    timeout: float,
+    *,
+    ready: str | None = None,
+    cwd: Path | None = None,
+) -> Served:
+    """Start `argv` logging into a temporary folder, read its port from the line matching `listening`,
+    then wait until GET `ready` answers 200 (when given). AssertionError quoting its log otherwise."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("NODE_NAME", None)
+    child = Child(name, argv, Path(tempfile.mkdtemp(prefix=f"{name}-")) / f"{name}.log", env=env, cwd=cwd)
+    child.start()
+    try:
+        port = child.wait_for_output(listening, timeout).group(1)
+        served = Served(f"http://127.0.0.1:{port}", child)
+        if ready is not None:
+            child.wait_ready(served.base + ready, timeout)
+    except ChildFailedError as exc:
+        stop(Served("", child))
+        raise AssertionError(f"{name} did not start: {exc}") from None
+    return served
+
+
+def start_servescope(*args: str, timeout: float = 15.0) -> Served:
+    """`servescope serve --listen 127.0.0.1:0 ARGS`, once /readyz answers 200."""
+    argv = [SERVESCOPE, "serve", "--listen", "127.0.0.1:0", *args]
+    return start_child("servescope", argv, LISTENING, timeout, ready="/readyz")
+
+
+def stop(served: Served) -> None:
+    """Stop the child (SIGTERM to its group, SIGKILL after a grace) and remove its log."""
+    served.child.stop(STOP_GRACE_SECONDS)
+    shutil.rmtree(served.child.log_path.parent, ignore_errors=True)
