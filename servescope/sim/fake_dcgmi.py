@@ -32,6 +32,7 @@ from servescope.exporter.dcgm.dmon_format import (
 )
 from servescope.exporter.dcgm.field_table import KNOWN, short_name
 from servescope.sim.fleet import SimGpu, SimulatedFleet
+from servescope.sim.node_state import STATE_ENV, apply
 
 ENV = "SERVESCOPE_FAKE_DCGMI_"
 MIB = 1024 * 1024
@@ -158,10 +159,13 @@ def dmon(ids: list[int], delay_ms: int, count: int, layout: Layout) -> int:
     exit_after = int(os.environ.get(ENV + "EXIT_AFTER", "0"))
     hang_after = int(os.environ.get(ENV + "HANG_AFTER", "0"))
     iteration = 0
+    node_state = os.environ.get(STATE_ENV)
     while count == 0 or iteration < count:
         if iteration and iteration % HEADER_EVERY == 0:
             print(("\n" if layout.blank_before_repeat else "") + "\n".join(header), flush=True)
         fleet.advance()
+        if node_state:
+            apply(fleet, Path(node_state))
         # Profiling fields have no value in the first iteration, as on a real host engine.
         na = always_na | (set(range(1001, 1013)) if iteration == 0 else set())
         for gpu in fleet.gpus:

@@ -8,6 +8,7 @@ import logging
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Protocol
 
@@ -18,6 +19,7 @@ from servescope.exporter.settings import Settings
 from servescope.sim.engines import SimEngine, gpu_groups, start_engines, stop_engines
 from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.models import MODELS
+from servescope.sim.node_state import STATE_ENV, StateWriter
 from servescope.sim.pynvml_module import SimulatedPynvml
 from servescope.sim.registry import NO_SCENARIO, SCENARIOS, make_scenario
 from servescope.sim.scenario_driver import ScenarioDriver
@@ -68,12 +70,22 @@ def fake_dcgmi_environment(gpus: int, seed: int, model: str | None = None) -> di
 class SimulatedNode:
     """The engines and the scenario: started before the exporter's sources, stopped after them."""
 
-    def __init__(self, fleet: SimulatedFleet, engines: int, seed: int, scenario: Scenario | None) -> None:
+    def __init__(
+        self,
+        fleet: SimulatedFleet,
+        engines: int,
+        seed: int,
+        scenario: Scenario | None,
+        state: StateWriter | None = None,
+    ) -> None:
         self.fleet, self.engine_count, self.seed, self.scenario = fleet, engines, seed, scenario
         self.engines: list[SimEngine] = []
         self.driver: ScenarioDriver | None = None
+        self.state = state
 
     def start(self) -> None:
+        if self.state is not None:
+            self.state.start()
         if self.engine_count:
             self.engines = start_engines(self.fleet, self.engine_count, self.seed)
         if self.scenario is not None:
@@ -86,6 +98,9 @@ class SimulatedNode:
             self.driver = None
         stop_engines(self.engines)
         self.engines = []
+        if self.state is not None:
+            self.state.stop()
+            shutil.rmtree(self.state.path.parent, ignore_errors=True)
 
 
 def check(simulation: SimulationSettings) -> None:
@@ -119,6 +134,9 @@ def simulated_runtime(settings: Settings, simulation: SimulationSettings) -> Run
         except ValueError as exc:  # a bad leak rate in the environment
             raise SimulationError(str(exc)) from None
     env = fake_dcgmi_environment(simulation.gpus, simulation.seed, simulation.gpu_model)
+    # The fake `dcgmi` follows this fleet (what scenarios drive), as a host engine reads the same GPUs.
+    state = StateWriter(fleet, Path(tempfile.mkdtemp(prefix="servescope-sim-")) / "node-state.json")
+    env[STATE_ENV] = str(state.path)
     hardware = Hardware(
         nvml=NvmlLibrary(SimulatedPynvml(fleet)),
         dcgmi=fake_dcgmi_path(),
@@ -132,5 +150,5 @@ def simulated_runtime(settings: Settings, simulation: SimulationSettings) -> Run
         simulation.seed,
     )
     runtime = build_runtime(settings, hardware)
-    runtime.companions.append(SimulatedNode(fleet, simulation.engines, simulation.seed, scenario))
+    runtime.companions.append(SimulatedNode(fleet, simulation.engines, simulation.seed, scenario, state))
     return runtime

@@ -223,11 +223,19 @@ def test_kv_pressure_pages_with_the_combined_alert_on_the_right_gpus_and_engine(
     assert _gpus_of(stack, endpoint) == {"0", "1"}
     # The other engine and its GPUs are not under pressure: no combined alert names them.
     assert not [a for a in stack.alerts(name, "pending") if a["labels"]["gpu"] in {"2", "3"}]
-    incident = _check_delivered(stack, name, 120, gpu=alerts[0]["labels"]["gpu"], endpoint=endpoint)
-    # A warning: KV over 70% on a saturated GPU is a cause; the page needs a symptom (requests waiting,
-    # preempted or burning the TTFT budget), which this ramp stops short of.
-    assert incident["labels"]["severity"] == "warning"
-    _detected(stack, name, alerts, incident)
+    # The ramp also makes requests suffer (the TTFT budget burns at the paging rate): the page is the
+    # critical alert that needs such a symptom, and it inhibits the combined warning it contains.
+    page = "ServescopeKvPressureHurtingRequests"
+    pages = wait_for(
+        f"{page} firing on two GPUs", lambda: len(stack.alerts(page)) >= 2 and stack.alerts(page), 240
+    )
+    assert {(a["labels"]["gpu"], a["labels"]["endpoint"]) for a in pages} == {
+        ("0", endpoint),
+        ("1", endpoint),
+    }
+    incident = _check_delivered(stack, page, 120, gpu=pages[0]["labels"]["gpu"], endpoint=endpoint)
+    assert incident["labels"]["severity"] == "critical"
+    _detected(stack, page, pages, incident)
 
 
 def test_nvlink_crc_storm_alerts_on_that_gpu_only(stacks: dict[str, Stack]) -> None:
