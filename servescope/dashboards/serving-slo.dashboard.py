@@ -8,7 +8,7 @@ built from; burn rates read the alert bundle's recording rules.
 from __future__ import annotations
 
 from servescope import catalog as c
-from servescope.alerts.rules_slo import PAGE, error_ratio
+from servescope.alerts.rules_slo import LONG_LOOKBACK, LONG_WINDOWS, PAGE, error_ratio
 from servescope.catalog import derived as d
 from servescope.dashboards.common import ALERTS, ENGINE, Panel, m, make_dashboard, stat, ts
 
@@ -82,10 +82,16 @@ def latency_panel(key: str, histogram: str, words: str) -> Panel:
 _BURN_WINDOWS = [window for _, long, short in PAGE for window in (long, short)]
 
 
+def _burn_series(sli: str, window: str) -> str:
+    series = m(error_ratio(sli, window), ENGINE)
+    # The bundle records the long windows every 5 min only: read their last record, as its alerts do.
+    return f"last_over_time({series}[{LONG_LOOKBACK}])" if window in LONG_WINDOWS else series
+
+
 def burn_panel(sli: str, words: str) -> Panel:
     return ts(
         f"{words} error-budget burn rate",
-        [(f"{m(error_ratio(sli, w), ENGINE)} / {BUDGET}", f"{{{{model_name}}}} {w}") for w in _BURN_WINDOWS],
+        [(f"{_burn_series(sli, w)} / {BUDGET}", f"{{{{model_name}}}} {w}") for w in _BURN_WINDOWS],
         "none",
         thresholds=sorted(factor for factor, _, _ in PAGE),
         description=f"Share of requests over {ALERTS.slo_bound(sli)} s divided by the error budget "

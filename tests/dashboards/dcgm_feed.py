@@ -47,6 +47,13 @@ class LineStream:
             raise StopIteration
         return line
 
+    def readline(self, limit: int = -1) -> str:
+        """One line as a file's readline gives it ("" at the end); the feed's lines are short."""
+        try:
+            return next(self)
+        except StopIteration:
+            return ""
+
     def put(self, lines: Sequence[str]) -> None:
         for line in lines:
             self._lines.put(line + "\n")

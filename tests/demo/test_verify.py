@@ -167,7 +167,10 @@ def test_verify_stack_raises_one_line_naming_the_first_failed_check(
         verify_stack(urls, files.rules, files.webhook_token, settle=0.0)
     message = str(raised.value)
     assert "\n" not in message
-    assert message.startswith(f"Prometheus at {base} loaded 0 of the 7 rule groups; missing: servescope-")
+    expected = len(groups(AlertsConfig()))
+    assert message.startswith(
+        f"Prometheus at {base} loaded 0 of the {expected} rule groups; missing: servescope-"
+    )
     assert rule_group_names(files.rules) == [g.name for g in groups(AlertsConfig())]
 
 
@@ -243,8 +246,9 @@ def test_prometheus_loading_no_rule_stops_the_demo_with_one_line_naming_it(
         signal.signal(signal.SIGTERM, previous)
     assert result.exit_code == 1, result.output
     errors = [line for line in result.output.splitlines() if line.startswith("servescope: error:")]
-    assert len(errors) == 1 and "loaded 0 of the 7 rule groups; missing: servescope-" in errors[0], (
-        result.output
-    )
+    assert (
+        len(errors) == 1
+        and f"loaded 0 of the {len(groups(AlertsConfig()))} rule groups; missing: servescope-" in errors[0]
+    ), result.output
     assert not (tmp_path / "rel" / "urls.json").exists()  # never announced as running
     assert "stopping prometheus" in result.output and "stopping runbooks" in result.output
