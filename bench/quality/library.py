@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from servescope.alerts.config import AlertsConfig
-from servescope.alerts.lint import duration_seconds
+from servescope.common.durations import parse_duration
 from servescope.sim.fault_scenarios import EngineFault, GpuFault, Window
 from servescope.sim.models import MIB
 
@@ -75,7 +75,7 @@ def latency_truth(cfg: AlertsConfig) -> tuple[Incident, ...]:
 def _saturation(cfg: AlertsConfig, gpu: int, name: str = "GPU saturated") -> Incident:
     return Incident(
         name,
-        Busy(cfg.gpu_saturated_ratio, duration_seconds(cfg.gpu_saturated_for), gpu),
+        Busy(cfg.gpu_saturated_ratio, parse_duration(cfg.gpu_saturated_for), gpu),
         expect=("ServescopeGpuSaturated",),
         gpu=gpu,
     )
@@ -84,7 +84,7 @@ def _saturation(cfg: AlertsConfig, gpu: int, name: str = "GPU saturated") -> Inc
 def _fleet_busy(cfg: AlertsConfig) -> Incident:
     return Incident(
         "fleet without spare capacity",
-        Busy(1 - cfg.capacity_buffer_ratio, duration_seconds(cfg.capacity_for)),
+        Busy(1 - cfg.capacity_buffer_ratio, parse_duration(cfg.capacity_for)),
         expect=("ServescopeFleetCapacityBufferLow",),
     )
 
@@ -171,7 +171,7 @@ def kv_pressure(cfg: AlertsConfig, *, saturate: bool) -> Plan:
         kv=EngineFault(0, (0,) if saturate else (), window),
         kv_clients=KvClients(4, 52, 20 * MINUTE),
     )
-    kv_for = duration_seconds(cfg.kv_pressure_for)
+    kv_for = parse_duration(cfg.kv_pressure_for)
     pressure = KvAbove(0, cfg.kv_pressure_ratio, kv_for)
     incidents = [
         Incident(
@@ -187,7 +187,7 @@ def kv_pressure(cfg: AlertsConfig, *, saturate: bool) -> Plan:
         incidents += [
             Incident(
                 "engine 0 KV pressure on a saturated GPU 0",
-                Both(pressure, busy, duration_seconds(cfg.combined_for)),
+                Both(pressure, busy, parse_duration(cfg.combined_for)),
                 expect=("ServescopeGpuSaturatedKvPressure",),
                 engine=0,
                 gpu=0,

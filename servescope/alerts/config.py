@@ -1,5 +1,4 @@
-"""Every threshold, window, selector and link of the alert bundle, in one object users override from "
-"a file."""
+"""Every threshold, window, selector and link of the alert bundle, in one object a file overrides."""
 
 from __future__ import annotations
 

@@ -12,18 +12,9 @@ import yaml
 from servescope.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.alerts.bundle import groups, rule_file
 from servescope.alerts.config import AlertsConfig
-from servescope.alerts.lint import (
-    Call,
-    LintProblem,
-    PromQLError,
-    Selector,
-    lint,
-    lint_document,
-    lint_rule_file,
-    parse_promql,
-    walk,
-)
+from servescope.alerts.lint import LintProblem, lint, lint_document, lint_rule_file
 from servescope.alerts.model import GPU_KEYS, Alert, Group, Record
+from servescope.alerts.promql import Call, PromQLError, Selector, parse_promql, walk
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = AlertsConfig()
