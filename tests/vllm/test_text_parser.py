@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from servescope.exporter.vllm import text_parser
-from servescope.exporter.vllm.text_parser import ExpositionError, ParsedFamily, parse_exposition
+from servescope.exporter.vllm.text_parser import (
+    ExpositionError,
+    ExpositionParser,
+    ParsedFamily,
+    parse_exposition,
+)
 from tests.helpers import SAMPLES
 
 # Expositions only: the samples folder also holds captures that are not /metrics (process trees).
@@ -238,14 +243,33 @@ def test_returned_labels_are_the_callers_own() -> None:
     assert parse_exposition(text)[0].samples[0].labels == {"b": "c"}
 
 
-def test_remembered_series_never_change_results(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_remembered_series_never_change_results() -> None:
     text = (SAMPLES / "vllm-0.32-cpu-idle.txt").read_text()
     expected = reference(text)
-    text_parser._forget()
-    assert ours(text) == expected  # a first scrape
-    assert ours(text) == expected  # every later one
-    monkeypatch.setattr(text_parser, "_CACHE_LIMIT", 8)
-    assert ours(text) == expected  # the memory is dropped again and again when full
+    parser = ExpositionParser()
+    assert normalise(parser.parse(text)) == expected  # a first scrape
+    assert normalise(parser.parse(text)) == expected  # every later one
+    small = ExpositionParser(cache_limit=8)
+    for _ in range(3):  # the memory is dropped again and again when full
+        assert normalise(small.parse(text)) == expected
+
+
+def test_each_thread_parses_with_a_parser_of_its_own() -> None:
+    text = (SAMPLES / "vllm-0.32-cpu-idle.txt").read_text()
+    expected = reference(text)
+    barrier = threading.Barrier(4)
+    results: list[Normalised] = []
+
+    def scrape() -> None:
+        barrier.wait()  # all four parse at once, each with its own memory of the series
+        results.extend(normalise(parse_exposition(text)) for _ in range(5))
+
+    threads = [threading.Thread(target=scrape) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [expected] * 20
 
 
 # -- errors name the line ------------------------------------------------------------------------------
