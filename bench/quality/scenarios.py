@@ -19,11 +19,11 @@ import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from servescope.sim.engine_model import EngineConfig, StepCost
 from servescope.sim.fault_scenarios import FaultPlan, Window
 from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.models import MIB
 from servescope.sim.scenarios import EngineLoad
-from servescope.sim.vllm_engine import EngineConfig, StepCost
 
 MINUTE = 60.0
 GIB = 1024 * MIB
