@@ -31,7 +31,8 @@ from servescope.exporter.dcgm.dmon_format import (
     render_row,
 )
 from servescope.exporter.dcgm.field_table import KNOWN, short_name
-from servescope.sim.fleet import SimGpu, SimulatedFleet
+from servescope.sim.fleet import SimulatedFleet
+from servescope.sim.sim_gpu import SimGpu
 
 ENV = "SERVESCOPE_FAKE_DCGMI_"
 MIB = 1024 * 1024
