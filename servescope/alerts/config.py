@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-_DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
+from servescope.common.durations import is_duration
+
 MIB = 1024 * 1024
 
 # XIDs that mean the GPU or its driver state is broken (NVIDIA's XID catalogue): 48 double-bit ECC,
@@ -125,7 +125,7 @@ class AlertsConfig(BaseModel):
         for name in type(self).model_fields:
             if name.endswith(("_for", "_window")):
                 value = getattr(self, name)
-                if not _DURATION.match(value):
+                if not is_duration(value):
                     raise ValueError(f"{name}: {value!r} is not a Prometheus duration such as 30s, 5m, 1h")
         return self
 

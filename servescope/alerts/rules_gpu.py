@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import re
-
 from servescope import catalog as c
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.model import GPU_KEYS, Alert, Group, sel
 from servescope.catalog import derived as dm
+from servescope.common.durations import parse_duration
 
 GPU_BY = "instance, hostname, gpu, uuid"
 ON_GPU = "{{ $labels.hostname }} GPU {{ $labels.gpu }} ({{ $labels.uuid }})"
-_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-
-
-def _seconds(duration: str) -> float:
-    """A Prometheus duration (validated by AlertsConfig, e.g. 10m or 1h30m) in seconds."""
-    return sum(int(n) * _UNIT_SECONDS[unit] for n, unit in re.findall(r"(\d+)(ms|s|m|h|d|w|y)", duration))
 
 
 def health(cfg: AlertsConfig) -> Group:
@@ -55,7 +48,7 @@ def health(cfg: AlertsConfig) -> Group:
             ),
             Alert(
                 "ServescopeGpuXidCritical",
-                f"increase({xid_errors}[{w}]) > 0 or (time() - {xid_seen}) < {_seconds(w):g}",
+                f"increase({xid_errors}[{w}]) > 0 or (time() - {xid_seen}) < {parse_duration(w):g}",
                 cfg.event_for,
                 "critical",
                 "A GPU reported a critical XID error.",
