@@ -57,7 +57,8 @@ def start_servescope(*args: str, timeout: float = 15.0) -> Served:
             pass
         time.sleep(0.1)
     process.kill()
-    raise AssertionError("servescope did not become ready")
+    _, err = process.communicate()  # reaps it and closes its pipes
+    raise AssertionError(f"servescope did not become ready: {err}")
 
 
 def stop(served: Served) -> None:
@@ -67,6 +68,9 @@ def stop(served: Served) -> None:
     except subprocess.TimeoutExpired:
         served.process.kill()
         served.process.wait()
+    for stream in (served.process.stdout, served.process.stderr):  # else left to the GC, with a warning
+        if stream is not None:
+            stream.close()
 
 
 @pytest.fixture(scope="session")

@@ -89,6 +89,9 @@ def runbook_server(exporter: Served, tmp_path_factory: pytest.TempPathFactory) -
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        for stream in (process.stdout, process.stderr):  # else left to the GC, with a warning
+            if stream is not None:
+                stream.close()
 
 
 def test_runbook_page_in_chromium(exporter: Served, runbook_server: str, tmp_path: Path) -> None:
