@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from servescope.sim.engine_model import EngineConfig, StepCost
@@ -234,15 +234,4 @@ class Plan:
 
     def fresh_scenario(self) -> PlanScenario:
         """A copy with nothing emitted yet: a scenario remembers the XIDs it sent."""
-        s = self.scenario
-        return PlanScenario(
-            kv=s.kv,
-            crc=s.crc,
-            down=s.down,
-            leak=s.leak,
-            leak_bytes_per_second=s.leak_bytes_per_second,
-            lost=s.lost,
-            curve=s.curve,
-            kv_clients=s.kv_clients,
-            workspace_bytes=s.workspace_bytes,
-        )
+        return replace(self.scenario, emitted=set())

@@ -13,10 +13,27 @@ import time
 import uuid as uuidlib
 from collections.abc import Callable
 
-from servescope.sim.models import MODELS
+from servescope.sim.models import MODELS, GpuModel
 from servescope.sim.sim_gpu import SimGpu
 
 STEP_SECONDS = 0.5
+
+
+def _new_gpus(count: int, spec: GpuModel, seed: int, nvlinks: int | None) -> list[SimGpu]:
+    """`count` GPUs of model `spec`, their UUIDs, phases and noise streams drawn from `seed`."""
+    seeded = random.Random(seed)
+    return [
+        SimGpu(
+            index=i,
+            uuid=f"GPU-{uuidlib.UUID(int=seeded.getrandbits(128), version=4)}",
+            pci_bus_id=f"00000000:{0x18 + 0x10 * i:02X}:00.0",
+            model=spec,
+            rng=random.Random(f"{seed}/{i}"),
+            phase=seeded.uniform(0, 2 * math.pi),
+            nvlinks=spec.nvlinks if nvlinks is None else nvlinks,
+        )
+        for i in range(count)
+    ]
 
 
 class SimulatedFleet:
@@ -40,22 +57,8 @@ class SimulatedFleet:
         self._clock = clock
         self._start = clock()
         self._steps = 0
-        spec = MODELS[model]
-        links = spec.nvlinks if nvlinks is None else nvlinks
-        seeded = random.Random(seed)
         self.driver_version = "570.133.20"
-        self.gpus = [
-            SimGpu(
-                index=i,
-                uuid=f"GPU-{uuidlib.UUID(int=seeded.getrandbits(128), version=4)}",
-                pci_bus_id=f"00000000:{0x18 + 0x10 * i:02X}:00.0",
-                model=spec,
-                rng=random.Random(f"{seed}/{i}"),
-                phase=seeded.uniform(0, 2 * math.pi),
-                nvlinks=links,
-            )
-            for i in range(gpus)
-        ]
+        self.gpus = _new_gpus(gpus, MODELS[model], seed, nvlinks)
         for gpu in self.gpus:
             gpu.step(self.elapsed, 0.0)
         # Faults at the library level, set by tests and scenarios.
