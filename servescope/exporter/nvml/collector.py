@@ -94,12 +94,7 @@ class NvmlSource:
 
     def _initialise(self) -> None:
         self._xid_unavailable = False
-        if self._xid is not None:
-            self._xid.stop()
-        if self._initialised:
-            with contextlib.suppress(NvmlError):
-                self._lib.shutdown()
-            self._initialised = False
+        self.close()  # re-initialising starts from a shut-down library and a stopped XID watcher
         self._last_init = self._monotonic()
         self._reinit_due = None
         try:
