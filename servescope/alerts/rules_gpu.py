@@ -13,6 +13,8 @@ ON_GPU = "{{ $labels.hostname }} GPU {{ $labels.gpu }} ({{ $labels.uuid }})"
 
 
 def health(cfg: AlertsConfig) -> Group:
+    # One declarative list of the group's alerts, read top to bottom as the bundle's reference: longer than
+    # 40 lines on purpose.
     w = cfg.hardware_window
     xids = "|".join(str(x) for x in cfg.critical_xids)
     nvlink = sel(cfg, c.NVLINK_ERRORS.name, 'type=~"crc_flit|crc_data"')
@@ -148,6 +150,7 @@ def health(cfg: AlertsConfig) -> Group:
 
 
 def memory(cfg: AlertsConfig) -> Group:
+    # One declarative list of the group's alerts (see health): longer than 40 lines on purpose.
     used_peak = sel(cfg, dm.MEMORY_PEAK.name)
     total = sel(cfg, c.MEMORY_TOTAL.name)
     return Group(

@@ -9,6 +9,8 @@ from servescope.catalog import derived as dm
 
 
 def meta(cfg: AlertsConfig) -> Group:
+    # One declarative list of the group's alerts, read top to bottom as the bundle's reference: longer than
+    # 40 lines on purpose.
     absent = (
         ("ServescopeGpuMetricsAbsent", c.GPU_UP.name, "GPU"),
         ("ServescopeServingMetricsAbsent", c.KV_USAGE.name, "serving-engine"),

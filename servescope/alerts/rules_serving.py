@@ -27,6 +27,8 @@ def on_engine_gpus(cfg: AlertsConfig, engine_expr: str) -> str:
 
 
 def serving(cfg: AlertsConfig) -> Group:
+    # One declarative list of the group's alerts, read top to bottom as the bundle's reference: longer than
+    # 40 lines on purpose.
     util = sel(cfg, c.UTILIZATION.name)
     kv = sel(cfg, c.KV_USAGE.name)
     waiting = sel(cfg, c.WAITING.name)

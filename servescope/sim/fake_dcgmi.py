@@ -145,6 +145,12 @@ def dmon(ids: list[int], delay_ms: int, count: int, layout: Layout) -> int:
     if mode == "hang":
         time.sleep(3600)
         return 0
+    return _stream(ids, delay_ms, count, layout, columns)
+
+
+def _stream(ids: list[int], delay_ms: int, count: int, layout: Layout, columns: list[Column]) -> int:
+    """A row per GPU every `delay_ms` (`count` times, 0: forever), the header repeated as dcgmi does."""
+    header = render_header(layout, columns)
     fleet, always_na = _fleet(), _ids("NA")
     exit_after = int(os.environ.get(ENV + "EXIT_AFTER", "0"))
     hang_after = int(os.environ.get(ENV + "HANG_AFTER", "0"))

@@ -126,6 +126,7 @@ FAST_STEPS = 252
 
 
 def fast_burn() -> dict[str, Any]:
+    # One promtool test document spelled out (series, then expected alerts): longer than 40 lines on purpose.
     inputs = []
     for sli, on_s14, on_s6 in (("ttft", DEEPSEEK, QWEN), ("e2e", QWEN, DEEPSEEK)):
         inputs += (
@@ -181,6 +182,7 @@ SLOW_STEPS = 494
 
 
 def slow_burn() -> dict[str, Any]:
+    # One promtool test document spelled out (series, then expected alerts): longer than 40 lines on purpose.
     inputs = []
     for sli, on_s3, on_s1 in (("ttft", DEEPSEEK, QWEN), ("e2e", QWEN, DEEPSEEK)):
         inputs += (
