@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import TypeVar
 
 from servescope.exporter.vllm.text_parser.model import ParsedSample, make_sample
 from servescope.exporter.vllm.text_parser.rules import PLAIN_NAME
@@ -13,6 +14,7 @@ _FAST_PIECE = re.compile(r'((?:[a-zA-Z]|_(?!_))[a-zA-Z0-9_]*)="([^"\\]*)')
 # Every scrape of a server repeats the same series, so they are remembered across calls; the bound keeps
 # hostile input from growing the memory without end.
 CACHE_LIMIT = 1 << 15
+_Value = TypeVar("_Value")
 
 
 class SeriesMemory:
@@ -27,15 +29,19 @@ class SeriesMemory:
         self.names: dict[str, str] = {}  # each plain name to one shared copy of it
         self.pairs: dict[str, tuple[str, str]] = {}
 
+    def _keep(self, cache: dict[str, _Value], key: str, value: _Value) -> _Value:
+        """Remember `value` under `key`; a full cache is dropped first (every entry can be relearnt)."""
+        if len(cache) >= self.limit:
+            cache.clear()
+        cache[key] = value
+        return value
+
     def plain_name(self, name: str) -> str | None:
         """The shared copy of a plain metric name, or None when the name is not plain."""
         known = self.names.get(name)
         if known is not None or PLAIN_NAME.fullmatch(name) is None:
             return known
-        if len(self.names) >= self.limit:
-            self.names.clear()
-        self.names[name] = name
-        return name
+        return self._keep(self.names, name, name)
 
     def label_pair(self, piece: str) -> tuple[str, str]:
         """Name and value of a `name="value` piece of a plain label set (its closing quote split off)."""
@@ -44,10 +50,7 @@ class SeriesMemory:
             match = _FAST_PIECE.fullmatch(piece)
             if match is None:
                 raise ValueError("not a plain label set")
-            pair = match[1], match[2]
-            if len(self.pairs) >= self.limit:
-                self.pairs.clear()
-            self.pairs[piece] = pair
+            pair = self._keep(self.pairs, piece, (match[1], match[2]))
         return pair
 
     def label_set(self, text: str) -> dict[str, str]:
@@ -66,10 +69,7 @@ class SeriesMemory:
         labels = dict(pairs)
         if len(labels) != len(pairs):
             raise ValueError("duplicate label")
-        if len(self.label_sets) >= self.limit:
-            self.label_sets.clear()
-        self.label_sets[text] = labels
-        return labels
+        return self._keep(self.label_sets, text, labels)
 
     def learn(self, head: str) -> tuple[str, dict[str, str]]:
         """Name and labels of a plain `name` or `name{labels}` (ValueError for any other); remembered."""
@@ -82,10 +82,7 @@ class SeriesMemory:
             raise ValueError("not a plain sample")
         if name is None:
             raise ValueError("not a plain name")  # also a line with a timestamp: its head holds a space
-        if len(self.heads) >= self.limit:
-            self.heads.clear()
-        self.heads[head] = name, labels
-        return name, labels
+        return self._keep(self.heads, head, (name, labels))
 
     def fast_sample(self, line: str) -> ParsedSample:
         """A plain `name{labels} value` line; ValueError for any other, which the slow path then takes."""
