@@ -142,7 +142,7 @@ def run(plans: list[Plan], seeds: list[int], workers: int, work: Path) -> tuple[
     return to_json(scores, plans, seeds, meta, found), markdown(scores, plans, seeds, meta, found)
 
 
-def main() -> int:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="seed 1 only, without the slow scenarios")
     parser.add_argument("--seeds", type=int, nargs="+", help="default: 1 2 3 (1 with --quick)")
@@ -154,7 +154,11 @@ def main() -> int:
         type=Path,
         help="write alert-quality.{json,md} here (default: bench/results; --quick prints only)",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = _arguments()
     known = library()
     unknown = set(args.only or ()) - {p.name for p in known}
     if unknown:
