@@ -34,9 +34,10 @@ from quality.library import library
 from quality.node import Timing
 from quality.openmetrics import names_read_by
 from quality.prom import LOOKBACK, AlertRule, Prometheus, load_rules
-from quality.report import markdown, summary, targets, to_json
+from quality.report import markdown, to_json
 from quality.runs import Generated, RunSpec, evaluate_rule, gather_blocks, generate
 from quality.scenarios import Plan
+from quality.targets import summary, targets
 
 from servescope.alerts.bundle import rule_file
 from servescope.alerts.config import AlertsConfig
