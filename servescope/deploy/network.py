@@ -12,7 +12,7 @@ from servescope.deploy.names import (
     NAMESPACE_NAME_LABEL,
     RUNBOOKS,
     RUNBOOKS_PORT,
-    metadata,
+    namespaced,
     selector_labels,
 )
 from servescope.deploy.options import DeployOptions
@@ -98,16 +98,18 @@ def _policy(
     options: DeployOptions, name: str, component: str, **rules: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """The NetworkPolicy `name` of `component`'s pods with these ingress and/or egress rules."""
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": metadata(name, options.namespace, component),
-        "spec": {
+    return namespaced(
+        "networking.k8s.io/v1",
+        "NetworkPolicy",
+        name,
+        options.namespace,
+        component,
+        spec={
             "podSelector": {"matchLabels": selector_labels(component)},
             "policyTypes": [direction.capitalize() for direction in rules],
             **rules,
         },
-    }
+    )
 
 
 def documents(options: DeployOptions) -> list[dict[str, Any]]:
