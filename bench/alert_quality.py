@@ -34,9 +34,10 @@ from quality.library import library
 from quality.node import Timing
 from quality.openmetrics import names_read_by
 from quality.prom import LOOKBACK, AlertRule, Prometheus, load_rules
-from quality.report import markdown, summary, targets, to_json
+from quality.report import markdown, to_json
 from quality.runs import Generated, RunSpec, evaluate_rule, gather_blocks, generate
 from quality.scenarios import Plan
+from quality.targets import summary, targets
 
 from servescope.alerts.bundle import rule_file
 from servescope.alerts.config import AlertsConfig
@@ -142,7 +143,7 @@ def run(plans: list[Plan], seeds: list[int], workers: int, work: Path) -> tuple[
     return to_json(scores, plans, seeds, meta, found), markdown(scores, plans, seeds, meta, found)
 
 
-def main() -> int:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="seed 1 only, without the slow scenarios")
     parser.add_argument("--seeds", type=int, nargs="+", help="default: 1 2 3 (1 with --quick)")
@@ -154,7 +155,11 @@ def main() -> int:
         type=Path,
         help="write alert-quality.{json,md} here (default: bench/results; --quick prints only)",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = _arguments()
     known = library()
     unknown = set(args.only or ()) - {p.name for p in known}
     if unknown:

@@ -118,7 +118,11 @@ def time_requests(
                 size = len(body)
     finally:
         conn.close()
-    latencies.sort()
+    return _latency_summary(latencies, size)
+
+
+def _latency_summary(latencies: list[float], size: int) -> dict[str, float]:
+    latencies = sorted(latencies)
     return {
         "p50_ms": statistics.median(latencies) * 1000,
         # Nearest rank: with fewer than 100 requests the p99 is the slowest one.

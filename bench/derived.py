@@ -77,18 +77,11 @@ class Node:
                 self.board.record(f"http://e{e}/metrics", normalise(families), gpus_of, float(t))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=20)
-    args = parser.parse_args()
-    node = Node()
-    node.feed(0, HOUR)
-    history, board = node.history, node.board
-    clock = Clock()
-    source = DerivedSource(history, board, monotonic=clock)
+def time_cycles(node: Node, source: DerivedSource, clock: Clock, repeat: int) -> tuple[float, float]:
+    """Median ms of a cycle that refits every trend, and of one right after it (trends cached)."""
     refit: list[float] = []
     cached: list[float] = []
-    for _ in range(args.repeat):
+    for _ in range(repeat):
         step = round(TREND_SECONDS)
         node.feed(round(clock.now), round(clock.now) + step)
         clock.now += step  # every trend is stale: a full refit
@@ -98,7 +91,19 @@ def main() -> None:
         started = time.perf_counter()
         source.collect()  # same instant: trends cached, peaks and exhaustion recomputed
         cached.append(time.perf_counter() - started)
-    refit_ms, cached_ms = statistics.median(refit) * 1000, statistics.median(cached) * 1000
+    return statistics.median(refit) * 1000, statistics.median(cached) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+    node = Node()
+    node.feed(0, HOUR)
+    history, board = node.history, node.board
+    clock = Clock()
+    source = DerivedSource(history, board, monotonic=clock)
+    refit_ms, cached_ms = time_cycles(node, source, clock, args.repeat)
     # Defaults: a cycle every 5 s, a refit every 30 s -> per 30 s: 1 refit cycle + 5 cached cycles.
     cpu_share = (refit_ms + 5 * cached_ms) / 1000 / TREND_SECONDS
     data = {

@@ -3,7 +3,7 @@
 Inputs: every Prometheus exposition in shared/samples, and a synthetic 16-engine vLLM exposition (the
 families of vllm-0.32-cpu-idle.txt replicated with engine="0".."15"). Each figure is the best of N runs,
 taken in turn so that both parsers see the same machine load; the garbage collector is off while timing,
-as timeit does. "cold" forgets what earlier calls learnt about series (a first scrape); "warm" is every
+as timeit does. "cold" is a new parser, which knows no series yet (a first scrape); "warm" is every
 later scrape of the same server; "keep" keeps only the vllm:/sglang: families, as the vLLM source does.
 Usage: python bench/ingest.py [--runs 40]
 """
@@ -22,8 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, write
 from prometheus_client.parser import text_string_to_metric_families
 
-from servescope.exporter.vllm import text_parser
-from servescope.exporter.vllm.text_parser import parse_exposition
+from servescope.exporter.vllm.text_parser import ExpositionParser
 
 SAMPLES = (
     Path(os.environ.get("SERVESCOPE_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
@@ -64,14 +63,11 @@ def replicate_engines(text: str, engines: int = ENGINES) -> str:
     return "\n".join(out)
 
 
-def best_of(
-    runs: int, jobs: dict[str, Callable[[], object]], before: dict[str, Callable[[], None]]
-) -> dict[str, float]:
+def best_of(runs: int, jobs: dict[str, Callable[[], object]]) -> dict[str, float]:
     """Best wall time in seconds of each job, the jobs taken in turn run after run."""
     best = dict.fromkeys(jobs, float("inf"))
     for _ in range(runs):
         for name, job in jobs.items():
-            before.get(name, lambda: None)()
             gc.disable()
             started = time.perf_counter()
             job()
@@ -83,7 +79,8 @@ def best_of(
 
 def measure(text: str, runs: int) -> dict[str, float]:
     """µs per line of each parser on one exposition, after checking that both read it the same."""
-    ours = parse_exposition(text)
+    scraper = ExpositionParser()  # the parser of one scraped server, warm after its first scrape
+    ours = scraper.parse(text)
     theirs = list(text_string_to_metric_families(text))
     assert [(f.name, len(f.samples)) for f in ours] == [(f.name, len(f.samples)) for f in theirs]
     lines = len(text.splitlines())
@@ -91,11 +88,10 @@ def measure(text: str, runs: int) -> dict[str, float]:
         runs,
         {
             "prometheus_client": lambda: list(text_string_to_metric_families(text)),
-            "cold": lambda: parse_exposition(text),
-            "warm": lambda: parse_exposition(text),
-            "keep": lambda: parse_exposition(text, keep=engine_family),
+            "cold": lambda: ExpositionParser().parse(text),
+            "warm": lambda: scraper.parse(text),
+            "keep": lambda: scraper.parse(text, keep=engine_family),
         },
-        {"cold": text_parser._forget},  # private: only a benchmark wants a first scrape again
     )
     result = {f"{name}_us_per_line": s / lines * 1e6 for name, s in seconds.items()}
     result |= {

@@ -121,6 +121,20 @@ def durations_section(parts: list[tuple[str, float | None, str]]) -> list[str]:
     return ["## How long each part took", "", *table(["part", "wall time", "measured by"], rows), ""]
 
 
+def part_sections(found: dict[str, dict[str, Any]], results: Path) -> list[str]:
+    """One section per part that has results, in the report's order."""
+    sections: list[tuple[str, Callable[[dict[str, Any]], list[str]]]] = [
+        ("scrape", scrape_section),
+        ("ingest", ingest_section),
+        ("footprint", footprint_section),
+        ("footprint", freshness_section),
+        ("dcgm", dcgm_section),
+        ("derived", derived_section),
+        ("alert-quality", lambda data: alert_section(data, results)),
+    ]
+    return [line for name, section in sections if name in found for line in section(found[name])]
+
+
 def render(
     found: dict[str, dict[str, Any]], stale: list[str], results: Path, now: float
 ) -> tuple[str, dict[str, Any]]:
@@ -144,18 +158,7 @@ def render(
         *targets_section(found_targets),
         *durations_section(parts),
     ]
-    sections: list[tuple[str, Callable[[dict[str, Any]], list[str]]]] = [
-        ("scrape", scrape_section),
-        ("ingest", ingest_section),
-        ("footprint", footprint_section),
-        ("footprint", freshness_section),
-        ("dcgm", dcgm_section),
-        ("derived", derived_section),
-        ("alert-quality", lambda data: alert_section(data, results)),
-    ]
-    for name, section in sections:
-        if name in found:
-            lines += section(found[name])
+    lines += part_sections(found, results)
     others = sorted(set(found) - set(PARTS))
     if others:
         lines += [f"Other results files of this run, not summarised: {', '.join(others)}.", ""]

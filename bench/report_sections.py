@@ -16,25 +16,25 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
     ]
 
 
+def _scrape_row(r: dict[str, Any]) -> list[str]:
+    ours, base = r["servescope"], r["generate_latest"]
+    engines = str(r["engines_requested"])
+    if r["engines_running"] != r["engines_requested"]:
+        engines += f" (ran {r['engines_running']})"
+    return [
+        str(r["gpus"]),
+        engines,
+        f"{r['series']:,}",
+        f"{ours['p50_ms']:.2f} / {ours['p99_ms']:.2f}",
+        f"{ours['per_second']:,.0f}",
+        f"{r['servescope_us_per_line']:.3f}",
+        f"{base['p50_ms']:.1f}",
+        f"**{r['p50_ratio']:.0f}x**",
+    ]
+
+
 def scrape_section(scrape: dict[str, Any]) -> list[str]:
-    rows = []
-    for r in scrape_rows(scrape):
-        ours, base = r["servescope"], r["generate_latest"]
-        engines = str(r["engines_requested"])
-        if r["engines_running"] != r["engines_requested"]:
-            engines += f" (ran {r['engines_running']})"
-        rows.append(
-            [
-                str(r["gpus"]),
-                engines,
-                f"{r['series']:,}",
-                f"{ours['p50_ms']:.2f} / {ours['p99_ms']:.2f}",
-                f"{ours['per_second']:,.0f}",
-                f"{r['servescope_us_per_line']:.3f}",
-                f"{base['p50_ms']:.1f}",
-                f"**{r['p50_ratio']:.0f}x**",
-            ]
-        )
+    rows = [_scrape_row(r) for r in scrape_rows(scrape)]
     header = ["GPUs", "engines", "series", "servescope p50 / p99 ms", "scrapes/s", "µs/line"]
     header += ["generate_latest p50 ms", "ratio (p50)"]
     lines = [

@@ -21,13 +21,13 @@ app = typer.Typer(
 
 
 def _alerts() -> None:
-    from servescope.alerts.cli import app as alerts_app  # alerts/ is mapped into the package
+    from servescope.alerts.cli import app as alerts_app
 
     app.add_typer(alerts_app, name="alerts")
 
 
 def _dashboards() -> None:
-    from servescope.dashboards.cli import app as dashboards_app  # so is dashboards/
+    from servescope.dashboards.cli import app as dashboards_app
 
     app.add_typer(dashboards_app, name="dashboards")
 

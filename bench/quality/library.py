@@ -11,10 +11,11 @@ from __future__ import annotations
 import dataclasses
 
 from servescope.alerts.config import AlertsConfig
-from servescope.alerts.lint import duration_seconds
+from servescope.common.durations import parse_duration
 from servescope.sim.fault_scenarios import EngineFault, GpuFault, Window
 from servescope.sim.models import MIB
 
+from .library_faults import exporter_unreachable, gpu_lost, nvlink_crc, vllm_down
 from .scenarios import (
     GIB,
     MINUTE,
@@ -22,7 +23,6 @@ from .scenarios import (
     Both,
     Busy,
     Curve,
-    During,
     Incident,
     KvAbove,
     KvClients,
@@ -75,7 +75,7 @@ def latency_truth(cfg: AlertsConfig) -> tuple[Incident, ...]:
 def _saturation(cfg: AlertsConfig, gpu: int, name: str = "GPU saturated") -> Incident:
     return Incident(
         name,
-        Busy(cfg.gpu_saturated_ratio, duration_seconds(cfg.gpu_saturated_for), gpu),
+        Busy(cfg.gpu_saturated_ratio, parse_duration(cfg.gpu_saturated_for), gpu),
         expect=("ServescopeGpuSaturated",),
         gpu=gpu,
     )
@@ -84,7 +84,7 @@ def _saturation(cfg: AlertsConfig, gpu: int, name: str = "GPU saturated") -> Inc
 def _fleet_busy(cfg: AlertsConfig) -> Incident:
     return Incident(
         "fleet without spare capacity",
-        Busy(1 - cfg.capacity_buffer_ratio, duration_seconds(cfg.capacity_for)),
+        Busy(1 - cfg.capacity_buffer_ratio, parse_duration(cfg.capacity_for)),
         expect=("ServescopeFleetCapacityBufferLow",),
     )
 
@@ -171,7 +171,7 @@ def kv_pressure(cfg: AlertsConfig, *, saturate: bool) -> Plan:
         kv=EngineFault(0, (0,) if saturate else (), window),
         kv_clients=KvClients(4, 52, 20 * MINUTE),
     )
-    kv_for = duration_seconds(cfg.kv_pressure_for)
+    kv_for = parse_duration(cfg.kv_pressure_for)
     pressure = KvAbove(0, cfg.kv_pressure_ratio, kv_for)
     incidents = [
         Incident(
@@ -187,7 +187,7 @@ def kv_pressure(cfg: AlertsConfig, *, saturate: bool) -> Plan:
         incidents += [
             Incident(
                 "engine 0 KV pressure on a saturated GPU 0",
-                Both(pressure, busy, duration_seconds(cfg.combined_for)),
+                Both(pressure, busy, parse_duration(cfg.combined_for)),
                 expect=("ServescopeGpuSaturatedKvPressure",),
                 engine=0,
                 gpu=0,
@@ -201,88 +201,6 @@ def kv_pressure(cfg: AlertsConfig, *, saturate: bool) -> Plan:
         65 * MINUTE,
         scenario,
         tuple(incidents),
-    )
-
-
-def nvlink_crc(cfg: AlertsConfig) -> Plan:
-    window = Window(15 * MINUTE, 40 * MINUTE)
-    return Plan(
-        "nvlink-crc",
-        "load 0.5; 15-40 min NVLink 0 of GPU 1 counts 5 CRC flit errors/s",
-        60 * MINUTE,
-        PlanScenario(curve=flat(0.5), crc=GpuFault(1, window)),
-        (
-            Incident(
-                "NVLink CRC storm on GPU 1",
-                During(window.start, window.end),
-                expect=("ServescopeNvlinkCrcErrors",),
-                # The simulator counts a replay for every fourth CRC error, as a link retrying bad flits does.
-                accept=("ServescopeNvlinkReplayRecovery",),
-                gpu=1,
-            ),
-        ),
-    )
-
-
-def gpu_lost(cfg: AlertsConfig) -> Plan:
-    start = 10 * MINUTE
-    return Plan(
-        "gpu-lost",
-        "load 0.5; at 10 min GPU 1 reports XID 79 and falls off the bus, killing engine 1",
-        35 * MINUTE,
-        PlanScenario(curve=flat(0.5), lost=GpuFault(1, Window(start))),
-        (
-            Incident(
-                "GPU 1 lost (XID 79)",
-                During(start),
-                expect=("ServescopeGpuLost", "ServescopeGpuXidCritical"),
-                gpu=1,
-            ),
-            Incident(
-                "engine 1 died with its GPU",
-                AfterDeath(1),
-                expect=("ServescopeServingEndpointDown",),
-                engine=1,
-            ),
-        ),
-    )
-
-
-def vllm_down(cfg: AlertsConfig) -> Plan:
-    window = Window(10 * MINUTE, 30 * MINUTE)
-    return Plan(
-        "vllm-down",
-        "load 0.5; 10-30 min engine 1 answers 503 (engine core dead), its GPU idle; then it restarts",
-        45 * MINUTE,
-        PlanScenario(curve=flat(0.5), down=EngineFault(1, (1,), window)),
-        (
-            Incident(
-                "engine 1 down",
-                During(window.start, window.end),
-                expect=("ServescopeServingEndpointDown",),
-                engine=1,
-                grace_s=0.0,
-            ),
-        ),
-    )
-
-
-def exporter_unreachable(cfg: AlertsConfig) -> Plan:
-    window = Window(10 * MINUTE, 22 * MINUTE)
-    return Plan(
-        "exporter-unreachable",
-        "load 0.5; 10-22 min Prometheus cannot reach the exporter (the node keeps serving)",
-        40 * MINUTE,
-        PlanScenario(curve=flat(0.5)),
-        (
-            Incident(
-                "exporter unreachable",
-                During(window.start, window.end),
-                expect=("ServescopeExporterDown",),
-                grace_s=0.0,
-            ),
-        ),
-        unreachable=window,
     )
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from servescope.alerts.lint import duration_seconds
+from servescope.common.durations import parse_duration
 from servescope.common.processes import Child, ChildFailedError, free_port
 
 LOOKBACK = "1m"  # backfilled series carry no staleness markers: a vanished series lingers this long
@@ -46,7 +46,7 @@ def load_rules(path: Path) -> tuple[list[AlertRule], dict[str, str]]:
         AlertRule(
             rule["alert"],
             inline(rule["expr"], records),
-            duration_seconds(rule.get("for", "0s")),
+            parse_duration(rule.get("for", "0s")),
             rule.get("labels", {}).get("severity", ""),
         )
         for rule in rules

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 from .evaluate import LEAK_ALERTS, AlertScore, Episode, Scores
 from .scenarios import Plan
+from .targets import LEAK_TARGET_RATE, Target, minutes, ratio
 
 METHOD = """## Method
 
@@ -35,81 +35,6 @@ METHOD = """## Method
   has; the ECC, row-remap, thermal, PCIe, DCGM-based and absent-series alerts have no scenario and are
   evaluated only for false positives. `info` alerts are routed nowhere and are listed, not scored.
 """
-PRECISION_TARGET = 0.95
-RECALL_TARGET = 1.0
-LEAK_LEAD_TARGET_S = 15 * 60.0
-LEAK_TARGET_RATE = 40.0
-LEAK_TARGET_ALERT = "ServescopeGpuMemoryLeakSuspected"
-
-
-@dataclass(frozen=True)
-class Target:
-    name: str
-    value: str
-    met: bool
-
-
-def targets(scores: Scores, leak_rates: dict[str, float]) -> list[Target]:
-    scored = [s for s in scores.alerts.values() if s.severity != "info"]
-    fired = [s for s in scored if s.episodes]
-    expected = [s for s in scored if s.incidents]
-    worst_precision = min(fired, key=lambda s: s.precision or 0.0, default=None)
-    worst_recall = min(expected, key=lambda s: s.recall or 0.0, default=None)
-    episodes = sum(s.episodes for s in scored)
-    overall = sum(s.true for s in scored) / episodes if episodes else 1.0
-    lead = worst_leak_lead(scores, leak_rates)
-    return [
-        Target(
-            f"precision >= {PRECISION_TARGET} for every alert that fired",
-            "none fired"
-            if worst_precision is None
-            else f"lowest {_ratio(worst_precision.precision)} ({worst_precision.alert})",
-            all((s.precision or 0.0) >= PRECISION_TARGET for s in fired),
-        ),
-        Target(
-            f"precision >= {PRECISION_TARGET} over all scored episodes",
-            f"{overall:.3f} ({episodes} episodes)",
-            overall >= PRECISION_TARGET,
-        ),
-        Target(
-            f"recall {RECALL_TARGET:g} for every alert with incidents",
-            "no incidents"
-            if worst_recall is None
-            else f"lowest {_ratio(worst_recall.recall)} ({worst_recall.alert})",
-            all((s.recall or 0.0) >= RECALL_TARGET for s in expected),
-        ),
-        Target(
-            f"{LEAK_TARGET_ALERT} >= 15 min before OOM at {LEAK_TARGET_RATE:g} MiB/min (worst seed)",
-            "no OOM in the runs" if lead is None else _minutes(lead),
-            lead is not None and lead >= LEAK_LEAD_TARGET_S,
-        ),
-    ]
-
-
-def worst_leak_lead(scores: Scores, leak_rates: dict[str, float]) -> float | None:
-    """The leak alert's smallest lead before an OOM at the target rate; None when no such run OOMed.
-
-    A run where the alert did not fire before the OOM counts as no warning at all: a lead of 0.
-    """
-    leads = [
-        lt.lead or 0.0
-        for lt in scores.lead_times
-        if lt.alert == LEAK_TARGET_ALERT and leak_rates.get(lt.scenario) == LEAK_TARGET_RATE
-    ]
-    return min(leads, default=None)
-
-
-def summary(scores: Scores, leak_rates: dict[str, float]) -> dict[str, float | None]:
-    """The headline figures: precision and recall over every scored alert, the leak alert's worst lead."""
-    scored = [s for s in scores.alerts.values() if s.severity != "info"]
-    episodes, incidents = sum(s.episodes for s in scored), sum(s.incidents for s in scored)
-    worst = worst_leak_lead(scores, leak_rates)
-    return {
-        "precision": sum(s.true for s in scored) / episodes if episodes else None,
-        "recall": sum(s.detected for s in scored) / incidents if incidents else None,
-        "false_positives": float(len(scores.false_positives)),
-        "leak_lead_minutes": None if worst is None else worst / 60,
-    }
 
 
 def to_json(
@@ -208,12 +133,12 @@ def markdown(
 
 def _headline(figures: dict[str, float | None], wall: float) -> str:
     rows = [
-        ("precision, all scored episodes", _ratio(figures["precision"])),
-        ("recall, all expected detections", _ratio(figures["recall"])),
+        ("precision, all scored episodes", ratio(figures["precision"])),
+        ("recall, all expected detections", ratio(figures["recall"])),
         ("false positives", f"{figures['false_positives']:g}"),
         (
             f"leak alert lead before OOM at {LEAK_TARGET_RATE:g} MiB/min (worst seed)",
-            _minutes(_seconds(figures)),
+            minutes(_seconds(figures)),
         ),
         ("wall time", f"{wall:.0f} s"),
     ]
@@ -252,9 +177,9 @@ def _alerts_table(scores: Scores) -> str:
             continue
         rows.append(
             f"| `{s.alert}` | {s.severity} | {s.episodes} | {s.true} | {s.repeats} | {s.false} | "
-            f"{_ratio(s.precision)} | "
-            f"{s.detected}/{s.incidents} | {_ratio(s.recall)} | {_minutes(s.latency_p50)} | "
-            f"{_minutes(s.latency_max)} |"
+            f"{ratio(s.precision)} | "
+            f"{s.detected}/{s.incidents} | {ratio(s.recall)} | {minutes(s.latency_p50)} | "
+            f"{minutes(s.latency_max)} |"
         )
     header = (
         "## Per alert\n\nEpisodes: firing episodes (one notification each); true: inside an incident that "
@@ -274,8 +199,8 @@ def _leads_table(scores: Scores) -> str:
         row = by_run.setdefault((lt.scenario, lt.seed), {"oom": lt.oom_at})
         row[lt.alert] = lt.lead
     rows = [
-        f"| {scenario} | {seed} | {_minutes(row['oom'])} | "
-        + " | ".join(_minutes(row.get(alert), missing="never") for alert in LEAK_ALERTS)
+        f"| {scenario} | {seed} | {minutes(row['oom'])} | "
+        + " | ".join(minutes(row.get(alert), missing="never") for alert in LEAK_ALERTS)
         + " |"
         for (scenario, seed), row in sorted(by_run.items())
     ]
@@ -293,7 +218,7 @@ def _false_positives(episodes: list[Episode]) -> str:
     if not episodes:
         return "## False positives\n\nNone.\n"
     rows = [
-        f"| `{e.alert}` | {e.scenario} | {e.seed} | {_minutes(e.start)} | {_minutes(e.end)} | {_labels(e)} |"
+        f"| `{e.alert}` | {e.scenario} | {e.seed} | {minutes(e.start)} | {minutes(e.end)} | {_labels(e)} |"
         for e in sorted(episodes, key=lambda e: (e.alert, e.scenario, e.seed, e.start))
     ]
     return (
@@ -306,7 +231,7 @@ def _missed(scores: Scores) -> str:
     if not scores.missed:
         return "## Missed incidents\n\nNone.\n"
     rows = [
-        f"| `{m.alert}` | {m.incident} | {m.scenario} | {m.seed} | {_minutes(m.start)} - {_minutes(m.end)} |"
+        f"| `{m.alert}` | {m.incident} | {m.scenario} | {m.seed} | {minutes(m.start)} - {minutes(m.end)} |"
         for m in scores.missed
     ]
     return (
@@ -337,7 +262,7 @@ def _scenarios(plans: list[Plan]) -> str:
             if i.expect
         )
         rows.append(
-            f"| {p.name} | {p.gpu_model} | {_minutes(p.duration)} | {p.description} | {incidents or 'none'} |"
+            f"| {p.name} | {p.gpu_model} | {minutes(p.duration)} | {p.description} | {incidents or 'none'} |"
         )
     accepted = sorted({a for p in plans for i in p.incidents if not i.expect for a in i.accept})
     return (
@@ -352,15 +277,3 @@ def _scenarios(plans: list[Plan]) -> str:
 
 def _labels(e: Episode) -> str:
     return ", ".join(f"{k}={v}" for k, v in e.labels if k not in ("hostname", "uuid")) or "-"
-
-
-def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
-def _minutes(seconds: float | None, missing: str = "-") -> str:
-    if seconds is None:
-        return missing
-    if seconds == float("-inf"):
-        return "never"
-    return f"{seconds / 60:.1f} min"

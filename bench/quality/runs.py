@@ -54,10 +54,9 @@ class Generated:
     oom_at: dict[int, float]
 
 
-def generate(spec: RunSpec, plan: Plan, keep: frozenset[str], work: Path, timing: Timing) -> Generated:
-    """Simulate the run, write its OpenMetrics file, import it into blocks under work/blocks/<run>."""
-    started = time.perf_counter()
-    node = Node(
+def _node(spec: RunSpec, plan: Plan, timing: Timing) -> Node:
+    """The simulated node of one run: the plan's fleet, engines and scenario, the run's seed and clock."""
+    return Node(
         plan.fresh_scenario(),
         plan.layout,
         gpus=plan.gpus,
@@ -69,6 +68,12 @@ def generate(spec: RunSpec, plan: Plan, keep: frozenset[str], work: Path, timing
         xid_events=plan.xid_events,
         timing=timing,
     )
+
+
+def generate(spec: RunSpec, plan: Plan, keep: frozenset[str], work: Path, timing: Timing) -> Generated:
+    """Simulate the run, write its OpenMetrics file, import it into blocks under work/blocks/<run>."""
+    started = time.perf_counter()
+    node = _node(spec, plan, timing)
     buffer = SeriesBuffer(spec.instance, keep)
 
     def scraped(t: float, body: str) -> None:

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
+from servescope.sim.engine_model import EngineConfig, StepCost
 from servescope.sim.fault_scenarios import FaultPlan, Window
 from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.models import MIB
 from servescope.sim.scenarios import EngineLoad
-from servescope.sim.vllm_engine import EngineConfig, StepCost
 
 MINUTE = 60.0
 GIB = 1024 * MIB
@@ -234,15 +234,4 @@ class Plan:
 
     def fresh_scenario(self) -> PlanScenario:
         """A copy with nothing emitted yet: a scenario remembers the XIDs it sent."""
-        s = self.scenario
-        return PlanScenario(
-            kv=s.kv,
-            crc=s.crc,
-            down=s.down,
-            leak=s.leak,
-            leak_bytes_per_second=s.leak_bytes_per_second,
-            lost=s.lost,
-            curve=s.curve,
-            kv_clients=s.kv_clients,
-            workspace_bytes=s.workspace_bytes,
-        )
+        return replace(self.scenario, emitted=set())

@@ -1,5 +1,4 @@
-"""Alert rules as code: one config object in, Prometheus rules, the PrometheusRule CRD and Alertmanager
-configuration out."""
+"""Alert rules as code: one config in; Prometheus rules, the CRD and Alertmanager config out."""
 
 from pathlib import Path
 

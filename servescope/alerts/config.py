@@ -1,16 +1,15 @@
-"""Every threshold, window, selector and link of the alert bundle, in one object users override from "
-"a file."""
+"""Every threshold, window, selector and link of the alert bundle, in one object a file overrides."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-_DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
+from servescope.common.durations import is_duration
+
 MIB = 1024 * 1024
 
 # XIDs that mean the GPU or its driver state is broken (NVIDIA's XID catalogue): 48 double-bit ECC,
@@ -201,7 +200,7 @@ class AlertsConfig(BaseModel):
         for name in type(self).model_fields:
             if name.endswith(("_for", "_window")):
                 value = getattr(self, name)
-                if not _DURATION.match(value):
+                if not is_duration(value):
                     raise ValueError(f"{name}: {value!r} is not a Prometheus duration such as 30s, 5m, 1h")
         return self
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from servescope import catalog as c
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.model import sel
@@ -13,12 +11,6 @@ ENGINE_BY = "instance, model_name, engine, endpoint"
 ON_GPU = "{{ $labels.hostname }} GPU {{ $labels.gpu }} ({{ $labels.uuid }})"
 ON_ENGINE = "{{ $labels.model_name }} engine {{ $labels.engine }} at {{ $labels.endpoint }}"
 SM_ACTIVE = "servescope_dcgm_sm_active_ratio"
-_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-
-
-def seconds(duration: str) -> float:
-    """A Prometheus duration (validated by AlertsConfig, e.g. 10m or 1h30m) in seconds."""
-    return sum(int(n) * _UNIT_SECONDS[unit] for n, unit in re.findall(r"(\d+)(ms|s|m|h|d|w|y)", duration))
 
 
 def engine_gpu_info(cfg: AlertsConfig) -> str:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from servescope import catalog as c
 from servescope.alerts.config import AlertsConfig
-from servescope.alerts.exprs import GPU_BY, ON_GPU, seconds
+from servescope.alerts.exprs import GPU_BY, ON_GPU
 from servescope.alerts.model import GPU_KEYS, Alert, Group, sel
+from servescope.common.durations import parse_duration
 
 # NVLink CRC counters of DCGM by field, summed over links: 409/419 (flit/data) and their NVLink5
 # fallbacks 1206/1209 (watched only where 409/419 are unsupported, so never both on one GPU); 497
@@ -47,7 +48,7 @@ def xid_expr(cfg: AlertsConfig, xids: tuple[int, ...]) -> str:
     codes = "|".join(str(x) for x in xids)
     errors = sel(cfg, c.XID_ERRORS.name, f'xid=~"{codes}"')
     seen = sel(cfg, c.XID_LAST_SEEN.name, f'xid=~"{codes}"')
-    return f"increase({errors}[{w}]) > 0 or (time() - {seen}) < {seconds(w):g}"
+    return f"increase({errors}[{w}]) > 0 or (time() - {seen}) < {parse_duration(w):g}"
 
 
 def nvlink_down(cfg: AlertsConfig) -> str:

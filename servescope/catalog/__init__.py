@@ -6,59 +6,14 @@ their build instead of silently matching nothing.
 
 from __future__ import annotations
 
-from servescope.catalog.spec import GPU_LABELS, Kind, MetricSpec
+from servescope.catalog.spec import GPU_LABELS, MetricSpec
 from servescope.catalog.spec import counter as _counter
 from servescope.catalog.spec import gauge as _gauge
 
 G = GPU_LABELS
 
-# --- the exporter itself -------------------------------------------------------------------------
-BUILD_INFO = _gauge(
-    "servescope_build_info",
-    "servescope version and Python it runs on (value is always 1).",
-    ("version", "python_version"),
-    "core",
-)
-SIMULATED = _gauge(
-    "servescope_simulated",
-    "1 when this exporter serves a simulated fleet (--simulate), never on real data.",
-    (),
-    "core",
-)
-SOURCE_UP = _gauge(
-    "servescope_source_up", "1 when the source's last collection succeeded, else 0.", ("source",), "core"
-)
-SOURCE_LAST_SUCCESS = _gauge(
-    "servescope_source_last_success_timestamp_seconds",
-    "Unix time of the source's last successful collection (0 before the first).",
-    ("source",),
-    "core",
-)
-SOURCE_DURATION = _gauge(
-    "servescope_source_collect_duration_seconds",
-    "Wall time the source's last collection took.",
-    ("source",),
-    "core",
-)
-SOURCE_INTERVAL = _gauge(
-    "servescope_source_interval_seconds",
-    "Configured collection interval; a source is stale when its last success is older than 3 intervals.",
-    ("source",),
-    "core",
-)
-SOURCE_ERRORS = _counter(
-    "servescope_source_errors_total",
-    "Collection problems by reason; a partial problem (one GPU lost, one field failing) counts "
-    "while the source stays up.",
-    ("source", "reason"),
-    "core",
-)
-RENDER_DURATION = _gauge(
-    "servescope_exposition_render_duration_seconds",
-    "Time the last re-render of this exposition took (done in the background, never per scrape).",
-    (),
-    "core",
-)
+# The sections below live in their own modules; importing them in this order keeps the catalog's order.
+from servescope.catalog.core import *  # noqa: E402, F403
 
 # --- NVML: one series per GPU --------------------------------------------------------------------
 GPU_INFO = _gauge(
@@ -196,102 +151,10 @@ DCGM_WATCHED_FIELDS = _gauge(
     "servescope_dcgm_watched_fields", "Fields in the running dcgmi dmon's watch list.", (), "dcgm"
 )
 
-# --- serving engines (vLLM and peers), normalised: the same names whatever the version or backend --------
-S = ("model_name", "engine", "endpoint")
-SOURCE_UP_ENDPOINT = MetricSpec(
-    "servescope_source_up", Kind.GAUGE, SOURCE_UP.help, ("source", "endpoint"), "vllm"
-)
-SOURCE_ERRORS_ENDPOINT = MetricSpec(
-    "servescope_source_errors_total",
-    Kind.COUNTER,
-    SOURCE_ERRORS.help,
-    ("source", "endpoint", "reason"),
-    "vllm",
-)
-SOURCE_LAST_SUCCESS_ENDPOINT = MetricSpec(
-    "servescope_source_last_success_timestamp_seconds",
-    Kind.GAUGE,
-    SOURCE_LAST_SUCCESS.help,
-    ("source", "endpoint"),
-    "vllm",
-)
-SERVING_ENGINE_INFO = _gauge(
-    "servescope_serving_engine_info",
-    "The serving backend and metric generation detected at an endpoint (value is always 1).",
-    ("endpoint", "backend", "generation"),
-    "vllm",
-)
-ENGINE_GPU_INFO = _gauge(
-    "servescope_engine_gpu_info",
-    "Which GPU a serving engine runs on, from the PIDs listening on its endpoint and their descendants "
-    "matched against NVML's compute processes (value is always 1).",
-    ("model_name", "engine", "endpoint", "uuid", "gpu", "pid"),
-    "vllm",
-)
-KV_USAGE = _gauge(
-    "servescope_serving_kv_cache_usage_ratio", "Fraction of the KV cache in use (0-1).", S, "vllm"
-)
-KV_CAPACITY = _gauge(
-    "servescope_serving_kv_cache_capacity_tokens",
-    "KV cache capacity in tokens (block_size x num_gpu_blocks from cache_config_info).",
-    S,
-    "vllm",
-)
-GPU_MEMORY_UTILIZATION_SETTING = _gauge(
-    "servescope_serving_gpu_memory_utilization_ratio",
-    "The engine's configured gpu_memory_utilization: the share of GPU memory it may take.",
-    S,
-    "vllm",
-)
-RUNNING = _gauge("servescope_serving_requests_running", "Requests in the running batch.", S, "vllm")
-WAITING = _gauge("servescope_serving_requests_waiting", "Requests queued, waiting for the batch.", S, "vllm")
-PREEMPTIONS = _counter(
-    "servescope_serving_preemptions_total",
-    "Requests preempted (KV cache exhausted) since the engine started.",
-    S,
-    "vllm",
-)
-PROMPT_TOKENS = _counter("servescope_serving_prompt_tokens_total", "Prompt tokens processed.", S, "vllm")
-GENERATION_TOKENS = _counter("servescope_serving_generation_tokens_total", "Tokens generated.", S, "vllm")
-PREFIX_QUERIES = _counter(
-    "servescope_serving_prefix_cache_queries_total",
-    "Prefix-cache lookups (in tokens on current vLLM).",
-    S,
-    "vllm",
-)
-PREFIX_HITS = _counter(
-    "servescope_serving_prefix_cache_hits_total", "Prefix-cache hits (in tokens on current vLLM).", S, "vllm"
-)
-REQUESTS_FINISHED = _counter(
-    "servescope_serving_requests_finished_total",
-    "Requests finished, by finished_reason (stop, length, abort...).",
-    (*S, "finished_reason"),
-    "vllm",
-)
-
-
-def _histogram(name: str, help_: str) -> MetricSpec:
-    return MetricSpec(name, Kind.HISTOGRAM, help_, S, "vllm")
-
-
-TTFT = _histogram(
-    "servescope_serving_time_to_first_token_seconds", "Time to first token, the engine's buckets."
-)
-ITL = _histogram("servescope_serving_inter_token_latency_seconds", "Time between output tokens.")
-E2E = _histogram("servescope_serving_e2e_request_latency_seconds", "End-to-end request latency.")
-QUEUE_TIME = _histogram("servescope_serving_request_queue_time_seconds", "Time requests waited in the queue.")
-PREFILL_TIME = _histogram(
-    "servescope_serving_request_prefill_time_seconds", "Time requests spent in prefill."
-)
-DECODE_TIME = _histogram("servescope_serving_request_decode_time_seconds", "Time requests spent decoding.")
-ITERATION_TOKENS = _histogram(
-    "servescope_serving_iteration_tokens",
-    "Tokens per engine step (the batching-efficiency signal); its _count rate is steps/s, not tokens/s.",
-)
-
 # Derived signals (memory curves, leaks, KV headroom, the advisor) are listed in their own module.
 from servescope.catalog.derived import DERIVED  # noqa: E402
 from servescope.catalog.placement import PLACEMENT  # noqa: E402
+from servescope.catalog.serving import *  # noqa: E402, F403
 
 # Per-endpoint variants share a family with their source-level twin and are not listed twice.
 _TWINS = ("SOURCE_UP_ENDPOINT", "SOURCE_ERRORS_ENDPOINT", "SOURCE_LAST_SUCCESS_ENDPOINT")

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
-from pydantic import ValidationError
+
+class Errors(Protocol):
+    """A pydantic ValidationError, or what carries its errors (FastAPI's RequestValidationError)."""
+
+    def errors(self) -> Sequence[Any]: ...
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
@@ -12,7 +17,7 @@ def _location(loc: tuple[int | str, ...]) -> str:
 
 
 def validation_message(
-    exc: ValidationError, name_of: Callable[[tuple[int | str, ...]], str] = _location, *, prefix: str = ""
+    exc: Errors, name_of: Callable[[tuple[int | str, ...]], str] = _location, *, prefix: str = ""
 ) -> str:
     """`invalid value for <name>: <reason>` for the first error, where `name_of` turns the error's
     location into what the user knows (a flag such as --nvml-interval, a JSON path, a label name)."""

@@ -148,6 +148,17 @@ class Pusher:
             )
         return uid, True
 
+    def _pushed_to(self, response: httpx.Response) -> str:
+        """Where Grafana says the dashboard now is, and its version."""
+        try:
+            result = response.json()
+        except ValueError:
+            result = {}
+        # Grafana's url is a path that already holds any sub-path it is served under.
+        where = str(httpx.URL(self.url).join(result["url"])) if result.get("url") else self.url
+        version = result.get("version")
+        return where + (f" (version {version})" if version is not None else "")
+
     def push_one(self, path: Path, uid: str, overwrite: bool) -> Outcome:
         try:
             dashboard = json.loads(path.read_text())
@@ -168,15 +179,7 @@ class Pusher:
         status, message = _message(response)
         message = self._scrub(message)
         if response.status_code == 200:
-            try:
-                result = response.json()
-            except ValueError:
-                result = {}
-            # Grafana's url is a path that already holds any sub-path it is served under.
-            where = str(httpx.URL(self.url).join(result["url"])) if result.get("url") else self.url
-            version = result.get("version")
-            suffix = f" (version {version})" if version is not None else ""
-            return Outcome(path.name, title, True, f"pushed {name} -> {where}{suffix}")
+            return Outcome(path.name, title, True, f"pushed {name} -> {self._pushed_to(response)}")
         if response.status_code == 412:
             kind = status or "precondition failed"
             why = _CONFLICTS.get(kind, "Grafana refused to replace what it holds")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from servescope.deploy import kps
-from servescope.deploy.names import AGENT, APP, NAMESPACE_NAME_LABEL, cluster_metadata, metadata
+from servescope.deploy.names import AGENT, APP, NAMESPACE_NAME_LABEL, cluster_metadata, namespaced
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.scraping import PART_OF
 
@@ -34,11 +34,13 @@ def _selectors(options: DeployOptions) -> dict[str, Any]:
 
 
 def prometheus_agent(options: DeployOptions) -> dict[str, Any]:
-    return {
-        "apiVersion": "monitoring.coreos.com/v1alpha1",
-        "kind": "PrometheusAgent",
-        "metadata": metadata(AGENT, options.namespace, COMPONENT),
-        "spec": {
+    return namespaced(
+        "monitoring.coreos.com/v1alpha1",
+        "PrometheusAgent",
+        AGENT,
+        options.namespace,
+        COMPONENT,
+        spec={
             "serviceAccountName": AGENT,
             "shards": options.agent_shards,
             "replicas": 1,
@@ -46,15 +48,17 @@ def prometheus_agent(options: DeployOptions) -> dict[str, Any]:
             **_selectors(options),
             "remoteWrite": [{"url": options.remote_write_target()}],
         },
-    }
+    )
 
 
 def service_account(options: DeployOptions) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": metadata(AGENT, options.namespace, COMPONENT),
-    }
+    return namespaced(
+        "v1",
+        "ServiceAccount",
+        AGENT,
+        options.namespace,
+        COMPONENT,
+    )
 
 
 def cluster_role() -> dict[str, Any]:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+from servescope.common.durations import is_duration
+
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_DURATION = re.compile(r"^(\d+(ms|s|m|h))+$")
 _IMAGE = re.compile(r"^[a-z0-9][^\s]*$")
 
 
@@ -35,7 +36,7 @@ def image(value: str) -> str:
 
 
 def duration(value: str) -> str:
-    if not _DURATION.match(value):
+    if not is_duration(value):
         raise ValueError(f"{value!r} is not a Prometheus duration such as 15s or 1m")
     return value
 

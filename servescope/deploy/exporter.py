@@ -13,7 +13,7 @@ from servescope.deploy.names import (
     METRICS_PORT_NAME,
     NONROOT_UID,
     labels,
-    metadata,
+    namespaced,
     selector_labels,
 )
 from servescope.deploy.options import DeployOptions
@@ -49,13 +49,15 @@ def namespace(options: DeployOptions) -> dict[str, Any]:
 
 
 def service_account(options: DeployOptions) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": metadata(EXPORTER, options.namespace, COMPONENT),
+    return namespaced(
+        "v1",
+        "ServiceAccount",
+        EXPORTER,
+        options.namespace,
+        COMPONENT,
         # The exporter never calls the Kubernetes API: no token in its pods.
-        "automountServiceAccountToken": False,
-    }
+        automountServiceAccountToken=False,
+    )
 
 
 def _security(options: DeployOptions) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -187,24 +189,28 @@ def _pod_spec(options: DeployOptions) -> dict[str, Any]:
 
 
 def daemonset(options: DeployOptions) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": metadata(EXPORTER, options.namespace, COMPONENT),
-        "spec": {
+    return namespaced(
+        "apps/v1",
+        "DaemonSet",
+        EXPORTER,
+        options.namespace,
+        COMPONENT,
+        spec={
             "selector": {"matchLabels": selector_labels(COMPONENT)},
             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
             "template": {"metadata": {"labels": labels(COMPONENT)}, "spec": _pod_spec(options)},
         },
-    }
+    )
 
 
 def service(options: DeployOptions) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": metadata(EXPORTER, options.namespace, COMPONENT),
-        "spec": {
+    return namespaced(
+        "v1",
+        "Service",
+        EXPORTER,
+        options.namespace,
+        COMPONENT,
+        spec={
             "selector": selector_labels(COMPONENT),
             "ports": [
                 {
@@ -218,7 +224,7 @@ def service(options: DeployOptions) -> dict[str, Any]:
             # /metrics is what says which source failed and why.
             "publishNotReadyAddresses": True,
         },
-    }
+    )
 
 
 def documents(options: DeployOptions) -> list[dict[str, Any]]:

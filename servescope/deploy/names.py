@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from servescope import __version__
 
 APP = "servescope"
@@ -49,6 +52,21 @@ def labels(component: str) -> dict[str, str]:
 
 def metadata(name: str, namespace: str, component: str, **extra_labels: str) -> dict[str, object]:
     return {"name": name, "namespace": namespace, "labels": {**labels(component), **extra_labels}}
+
+
+def namespaced(
+    api_version: str,
+    kind: str,
+    name: str,
+    namespace: str,
+    component: str,
+    *,
+    extra_labels: Mapping[str, str] | None = None,
+    **body: Any,
+) -> dict[str, Any]:
+    """A namespaced object: apiVersion, kind, servescope's metadata, then `body` (spec, data...)."""
+    meta = metadata(name, namespace, component, **(extra_labels or {}))
+    return {"apiVersion": api_version, "kind": kind, "metadata": meta, **body}
 
 
 def cluster_metadata(name: str, component: str) -> dict[str, object]:

@@ -12,7 +12,7 @@ from servescope.deploy.names import (
     NAMESPACE_NAME_LABEL,
     RUNBOOKS,
     RUNBOOKS_PORT,
-    metadata,
+    namespaced,
     selector_labels,
 )
 from servescope.deploy.options import DeployOptions
@@ -52,24 +52,10 @@ def scrapers(options: DeployOptions) -> list[dict[str, Any]]:
 
 def exporter_policy(options: DeployOptions) -> dict[str, Any]:
     """Port 9108 from the scrapers and from the runbook service (read steps); nothing else."""
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": metadata(EXPORTER, options.namespace, "exporter"),
-        "spec": {
-            "podSelector": {"matchLabels": selector_labels("exporter")},
-            "policyTypes": ["Ingress"],
-            "ingress": [
-                {
-                    "from": [
-                        *scrapers(options),
-                        {"podSelector": {"matchLabels": selector_labels("runbooks")}},
-                    ],
-                    "ports": [_port(EXPORTER_PORT)],
-                }
-            ],
-        },
-    }
+    readers = [*scrapers(options), {"podSelector": {"matchLabels": selector_labels("runbooks")}}]
+    return _policy(
+        options, EXPORTER, "exporter", ingress=[{"from": readers, "ports": [_port(EXPORTER_PORT)]}]
+    )
 
 
 def _runbooks_ingress(options: DeployOptions) -> list[dict[str, Any]]:
@@ -103,17 +89,27 @@ def _runbooks_egress(options: DeployOptions) -> list[dict[str, Any]]:
 
 def runbooks_policy(options: DeployOptions) -> dict[str, Any]:
     """Port 9110 from Alertmanager, Prometheus and the people's namespace; out to DNS and the monitoring."""
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": metadata(RUNBOOKS, options.namespace, "runbooks"),
-        "spec": {
-            "podSelector": {"matchLabels": selector_labels("runbooks")},
-            "policyTypes": ["Ingress", "Egress"],
-            "ingress": _runbooks_ingress(options),
-            "egress": _runbooks_egress(options),
+    return _policy(
+        options, RUNBOOKS, "runbooks", ingress=_runbooks_ingress(options), egress=_runbooks_egress(options)
+    )
+
+
+def _policy(
+    options: DeployOptions, name: str, component: str, **rules: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The NetworkPolicy `name` of `component`'s pods with these ingress and/or egress rules."""
+    return namespaced(
+        "networking.k8s.io/v1",
+        "NetworkPolicy",
+        name,
+        options.namespace,
+        component,
+        spec={
+            "podSelector": {"matchLabels": selector_labels(component)},
+            "policyTypes": [direction.capitalize() for direction in rules],
+            **rules,
         },
-    }
+    )
 
 
 def documents(options: DeployOptions) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from servescope.deploy.names import (
     WEBHOOK_TOKEN_KEY,
     labels,
     metadata,
+    namespaced,
     selector_labels,
 )
 from servescope.deploy.options import DeployOptions
@@ -39,13 +40,15 @@ class RunbookTokens:
 
 
 def service_account(options: DeployOptions) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": metadata(RUNBOOKS, options.namespace, COMPONENT),
+    return namespaced(
+        "v1",
+        "ServiceAccount",
+        RUNBOOKS,
+        options.namespace,
+        COMPONENT,
         # No RBAC and no token: the image has no kubectl, so change steps cannot act on the cluster from here.
-        "automountServiceAccountToken": False,
-    }
+        automountServiceAccountToken=False,
+    )
 
 
 def secrets(options: DeployOptions, tokens: RunbookTokens) -> list[dict[str, Any]]:
@@ -158,26 +161,30 @@ def deployment(options: DeployOptions) -> dict[str, Any]:
             {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
         ],
     }
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": metadata(RUNBOOKS, options.namespace, COMPONENT),
-        "spec": {
+    return namespaced(
+        "apps/v1",
+        "Deployment",
+        RUNBOOKS,
+        options.namespace,
+        COMPONENT,
+        spec={
             # One writer of the SQLite incident store; two replicas would also run every read step twice.
             "replicas": 1,
             "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": selector_labels(COMPONENT)},
             "template": {"metadata": {"labels": labels(COMPONENT)}, "spec": pod_spec},
         },
-    }
+    )
 
 
 def service(options: DeployOptions) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": metadata(RUNBOOKS, options.namespace, COMPONENT),
-        "spec": {
+    return namespaced(
+        "v1",
+        "Service",
+        RUNBOOKS,
+        options.namespace,
+        COMPONENT,
+        spec={
             "selector": selector_labels(COMPONENT),
             "ports": [
                 {
@@ -188,23 +195,26 @@ def service(options: DeployOptions) -> dict[str, Any]:
                 }
             ],
         },
-    }
+    )
 
 
 def service_monitor(options: DeployOptions) -> dict[str, Any]:
     """The webhook's own series (requests, duplicates, step runs, queue depth) at /incidents/metrics."""
-    return {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "ServiceMonitor",
-        "metadata": metadata(RUNBOOKS, options.namespace, COMPONENT, **monitor_labels(options)),
-        "spec": {
+    return namespaced(
+        "monitoring.coreos.com/v1",
+        "ServiceMonitor",
+        RUNBOOKS,
+        options.namespace,
+        COMPONENT,
+        extra_labels=monitor_labels(options),
+        spec={
             "selector": {"matchLabels": selector_labels(COMPONENT)},
             "namespaceSelector": {"matchNames": [options.namespace]},
             "endpoints": [
                 {"port": HTTP_PORT_NAME, "path": "/incidents/metrics", "interval": options.scrape_interval}
             ],
         },
-    }
+    )
 
 
 def documents(options: DeployOptions, tokens: RunbookTokens | None = None) -> list[dict[str, Any]]:

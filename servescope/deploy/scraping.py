@@ -17,7 +17,7 @@ from servescope.deploy.names import (
     METRICS_PORT_NAME,
     VLLM_JOB,
     VLLM_MONITOR,
-    metadata,
+    namespaced,
     selector_labels,
 )
 from servescope.deploy.options import DeployOptions
@@ -39,11 +39,14 @@ def _node_as_instance() -> dict[str, Any]:
 
 
 def service_monitor(options: DeployOptions) -> dict[str, Any]:
-    return {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "ServiceMonitor",
-        "metadata": metadata(EXPORTER, options.namespace, "exporter", **monitor_labels(options)),
-        "spec": {
+    return namespaced(
+        "monitoring.coreos.com/v1",
+        "ServiceMonitor",
+        EXPORTER,
+        options.namespace,
+        "exporter",
+        extra_labels=monitor_labels(options),
+        spec={
             # The job label is the Service's name, `servescope`: what the alert rules select.
             "selector": {"matchLabels": selector_labels("exporter")},
             "namespaceSelector": {"matchNames": [options.namespace]},
@@ -59,7 +62,7 @@ def service_monitor(options: DeployOptions) -> dict[str, Any]:
                 }
             ],
         },
-    }
+    )
 
 
 def _vllm_namespaces(options: DeployOptions) -> dict[str, Any]:
@@ -69,11 +72,14 @@ def _vllm_namespaces(options: DeployOptions) -> dict[str, Any]:
 def vllm_pod_monitor(options: DeployOptions) -> dict[str, Any]:
     """The engines scraped by Prometheus: their own vllm:* series, with the pod's namespace/pod/container
     (the keys the alert rules join with servescope_gpu_pod_info in this topology)."""
-    return {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "PodMonitor",
-        "metadata": metadata(VLLM_MONITOR, options.namespace, "engines", **monitor_labels(options)),
-        "spec": {
+    return namespaced(
+        "monitoring.coreos.com/v1",
+        "PodMonitor",
+        VLLM_MONITOR,
+        options.namespace,
+        "engines",
+        extra_labels=monitor_labels(options),
+        spec={
             "selector": {"matchLabels": dict(options.vllm_pod_labels)},
             "namespaceSelector": _vllm_namespaces(options),
             "podMetricsEndpoints": [
@@ -89,7 +95,7 @@ def vllm_pod_monitor(options: DeployOptions) -> dict[str, Any]:
                 }
             ],
         },
-    }
+    )
 
 
 def documents(options: DeployOptions) -> list[dict[str, Any]]:

@@ -11,13 +11,13 @@ from typing import Any
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse, Response
 
+from servescope.common.durations import DurationError, human_duration, parse_duration
 from servescope.exporter.derived.memory_signals import exhaustion
 from servescope.exporter.derived.source import DerivedSource
 from servescope.exporter.derived.svg import render_memory_svg
 from servescope.exporter.stores.history import MemoryHistory, Track
 
-_WINDOW = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$")
-_UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
+_PLAIN_SECONDS = re.compile(r"^\d+(?:\.\d+)?$")
 MEMORY_ROUTE = "/api/v1/gpus/{gpu}/memory"
 SVG_ROUTE = "/api/v1/gpus/{gpu}/memory.svg"
 
@@ -30,10 +30,13 @@ class ApiError(Exception):
 
 def parse_window(text: str, retention: float) -> float:
     """'10m', '90s', '1h' or plain seconds; between 10 s and the retention."""
-    found = _WINDOW.match(text)
-    if not found:
-        raise ApiError(400, "bad_window", f"window={text[:40]!r}: expected a duration such as 90s, 10m or 1h")
-    seconds = float(found.group(1)) * _UNIT[found.group(2)]
+    plain = text.strip()
+    try:
+        seconds = float(plain) if _PLAIN_SECONDS.match(plain) else parse_duration(plain)
+    except DurationError:
+        raise ApiError(
+            400, "bad_window", f"window={text[:40]!r}: expected a duration such as 90s, 10m or 1h"
+        ) from None
     if not 10 <= seconds <= retention:
         raise ApiError(
             400,
@@ -46,14 +49,6 @@ def parse_window(text: str, retention: float) -> float:
 def _finite(value: float) -> float | None:
     """JSON has no infinity: an infinite time to exhaustion is written as null."""
     return value if math.isfinite(value) else None
-
-
-def _duration(seconds: float) -> str:
-    if seconds >= 86400:
-        return f"{seconds / 86400:.1f} d"
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 60:.0f} min"
 
 
 class MemoryApi:
@@ -131,7 +126,7 @@ class MemoryApi:
         note = ""
         if slope is not None and values:
             left = exhaustion(values[-1], track.capacity, slope)
-            full = f", full in {_duration(left)}" if math.isfinite(left) else ""
+            full = f", full in {human_duration(left)}" if math.isfinite(left) else ""
             note = f"trend ({window_name}) {slope * 60 / 2**20:+.1f} MiB/min{full}"
         if report.verdict.suspected:
             note += " | LEAK SUSPECTED"

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 
 from servescope import catalog
-from servescope.exporter.dcgm.counters import load_counters, specs_of
+from servescope.exporter.dcgm.counters import CounterField, load_counters, specs_of
 from servescope.exporter.dcgm.dmon_source import DmonSource
 from servescope.exporter.dcgm.exporter_source import DcgmExporterSource
 from servescope.exporter.dcgm.supervisor import spawn_process
@@ -26,7 +26,7 @@ from servescope.exporter.nvml.library import NvmlLibrary
 from servescope.exporter.nvml.mig import mig_parents
 from servescope.exporter.publisher import Publisher
 from servescope.exporter.runner import SourceRunner
-from servescope.exporter.settings import Settings
+from servescope.exporter.settings import DerivedSettings, Settings
 from servescope.exporter.sources.base import Source
 from servescope.exporter.stores.history import MemoryHistory
 from servescope.exporter.stores.serving_board import ServingBoard
@@ -129,23 +129,7 @@ def build_runtime(settings: Settings, hardware: Hardware | None = None) -> Runti
     """Wire sources from settings; raises CountersError for a bad counters file (before anything starts)."""
     hardware = hardware or Hardware()
     counters = load_counters(settings.dcgm.counters or None) if settings.dcgm.enabled else []
-    publisher = Publisher(
-        simulated=hardware.simulated,
-        extra=[process_families()],
-        catalog=[*catalog.CATALOG, *specs_of(counters)],
-    )
-    derived = settings.derived
-    runtime = Runtime(
-        publisher,
-        simulated=hardware.simulated,
-        history=MemoryHistory(derived.retention_seconds),
-        board=ServingBoard(
-            derived.retention_seconds,
-            settings.vllm.interval_seconds,
-            derived.advisor_latency,
-            derived.advisor_window_seconds,
-        ),
-    )
+    runtime = _empty_runtime(settings, hardware.simulated, counters)
     hostname = settings.node.resolved_hostname()
     directory = GpuDirectory()
     lib = (hardware.nvml or NvmlLibrary()) if settings.nvml.enabled else None
@@ -178,22 +162,47 @@ def build_runtime(settings: Settings, hardware: Hardware | None = None) -> Runti
             board=runtime.board,
         )
     )
-    runtime.derived = DerivedSource(
+    runtime.derived = _derived_source(settings.derived, runtime)
+    runtime.add(runtime.derived)
+    return runtime
+
+
+def _empty_runtime(settings: Settings, simulated: bool, counters: list[CounterField]) -> Runtime:
+    """A runtime with its publisher and stores, before any source is added."""
+    publisher = Publisher(
+        simulated=simulated,
+        extra=[process_families()],
+        catalog=[*catalog.CATALOG, *specs_of(counters)],
+    )
+    derived = settings.derived
+    board = ServingBoard(
+        derived.retention_seconds,
+        settings.vllm.interval_seconds,
+        derived.advisor_latency,
+        derived.advisor_window_seconds,
+    )
+    return Runtime(
+        publisher, simulated=simulated, history=MemoryHistory(derived.retention_seconds), board=board
+    )
+
+
+def _derived_source(derived: DerivedSettings, runtime: Runtime) -> DerivedSource:
+    """The derived signals over what the runtime's NVML and vLLM sources record."""
+    advisor = AdvisorConfig(
+        slo_seconds=derived.advisor_slo_seconds,
+        low_utilisation=derived.advisor_low_utilisation,
+        max_num_seqs=derived.advisor_max_num_seqs,
+        max_seqs=derived.advisor_max_seqs,
+        window_seconds=derived.advisor_window_seconds,
+    )
+    return DerivedSource(
         runtime.history,
         runtime.board,
         interval_seconds=derived.interval_seconds,
         peak_window_seconds=derived.peak_window_seconds,
-        advisor=AdvisorConfig(
-            slo_seconds=derived.advisor_slo_seconds,
-            low_utilisation=derived.advisor_low_utilisation,
-            max_num_seqs=derived.advisor_max_num_seqs,
-            max_seqs=derived.advisor_max_seqs,
-            window_seconds=derived.advisor_window_seconds,
-        ),
+        advisor=advisor,
         api_rejections=runtime.api_rejections,
     )
-    runtime.add(runtime.derived)
-    return runtime
 
 
 def _dcgm_source(

@@ -31,8 +31,9 @@ from servescope.exporter.dcgm.dmon_format import (
     render_row,
 )
 from servescope.exporter.dcgm.field_table import KNOWN, short_name
-from servescope.sim.fleet import SimGpu, SimulatedFleet
+from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.node_state import STATE_ENV, apply
+from servescope.sim.sim_gpu import SimGpu
 
 ENV = "SERVESCOPE_FAKE_DCGMI_"
 MIB = 1024 * 1024
@@ -155,6 +156,12 @@ def dmon(ids: list[int], delay_ms: int, count: int, layout: Layout) -> int:
     if mode == "hang":
         time.sleep(3600)
         return 0
+    return _stream(ids, delay_ms, count, layout, cols)
+
+
+def _stream(ids: list[int], delay_ms: int, count: int, layout: Layout, cols: list[Column]) -> int:
+    """A row per GPU every `delay_ms` (`count` times, 0: forever), the header repeated as dcgmi does."""
+    header = render_header(layout, cols)
     fleet, always_na = _fleet(), _ids("NA")
     exit_after = int(os.environ.get(ENV + "EXIT_AFTER", "0"))
     hang_after = int(os.environ.get(ENV + "HANG_AFTER", "0"))

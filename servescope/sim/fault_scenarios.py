@@ -176,38 +176,41 @@ def _group(layout: list[list[int]], engine: int) -> tuple[int, ...]:
     return tuple(layout[engine]) if engine < len(layout) else ()
 
 
-def fault_scenario(name: str, pace: Pace, layout: list[list[int]], leak_mib_per_minute: float) -> Scenario:
-    """nvlink-crc, gpu-lost, vllm-down or tour, for engines laid out on GPUs as `layout` says."""
+def nvlink_crc(pace: Pace) -> NvlinkCrc:
+    return NvlinkCrc(crc=GpuFault(1, Window(pace.fault_start_seconds)))
+
+
+def gpu_lost(pace: Pace) -> GpuLost:
+    return GpuLost(lost=GpuFault(2, Window(pace.fault_start_seconds)))
+
+
+def vllm_down(pace: Pace, layout: list[list[int]]) -> VllmDown:
+    """Engine 1 down (engine 0 on a one-engine node), its GPUs idle."""
+    engine = 1 if len(layout) > 1 else 0
+    return VllmDown(down=EngineFault(engine, _group(layout, engine), Window(pace.fault_start_seconds)))
+
+
+def tour(pace: Pace, layout: list[list[int]], leak_mib_per_minute: float) -> Tour:
+    """Every fault in turn, one phase each, on the engines laid out on GPUs as `layout` says."""
     engines = len(layout)
-    start = Window(pace.fault_start_seconds)
-    leak_rate = leak_mib_per_minute * MIB / 60.0
-    if name == "nvlink-crc":
-        return NvlinkCrc(crc=GpuFault(1, start))
-    if name == "gpu-lost":
-        return GpuLost(lost=GpuFault(2, start))
-    if name == "vllm-down":
-        engine = 1 if engines > 1 else 0
-        return VllmDown(down=EngineFault(engine, _group(layout, engine), start))
-    if name == "tour":
-        phase = pace.phase_seconds
-        t0 = phase / 4
-        gpus = [g for group in layout for g in group] or [0, 1, 2, 3]
+    phase = pace.phase_seconds
+    t0 = phase / 4
+    gpus = [g for group in layout for g in group] or [0, 1, 2, 3]
 
-        def window(k: int) -> Window:
-            return Window(t0 + k * phase, t0 + (k + 1) * phase)
+    def window(k: int) -> Window:
+        return Window(t0 + k * phase, t0 + (k + 1) * phase)
 
-        def first_gpu(engine: int, fallback: int) -> int:
-            group = _group(layout, engine % engines) if engines else ()
-            return group[0] if group else fallback
+    def first_gpu(engine: int, fallback: int) -> int:
+        group = _group(layout, engine % engines) if engines else ()
+        return group[0] if group else fallback
 
-        leak_start = t0 + 3 * phase
-        return Tour(
-            kv=EngineFault(0, _group(layout, 0), window(0)),
-            crc=GpuFault(first_gpu(1, 1), window(1)),
-            down=EngineFault(2 % max(engines, 1), _group(layout, 2 % max(engines, 1)), window(2)),
-            leak=GpuFault(first_gpu(3, 0), Window(leak_start)),
-            leak_bytes_per_second=leak_rate,
-            lost=GpuFault(gpus[-1], Window(leak_start + 2.5 * phase)),
-            kv_ramp_seconds=pace.kv_ramp_seconds,
-        )
-    raise ValueError(f"not a fault scenario: {name!r}")
+    leak_start = t0 + 3 * phase
+    return Tour(
+        kv=EngineFault(0, _group(layout, 0), window(0)),
+        crc=GpuFault(first_gpu(1, 1), window(1)),
+        down=EngineFault(2 % max(engines, 1), _group(layout, 2 % max(engines, 1)), window(2)),
+        leak=GpuFault(first_gpu(3, 0), Window(leak_start)),
+        leak_bytes_per_second=leak_mib_per_minute * MIB / 60.0,
+        lost=GpuFault(gpus[-1], Window(leak_start + 2.5 * phase)),
+        kv_ramp_seconds=pace.kv_ramp_seconds,
+    )

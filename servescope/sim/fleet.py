@@ -1,20 +1,7 @@
 """The simulated fleet: GPU state that evolves with load, deterministic for a seed and a clock.
 
 Time advances in fixed steps, so the state at a given simulated time depends only on the seed and on
-the scenario hooks applied, never on how often NVML was polled.
-
-Device memory of a serving GPU is the sum of
-
-    reserved                 driver/firmware, never available
-    pool                     vLLM's preallocation (gpu_memory_utilization x total): flat, KV lives in it
-    leaked                   a leak hook's growth
-    workspace x load trend   activations and CUDA-graph buffers, sized by the batch regime
-    sawtooth                 the caching allocator: grows linearly, then a cache flush drops it
-    jitter                   Gaussian noise drawn each step
-    spikes                   short allocations from a hook, for a given span of simulated time
-
-clamped to [reserved, total]. Every knob beyond the pool defaults to 0, so a fleet nobody profiles
-reports exactly what it did before the knobs existed; when the sum reaches total the engine dies of OOM.
+the scenario hooks applied, never on how often NVML was polled. Each GPU's state and dynamics: sim_gpu.py.
 """
 
 from __future__ import annotations
@@ -25,97 +12,28 @@ import threading
 import time
 import uuid as uuidlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from servescope.sim.models import MIB, MODELS, GpuModel
+from servescope.sim.models import MODELS, GpuModel
+from servescope.sim.sim_gpu import SimGpu
 
 STEP_SECONDS = 0.5
-# vLLM preallocates gpu_memory_utilization (0.9 by default) of the device at start.
-SERVING_MEMORY_FRACTION = 0.9
-CUDA_CONTEXT_BYTES = 512 * MIB
-LOAD_PERIOD_SECONDS = 900.0
 
 
-@dataclass(slots=True)
-class SimGpu:
-    index: int
-    uuid: str
-    pci_bus_id: str
-    model: GpuModel
-    rng: random.Random
-    phase: float
-    nvlinks: int
-    load_override: float | None = None
-    load: float = 0.5
-    utilization: float = 0.5
-    memory_activity: float = 0.3
-    power_watts: float = 0.0
-    temperature: float = 35.0
-    energy_mj: float = 0.0
-    sm_clock_mhz: float = 0.0
-    clock_reasons: int = 0
-    leak_rate: float = 0.0  # bytes per second
-    leaked: float = 0.0
-    serving: bool = True  # the simulated engine's worker holds its memory pool
-    oom_at: float | None = None
-    lost: bool = False
-    mig: bool = False
-    pcie_replays: int = 0
-    nvlink_errors: dict[tuple[int, int], float] = field(default_factory=dict)
-    crc_rates: dict[int, float] = field(default_factory=dict)  # link -> CRC flit errors per second
-    down_links: set[int] = field(default_factory=set)
-    pid: int = 0  # the compute process NVML lists (a simulated engine's real PID when one serves it)
-    # Memory profile (see the module docstring); all zero unless a scenario sets them.
-    workspace_bytes: float = 0.0  # at full load
-    sawtooth_bytes: float = 0.0
-    sawtooth_period_s: float = 0.0
-    noise_bytes: float = 0.0  # standard deviation of the per-step jitter
-    jitter: float = 0.0  # this step's draw, stored so that reading memory never touches the rng
-    spikes: list[tuple[float, float]] = field(default_factory=list)  # (until, bytes) in simulated seconds
-    # Load without its per-step noise. The workspace follows this, not `load`: the allocator sizes
-    # buffers for the batch regime, and tying memory to the load's jitter would bury a slow leak in it.
-    load_trend: float = 0.5
-    now: float = 0.0  # simulated seconds of the last step, so time-based memory terms need no clock
-
-    @property
-    def sawtooth_level(self) -> float:
-        if self.sawtooth_bytes <= 0 or self.sawtooth_period_s <= 0:
-            return 0.0
-        cycle = self.now / self.sawtooth_period_s + self.phase / (2 * math.pi)
-        return self.sawtooth_bytes * (cycle % 1.0)
-
-    @property
-    def spike_level(self) -> float:
-        return sum(size for until, size in self.spikes if self.now < until)
-
-    @property
-    def demand_bytes(self) -> float:
-        """What the serving process asks for, before the device's capacity caps it."""
-        return (
-            self.model.reserved_bytes
-            + self.pool_bytes
-            + self.leaked
-            + self.workspace_bytes * self.load_trend
-            + self.sawtooth_level
-            + self.jitter
-            + self.spike_level
+def _new_gpus(count: int, spec: GpuModel, seed: int, nvlinks: int | None) -> list[SimGpu]:
+    """`count` GPUs of model `spec`, their UUIDs, phases and noise streams drawn from `seed`."""
+    seeded = random.Random(seed)
+    return [
+        SimGpu(
+            index=i,
+            uuid=f"GPU-{uuidlib.UUID(int=seeded.getrandbits(128), version=4)}",
+            pci_bus_id=f"00000000:{0x18 + 0x10 * i:02X}:00.0",
+            model=spec,
+            rng=random.Random(f"{seed}/{i}"),
+            phase=seeded.uniform(0, 2 * math.pi),
+            nvlinks=spec.nvlinks if nvlinks is None else nvlinks,
         )
-
-    @property
-    def pool_bytes(self) -> int:
-        # vLLM profiles its peak activation memory at start and sizes the KV pool from what is left of
-        # gpu_memory_utilization x total: the workspace lives inside the budget, not on top of it.
-        return int(self.model.memory_bytes * SERVING_MEMORY_FRACTION - self.workspace_bytes)
-
-    @property
-    def used_bytes(self) -> int:
-        if not self.serving:
-            return self.model.reserved_bytes
-        return int(min(max(self.demand_bytes, self.model.reserved_bytes), self.model.memory_bytes))
-
-    @property
-    def worker_pid(self) -> int:
-        return self.pid or 41_000 + 16 * self.index
+        for i in range(count)
+    ]
 
 
 class SimulatedFleet:
@@ -139,24 +57,10 @@ class SimulatedFleet:
         self._clock = clock
         self._start = clock()
         self._steps = 0
-        spec = MODELS[model]
-        links = spec.nvlinks if nvlinks is None else nvlinks
-        seeded = random.Random(seed)
         self.driver_version = "570.133.20"
-        self.gpus = [
-            SimGpu(
-                index=i,
-                uuid=f"GPU-{uuidlib.UUID(int=seeded.getrandbits(128), version=4)}",
-                pci_bus_id=f"00000000:{0x18 + 0x10 * i:02X}:00.0",
-                model=spec,
-                rng=random.Random(f"{seed}/{i}"),
-                phase=seeded.uniform(0, 2 * math.pi),
-                nvlinks=links,
-            )
-            for i in range(gpus)
-        ]
+        self.gpus = _new_gpus(gpus, MODELS[model], seed, nvlinks)
         for gpu in self.gpus:
-            self._step_gpu(gpu, 0.0)
+            gpu.step(self.elapsed, 0.0)
         # Faults at the library level, set by tests and scenarios.
         self.init_error: int | None = None
         self.unsupported: dict[tuple[int | None, str], int] = {}  # (gpu or None for all, call) -> code
@@ -175,61 +79,7 @@ class SimulatedFleet:
             while self._steps < due:
                 self._steps += 1
                 for gpu in self.gpus:
-                    self._step_gpu(gpu, STEP_SECONDS)
-
-    def _step_gpu(self, gpu: SimGpu, dt: float) -> None:
-        t = self.elapsed
-        gpu.now = t
-        rng = gpu.rng
-        if gpu.load_override is not None:
-            target = gpu.load_override
-        else:
-            target = 0.55 + 0.25 * math.sin(2 * math.pi * t / LOAD_PERIOD_SECONDS + gpu.phase)
-        # Load drifts toward its target with some inertia and noise, as request mixes do.
-        gpu.load = min(1.0, max(0.0, gpu.load + 0.3 * (target - gpu.load) + rng.gauss(0, 0.02)))
-        gpu.load_trend = min(1.0, max(0.0, gpu.load_trend + 0.3 * (target - gpu.load_trend)))
-        busy = gpu.load if gpu.serving else 0.0
-        gpu.utilization = min(1.0, max(0.0, busy + rng.gauss(0, 0.02))) if busy else 0.0
-        gpu.memory_activity = min(1.0, max(0.0, 0.65 * gpu.utilization + rng.gauss(0, 0.01)))
-        self._step_power(gpu, dt)
-        self._step_memory(gpu)
-        self._step_faults(gpu, dt)
-
-    def _step_power(self, gpu: SimGpu, dt: float) -> None:
-        m = gpu.model
-        demand = m.idle_watts + (m.power_limit_watts * 1.05 - m.idle_watts) * gpu.utilization**1.2
-        demand += gpu.rng.gauss(0, 4.0)
-        capped = demand >= m.power_limit_watts * 0.98
-        gpu.power_watts = max(m.idle_watts * 0.9, min(demand, m.power_limit_watts * 0.99))
-        gpu.energy_mj += gpu.power_watts * dt * 1000.0
-        target = 27.0 + 52.0 * gpu.power_watts / m.power_limit_watts
-        gpu.temperature += (target - gpu.temperature) * (1 - math.exp(-dt / 20.0)) if dt else 0.0
-        if gpu.utilization < 0.01:
-            gpu.sm_clock_mhz, gpu.clock_reasons = 345.0, 0x1  # GpuIdle
-        elif capped:
-            gpu.sm_clock_mhz, gpu.clock_reasons = m.sm_clock_mhz * 0.9, 0x4  # SwPowerCap
-        else:
-            gpu.sm_clock_mhz, gpu.clock_reasons = float(m.sm_clock_mhz), 0
-
-    def _step_memory(self, gpu: SimGpu) -> None:
-        # Draw only when noise is on: a draw shifts the GPU's other random streams, and an unprofiled
-        # fleet must keep producing exactly what it always did for its seed.
-        gpu.jitter = gpu.rng.gauss(0.0, gpu.noise_bytes) if gpu.noise_bytes > 0 else 0.0
-        gpu.spikes = [spike for spike in gpu.spikes if gpu.now < spike[0]]
-
-    def _step_faults(self, gpu: SimGpu, dt: float) -> None:
-        if gpu.serving and gpu.leak_rate:
-            gpu.leaked += gpu.leak_rate * dt
-        if gpu.serving and gpu.demand_bytes >= gpu.model.memory_bytes:
-            # The engine dies of OOM, whatever grew (a leak, traffic, a spike): its memory is released
-            # and the GPU goes idle.
-            gpu.serving, gpu.leaked, gpu.oom_at = False, 0.0, self.elapsed
-            gpu.spikes.clear()
-        for link, rate in gpu.crc_rates.items():
-            key = (link, 2)  # NVML_NVLINK_ERROR_DL_CRC_FLIT
-            gpu.nvlink_errors[key] = gpu.nvlink_errors.get(key, 0.0) + rate * dt
-            data = (link, 3)  # NVML_NVLINK_ERROR_DL_CRC_DATA
-            gpu.nvlink_errors[data] = gpu.nvlink_errors.get(data, 0.0) + rate * dt / 4
+                    gpu.step(self.elapsed, STEP_SECONDS)
 
     # --- scenario hooks ----------------------------------------------------------------------------
     def set_load(self, index: int, load: float | None) -> None:

@@ -13,7 +13,8 @@ from typing import Any
 
 import pynvml
 
-from servescope.sim.fleet import SimGpu, SimulatedFleet
+from servescope.sim.fleet import SimulatedFleet
+from servescope.sim.sim_gpu import SimGpu
 
 _XID = pynvml.nvmlEventTypeXidCriticalError
 

@@ -1,7 +1,7 @@
 """The scenarios of the simulated node, by name: the one place their names are declared.
 
 `serve --simulate --scenario`, `servescope demo --scenario`, `servescope sim scenarios` and the tests all
-take their names from SCENARIOS here.
+take their names from SCENARIOS here, which lists each scenario class's `name`.
 
 SERVESCOPE_SIM_LEAK_MIB_PER_MINUTE, when set, replaces the pace's leak rate (memory-leak and tour): an
 end-to-end test that must see the leak end in OOM sooner sets it for `servescope demo`, whose exporter
@@ -11,32 +11,65 @@ inherits it and whose printed timeline says the same rate.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from servescope.sim.fault_scenarios import fault_scenario
+from servescope.sim.fault_scenarios import (
+    GpuLost,
+    NvlinkCrc,
+    Tour,
+    VllmDown,
+    gpu_lost,
+    nvlink_crc,
+    tour,
+    vllm_down,
+)
 from servescope.sim.scenarios import (
     PACES,
     HardwareFaults,
     KvPressure,
     MemoryLeak,
+    Pace,
     Scenario,
     Steady,
     TrafficRamp,
 )
 
-LEAK_ENV = "SERVESCOPE_SIM_LEAK_MIB_PER_MINUTE"
 # "none" (the exporter's default) is no scenario at all: the fleet's own slow daily-like wave.
 NO_SCENARIO = "none"
-SCENARIOS: tuple[str, ...] = (
-    "steady",
-    "memory-leak",
-    "traffic-ramp",
-    "kv-pressure",
-    "hardware-faults",
-    "nvlink-crc",
-    "gpu-lost",
-    "vllm-down",
-    "tour",
+LEAK_ENV = "SERVESCOPE_SIM_LEAK_MIB_PER_MINUTE"
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What `make_scenario` was asked for, checked."""
+
+    gpu: int
+    leak_mib_per_minute: float
+    ramp_seconds: float
+    pace: Pace
+    layout: list[list[int]]
+
+
+# Each scenario's name is its class's `name`; this table only says how to build it, in listing order.
+_BUILDERS: tuple[tuple[type[Scenario], Callable[[_Request], Scenario]], ...] = (
+    (Steady, lambda r: Steady()),
+    (MemoryLeak, lambda r: MemoryLeak(gpu=r.gpu, leak_mib_per_minute=r.leak_mib_per_minute)),
+    (TrafficRamp, lambda r: TrafficRamp(ramp_seconds=r.ramp_seconds)),
+    (
+        KvPressure,
+        lambda r: KvPressure(
+            engine=0, gpus=tuple(r.layout[0]) if r.layout else None, ramp_seconds=r.pace.kv_ramp_seconds
+        ),
+    ),
+    (HardwareFaults, lambda r: HardwareFaults()),
+    (NvlinkCrc, lambda r: nvlink_crc(r.pace)),
+    (GpuLost, lambda r: gpu_lost(r.pace)),
+    (VllmDown, lambda r: vllm_down(r.pace, r.layout)),
+    (Tour, lambda r: tour(r.pace, r.layout, r.leak_mib_per_minute)),
 )
+_BY_NAME = {kind.name: build for kind, build in _BUILDERS}
+SCENARIOS: tuple[str, ...] = tuple(_BY_NAME)
 
 
 def make_scenario(
@@ -65,20 +98,10 @@ def make_scenario(
         raise ValueError(f"leak_mib_per_minute must be > 0, got {leak}")
     if not 0 < ramp_seconds < float("inf"):
         raise ValueError(f"ramp_seconds must be > 0, got {ramp_seconds}")
-    if name == "steady":
-        return Steady()
-    if name == "memory-leak":
-        return MemoryLeak(gpu=gpu, leak_mib_per_minute=leak)
-    if name == "traffic-ramp":
-        return TrafficRamp(ramp_seconds=ramp_seconds)
-    if name == "kv-pressure":
-        gpus = tuple(layout[0]) if layout else None
-        return KvPressure(engine=0, gpus=gpus, ramp_seconds=speed.kv_ramp_seconds)
-    if name == "hardware-faults":
-        return HardwareFaults()
-    if name in SCENARIOS:
-        return fault_scenario(name, speed, layout or [], leak)
-    raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
+    build = _BY_NAME.get(name)
+    if build is None:
+        raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
+    return build(_Request(gpu, leak, ramp_seconds, speed, layout or []))
 
 
 def leak_from_environment() -> float | None:

@@ -43,8 +43,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from servescope.sim.fleet import SimGpu, SimulatedFleet
+from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.models import MIB
+from servescope.sim.sim_gpu import SimGpu
 
 GIB = 1024 * MIB
 WORKSPACE_BYTES = 6 * GIB

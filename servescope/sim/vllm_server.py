@@ -21,6 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from servescope.common.errors import validation_message
 from servescope.common.listen import ListenError, bind, bound_address, parse_listen
 from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
 from servescope.sim.vllm_metrics import CONTENT_TYPE, GENERATIONS, Generation, render_metrics
@@ -60,12 +61,8 @@ def _unavailable() -> Response:
     return JSONResponse({"error": "the engine is down"}, status_code=503)
 
 
-def _validation_message(exc: RequestValidationError) -> str:
-    parts = []
-    for error in exc.errors():
-        where = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
-        parts.append(f"{where or 'body (a JSON object)'}: {error.get('msg')}")
-    return "; ".join(parts)
+def _body_location(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc if part != "body") or "body (a JSON object)"
 
 
 def _lifespan(
@@ -121,7 +118,7 @@ def _add_vllm_routes(
 def _add_control_routes(app: FastAPI, engine: SimulatedEngine, clock: Callable[[], float]) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"error": _validation_message(exc)}, status_code=422)
+        return JSONResponse({"error": validation_message(exc, _body_location)}, status_code=422)
 
     @app.get("/control")
     async def current() -> dict[str, Any]:

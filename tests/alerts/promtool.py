@@ -30,6 +30,9 @@ GROUP_ORDER = [group.name for group in groups(CONFIG)]
 TARGET = {"job": "servescope", "instance": "node-a:9108"}
 GPU = {**TARGET, "gpu": "0", "uuid": "GPU-0000", "hostname": "node-a"}
 ENGINE = {**TARGET, "model_name": "deepseek", "engine": "0", "endpoint": "http://10.0.0.1:8000/metrics"}
+ON_GPU = "node-a GPU 0 (GPU-0000)"
+# What `sum by`/`max by (instance, hostname, gpu, uuid)` keeps of a GPU's labels.
+GPU_BY = {k: GPU[k] for k in ("instance", "hostname", "gpu", "uuid")}
 
 
 def series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
@@ -59,6 +62,11 @@ def firing(alert_name: str, labels: dict[str, str], description: str) -> dict[st
             **links(alert_name, labels),
         },
     }
+
+
+def case(name: str, inputs: list[dict[str, str]], *checks: dict[str, Any]) -> dict[str, Any]:
+    """A promtool test group at a 1 min interval: its input series and alert checks."""
+    return {"name": name, "interval": "1m", "input_series": inputs, "alert_rule_test": list(checks)}
 
 
 def check(alert_name: str, eval_time: str, *expected: dict[str, Any]) -> dict[str, Any]:

@@ -122,6 +122,20 @@ def _burn(alert: str, model: str, pct: str) -> dict[str, Any]:
     return firing(alert, {"model_name": model}, f"{start} over days: the budget will not last the month.")
 
 
+def _burn_series(
+    first: list[tuple[int, tuple[int, int]]], second: list[tuple[int, tuple[int, int]]], steps: int
+) -> list[dict[str, str]]:
+    """Per SLI: one model on `first`, another on `second` (swapped between the SLIs), llama at the base."""
+    inputs: list[dict[str, str]] = []
+    for sli, on_first, on_second in (("ttft", DEEPSEEK, QWEN), ("e2e", QWEN, DEEPSEEK)):
+        inputs += (
+            _histogram(sli, on_first, first)
+            + _histogram(sli, on_second, second)
+            + _histogram(sli, LLAMA, [(steps, BASE)])
+        )
+    return inputs
+
+
 # --- fast burn (page, for 2m): 1 min samples and evaluations, 252 min -----------------------------------
 # S14 (the 14.4x pair alone): 0.5% to 180m, 20% from 181m to 245m, 0.5% after. Errors per minute: 5, 200.
 S14 = [(180, BASE), (65, BURST), (7, BASE)]
@@ -131,13 +145,6 @@ FAST_STEPS = 252
 
 
 def fast_burn() -> dict[str, Any]:
-    inputs = []
-    for sli, on_s14, on_s6 in (("ttft", DEEPSEEK, QWEN), ("e2e", QWEN, DEEPSEEK)):
-        inputs += (
-            _histogram(sli, on_s14, S14)
-            + _histogram(sli, on_s6, S6)
-            + _histogram(sli, LLAMA, [(FAST_STEPS, BASE)])
-        )
     checks, exprs = [], []
     for sli, s14, s6 in (("ttft", "deepseek", "qwen"), ("e2e", "qwen", "deepseek")):
         alert = f"Servescope{SLIS[sli][1]}SloBurnFast"
@@ -172,7 +179,7 @@ def fast_burn() -> dict[str, Any]:
     return {
         "name": "SLO fast burn: 14.4x pair (1h & 5m) and 6x pair (6h & 30m)",
         "interval": "1m",
-        "input_series": inputs,
+        "input_series": _burn_series(S14, S6, FAST_STEPS),
         "alert_rule_test": checks,
         "promql_expr_test": exprs,
     }
@@ -189,13 +196,6 @@ SLOW_STEPS = 494
 
 
 def slow_burn() -> dict[str, Any]:
-    inputs = []
-    for sli, on_s3, on_s1 in (("ttft", DEEPSEEK, QWEN), ("e2e", QWEN, DEEPSEEK)):
-        inputs += (
-            _histogram(sli, on_s3, S3)
-            + _histogram(sli, on_s1, S1)
-            + _histogram(sli, LLAMA, [(SLOW_STEPS, BASE)])
-        )
     checks, exprs = [], []
     for sli, s3, s1 in (("ttft", "deepseek", "qwen"), ("e2e", "qwen", "deepseek")):
         alert = f"Servescope{SLIS[sli][1]}SloBurnSlow"
@@ -231,7 +231,7 @@ def slow_burn() -> dict[str, Any]:
     return {
         "name": "SLO slow burn: 3x pair (1d & 2h) and 1x pair (3d & 6h)",
         "interval": "5m",
-        "input_series": inputs,
+        "input_series": _burn_series(S3, S1, SLOW_STEPS),
         "alert_rule_test": checks,
         "promql_expr_test": exprs,
     }

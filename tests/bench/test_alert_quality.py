@@ -10,12 +10,14 @@ import pytest
 from quality.engine_text import EngineText
 from quality.evaluate import Episode, RunOutcome, firing_steps, group_episodes, score
 from quality.library import library
-from quality.node import Timing, Truth, engine_url
+from quality.node import Timing, Truth
+from quality.node_parts import engine_url
 from quality.openmetrics import SeriesBuffer, names_read_by
 from quality.prom import Prometheus, inline, load_rules
-from quality.report import markdown, summary, targets
+from quality.report import markdown
 from quality.runs import RunSpec, evaluate_rule, gather_blocks, generate
 from quality.scenarios import Busy, During, Incident, Plan, PlanScenario, SloBreach, flat
+from quality.targets import summary, targets
 from quality.truth import Recorded, TruthWindow, intersect, resolve, smoothed, sustained
 
 from servescope.alerts import BUILD_DIR as ALERTS_BUILD

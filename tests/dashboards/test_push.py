@@ -183,15 +183,18 @@ def test_happy_path_creates_the_folder_once_and_posts_every_dashboard(
     assert len(grafana.posts("/api/folders")) == 1
 
 
+def _folder_with_beta_at_version_4(grafana: FakeGrafana) -> None:
+    """Grafana already holds servescope's folder and the Beta dashboard, at version 4."""
+    grafana.folders["servescope"] = {"uid": "servescope", "title": "servescope", "id": 1}
+    beta = _dashboard("servescope-beta", "servescope / Beta")
+    grafana.dashboards["servescope-beta"] = {**beta, "version": 4}
+
+
 @pytest.mark.e2e
 def test_an_existing_dashboard_is_reported_by_name_and_the_rest_still_pushed(
     grafana: FakeGrafana, built: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    grafana.folders["servescope"] = {"uid": "servescope", "title": "servescope", "id": 1}
-    grafana.dashboards["servescope-beta"] = {
-        **_dashboard("servescope-beta", "servescope / Beta"),
-        "version": 4,
-    }
+    _folder_with_beta_at_version_4(grafana)
 
     result = run("--grafana-url", grafana.url, "--dir", str(built), monkeypatch=monkeypatch)
 
@@ -210,11 +213,7 @@ def test_an_existing_dashboard_is_reported_by_name_and_the_rest_still_pushed(
 def test_overwrite_replaces_existing_dashboards(
     grafana: FakeGrafana, built: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    grafana.folders["servescope"] = {"uid": "servescope", "title": "servescope", "id": 1}
-    grafana.dashboards["servescope-beta"] = {
-        **_dashboard("servescope-beta", "servescope / Beta"),
-        "version": 4,
-    }
+    _folder_with_beta_at_version_4(grafana)
 
     result = run("--grafana-url", grafana.url, "--dir", str(built), "--overwrite", monkeypatch=monkeypatch)
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from servescope.alerts.lint import Selector, exported_metrics, is_counter, parse_promql, walk
+from servescope.alerts.known_metrics import exported_metrics, is_counter
+from servescope.alerts.promql import Selector, parse_promql, walk
 from servescope.dashboards.build import SCHEMA_VERSION, names, stale
 from servescope.dashboards.common import DASHBOARDS
 from tests.dashboards.dashboards import BUILD, built, expand, panels, queries

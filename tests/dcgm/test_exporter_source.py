@@ -76,6 +76,7 @@ def server() -> Iterator[tuple[str, type[_Handler]]]:
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}/metrics", handler
     httpd.shutdown()
+    httpd.server_close()
 
 
 @pytest.mark.e2e

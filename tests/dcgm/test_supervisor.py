@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,6 +62,21 @@ def fake_wait(clock: FakeClock, log: list[float]) -> Callable[[threading.Event, 
     return wait
 
 
+def faked_supervisor(
+    spawn: Callable[[Sequence[str]], Child],
+    clock: FakeClock,
+    waited: list[float],
+    *,
+    delay: float,
+    argv: Callable[[], list[str]] = lambda: ["dcgmi"],
+    on_event: Callable[[Any], None] = lambda event: None,
+) -> DmonSupervisor:
+    """A supervisor on the fake clock: children from `spawn`, its waits logged in `waited`."""
+    return DmonSupervisor(
+        argv, on_event, delay_seconds=delay, spawn=spawn, clock=clock, wait=fake_wait(clock, waited)
+    )
+
+
 def test_exits_back_off_exponentially_to_a_minute() -> None:
     clock, waited = FakeClock(), []
     spawned: list[float] = []
@@ -72,14 +88,7 @@ def test_exits_back_off_exponentially_to_a_minute() -> None:
             supervisor._stop.set()
         return FakeChild(clock, "", exit_at=clock())
 
-    supervisor = DmonSupervisor(
-        lambda: ["dcgmi", "dmon"],
-        lambda e: None,
-        delay_seconds=1.0,
-        spawn=spawn,
-        clock=clock,
-        wait=fake_wait(clock, waited),
-    )
+    supervisor = faked_supervisor(spawn, clock, waited, delay=1.0, argv=lambda: ["dcgmi", "dmon"])
     supervisor._run()
     assert supervisor.delays == [1, 2, 4, 8, 16, 32, 60, 60]
     gaps = [b - a for a, b in itertools.pairwise(spawned)]
@@ -98,14 +107,7 @@ def test_a_healthy_minute_resets_the_backoff() -> None:
             supervisor._stop.set()
         return FakeChild(clock, row if lasts else "", exit_at=clock() + (lasts or 0))
 
-    supervisor = DmonSupervisor(
-        lambda: ["dcgmi"],
-        lambda e: None,
-        delay_seconds=30.0,
-        spawn=spawn,
-        clock=clock,
-        wait=fake_wait(clock, waited),
-    )
+    supervisor = faked_supervisor(spawn, clock, waited, delay=30.0)
     supervisor._run()
     assert supervisor.delays == [1, 2, 1]
 
@@ -297,14 +299,7 @@ def test_a_child_silent_for_three_delays_is_killed_on_the_fake_clock() -> None:
         if type(event).__name__ == "Row":
             row_seen_at.append(clock())
 
-    supervisor = DmonSupervisor(
-        lambda: ["dcgmi"],
-        on_event,
-        delay_seconds=1.0,
-        spawn=spawn,
-        clock=clock,
-        wait=fake_wait(clock, waited),
-    )
+    supervisor = faked_supervisor(spawn, clock, waited, delay=1.0, on_event=on_event)
     supervisor._run()
     assert children[0].killed
     assert supervisor.status.last_failure is not None and supervisor.status.last_failure[0] == "hung"

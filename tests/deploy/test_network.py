@@ -51,14 +51,18 @@ def _policy(variant: str, name: str) -> Doc:
     return find(rendered(variant), "NetworkPolicy", name)
 
 
+def _policy_selecting(variant: str, name: str, workload: str) -> Doc:
+    """The NetworkPolicy `name`, checked to select the pods of the variant's `workload` (kind)."""
+    policy = _policy(variant, name)
+    pods = find(rendered(variant), workload)["spec"]["template"]["metadata"]["labels"]
+    assert matches(policy["spec"]["podSelector"]["matchLabels"], pods)
+    return policy
+
+
 @pytest.mark.parametrize("variant", ["default", "elsewhere"])
 def test_only_prometheus_and_the_runbook_service_reach_the_exporters_port(variant: str) -> None:
     options = VARIANTS[variant]
-    policy = _policy(variant, "servescope")
-    daemonset = find(rendered(variant), "DaemonSet")
-    assert matches(
-        policy["spec"]["podSelector"]["matchLabels"], daemonset["spec"]["template"]["metadata"]["labels"]
-    )
+    policy = _policy_selecting(variant, "servescope", "DaemonSet")
     assert policy["spec"]["policyTypes"] == ["Ingress"]  # the exporter may still call its engines and DNS
     prometheus = Peer(options.prometheus_namespace, PROMETHEUS)
     assert allows(policy, "ingress", prometheus, 9108)
@@ -72,11 +76,7 @@ def test_only_prometheus_and_the_runbook_service_reach_the_exporters_port(varian
 @pytest.mark.parametrize("variant", ["default", "elsewhere"])
 def test_runbook_service_is_reached_by_alertmanager_prometheus_and_the_people_namespace(variant: str) -> None:
     options = VARIANTS[variant]
-    policy = _policy(variant, "servescope-runbooks")
-    deployment = find(rendered(variant), "Deployment")
-    assert matches(
-        policy["spec"]["podSelector"]["matchLabels"], deployment["spec"]["template"]["metadata"]["labels"]
-    )
+    policy = _policy_selecting(variant, "servescope-runbooks", "Deployment")
     assert allows(policy, "ingress", Peer(options.alertmanager_namespace, ALERTMANAGER), 9110)
     assert allows(policy, "ingress", Peer(options.prometheus_namespace, PROMETHEUS), 9110)
     assert not allows(policy, "ingress", Peer(options.alertmanager_namespace, ALERTMANAGER), 9108)

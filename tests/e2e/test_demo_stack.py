@@ -226,7 +226,7 @@ def test_kv_pressure_pages_with_the_combined_alert_on_the_right_gpus_and_engine(
     # The ramp also makes requests suffer (the TTFT budget burns at the paging rate): the page is the
     # critical alert that needs such a symptom, and it inhibits the combined warning it contains.
     page = "ServescopeKvPressureHurtingRequests"
-    pages = wait_for(
+    pages: list[dict[str, Any]] = wait_for(
         f"{page} firing on two GPUs", lambda: len(stack.alerts(page)) >= 2 and stack.alerts(page), 240
     )
     assert {(a["labels"]["gpu"], a["labels"]["endpoint"]) for a in pages} == {

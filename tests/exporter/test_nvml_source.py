@@ -131,7 +131,7 @@ def test_not_supported_field_drops_only_that_field_and_is_reported_once(
     fleet, source, _ = nvml_stack(gpus=2)
     fleet.unsupported[(1, "nvmlDeviceGetPowerUsage")] = pynvml.NVML_ERROR_NOT_SUPPORTED
     fleet.unsupported[(1, "nvmlDeviceGetComputeRunningProcesses")] = pynvml.NVML_ERROR_NO_PERMISSION
-    with caplog.at_level(logging.INFO, logger="servescope.exporter.nvml.collector"):
+    with caplog.at_level(logging.INFO, logger="servescope.exporter.nvml"):
         for _ in range(3):
             collection = source.collect()
     samples = collection.samples

@@ -10,7 +10,7 @@ from servescope.sim.engines import gpu_groups
 from servescope.sim.fault_scenarios import FaultPlan, Tour
 from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.models import MIB
-from servescope.sim.registry import LEAK_ENV, make_scenario
+from servescope.sim.registry import LEAK_ENV, SCENARIOS, make_scenario
 from servescope.sim.scenarios import PACES, STEADY_ENGINE, KvPressure, MemoryLeak
 
 LAYOUT = gpu_groups(8, 4)  # [[0, 1], [2, 3], [4, 5], [6, 7]]
@@ -23,12 +23,15 @@ def fleet(gpus: int = 8) -> SimulatedFleet:
 
 
 def test_every_scenario_is_built_from_its_name_at_both_paces() -> None:
+    assert len(set(SCENARIOS)) == len(SCENARIOS) == 9
     for pace in PACES:
-        for name in ("nvlink-crc", "gpu-lost", "vllm-down", "tour"):
+        for name in SCENARIOS:
             scenario = make_scenario(name, pace=pace, layout=LAYOUT)
             assert scenario.name == name and scenario.description
     with pytest.raises(ValueError, match="unknown pace"):
         make_scenario("tour", pace="fast")
+    with pytest.raises(ValueError, match="unknown scenario 'leak'; known: steady, memory-leak"):
+        make_scenario("leak")
 
 
 def test_nvlink_crc_counts_on_gpu_1_link_0_from_20_s() -> None:

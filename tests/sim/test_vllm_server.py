@@ -268,32 +268,33 @@ def test_bad_options_exit_2_with_one_clear_line(
 
 @pytest.mark.e2e
 def test_the_server_process_serves_obeys_control_and_stops_on_sigterm() -> None:
-    process = subprocess.Popen(
+    # The with block closes the pipes: an unclosed pipe is a ResourceWarning, and warnings fail tests.
+    with subprocess.Popen(
         [sys.executable, "-m", "servescope.sim.vllm_server", "--listen", "127.0.0.1:0", "--seed", "2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    )
-    try:
-        assert process.stdout is not None
-        first = process.stdout.readline()
-        found = re.fullmatch(r"sim-vllm serving on 127\.0\.0\.1:(\d+)\n", first)
-        assert found, first
-        base = f"http://127.0.0.1:{found.group(1)}"
-        metrics = httpx.get(f"{base}/metrics", timeout=5)
-        assert metrics.status_code == 200 and "vllm:num_requests_running{" in metrics.text
-        assert httpx.get(f"{base}/health", timeout=5).status_code == 200
-        changed = httpx.post(f"{base}/control", json={"arrival_rate": 7.0}, timeout=5)
-        assert changed.json()["arrival_rate"] == 7.0
-        assert httpx.post(f"{base}/control", json={"down": True}, timeout=5).status_code == 200
-        assert httpx.get(f"{base}/metrics", timeout=5).status_code == 503
-        assert httpx.get(f"{base}/health", timeout=5).status_code == 503
-        assert httpx.post(f"{base}/control", json={"down": False}, timeout=5).status_code == 200
-        assert httpx.get(f"{base}/health", timeout=5).status_code == 200
-    finally:
-        started = time.monotonic()
-        process.terminate()
-        code = process.wait(10)
-        assert time.monotonic() - started < 10
+    ) as process:
+        try:
+            assert process.stdout is not None
+            first = process.stdout.readline()
+            found = re.fullmatch(r"sim-vllm serving on 127\.0\.0\.1:(\d+)\n", first)
+            assert found, first
+            base = f"http://127.0.0.1:{found.group(1)}"
+            metrics = httpx.get(f"{base}/metrics", timeout=5)
+            assert metrics.status_code == 200 and "vllm:num_requests_running{" in metrics.text
+            assert httpx.get(f"{base}/health", timeout=5).status_code == 200
+            changed = httpx.post(f"{base}/control", json={"arrival_rate": 7.0}, timeout=5)
+            assert changed.json()["arrival_rate"] == 7.0
+            assert httpx.post(f"{base}/control", json={"down": True}, timeout=5).status_code == 200
+            assert httpx.get(f"{base}/metrics", timeout=5).status_code == 503
+            assert httpx.get(f"{base}/health", timeout=5).status_code == 503
+            assert httpx.post(f"{base}/control", json={"down": False}, timeout=5).status_code == 200
+            assert httpx.get(f"{base}/health", timeout=5).status_code == 200
+        finally:
+            started = time.monotonic()
+            process.terminate()
+            code = process.wait(10)
+            assert time.monotonic() - started < 10
     # uvicorn shuts down gracefully, then re-raises the signal: "terminated by SIGTERM" is a clean exit.
     assert code in (0, -15)

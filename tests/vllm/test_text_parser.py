@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from prometheus_client.parser import text_string_to_metric_families
 
-from servescope.exporter.vllm import text_parser
-from servescope.exporter.vllm.text_parser import ExpositionError, ParsedFamily, parse_exposition
+from servescope.exporter.vllm.text_parser import (
+    ExpositionError,
+    ExpositionParser,
+    ParsedFamily,
+    parse_exposition,
+)
 from tests.helpers import SAMPLES
+from tests.vllm.compare import Normalised, normalise, ours, reference
 
 # Expositions only: the samples folder also holds captures that are not /metrics (process trees).
 FIXTURES = sorted(
@@ -22,49 +23,6 @@ FIXTURES = sorted(
     for p in SAMPLES.glob("*.txt")
     if p.name.startswith(("vllm-", "sglang-", "dcgm-exporter")) and not p.stem.endswith("-processes")
 )
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-Normalised = list[tuple[str, str, str, list[tuple[str, tuple[tuple[str, str], ...], object]]]]
-
-
-def _value(value: float) -> object:
-    """A comparable value: NaN equals NaN; upstream's huge ints (beyond float) become infinities."""
-    try:
-        number = float(value)
-    except OverflowError:
-        number = math.inf if value > 0 else -math.inf
-    return "NaN" if math.isnan(number) else number
-
-
-def normalise(families: Iterable[Any]) -> Normalised:
-    """Families as plain tuples, so both parsers' results compare with ==."""
-    return [
-        (
-            f.name,
-            f.type,
-            f.documentation,
-            [(s.name, tuple(sorted(s.labels.items())), _value(s.value)) for s in f.samples],
-        )
-        for f in families
-    ]
-
-
-def reference(text: str) -> Normalised | None:
-    """prometheus_client's reading, or None where it raises (anything: it is not only ValueError)."""
-    try:
-        families = list(text_string_to_metric_families(text))
-    except Exception:
-        return None
-    return normalise(families)
-
-
-def ours(text: str, keep: Callable[[str], bool] | None = None) -> Normalised | None:
-    try:
-        families = parse_exposition(text, keep)
-    except ExpositionError:
-        return None
-    return normalise(families)
-
 
 # -- fixtures ----------------------------------------------------------------------------------------
 
@@ -238,14 +196,33 @@ def test_returned_labels_are_the_callers_own() -> None:
     assert parse_exposition(text)[0].samples[0].labels == {"b": "c"}
 
 
-def test_remembered_series_never_change_results(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_remembered_series_never_change_results() -> None:
     text = (SAMPLES / "vllm-0.32-cpu-idle.txt").read_text()
     expected = reference(text)
-    text_parser._forget()
-    assert ours(text) == expected  # a first scrape
-    assert ours(text) == expected  # every later one
-    monkeypatch.setattr(text_parser, "_CACHE_LIMIT", 8)
-    assert ours(text) == expected  # the memory is dropped again and again when full
+    parser = ExpositionParser()
+    assert normalise(parser.parse(text)) == expected  # a first scrape
+    assert normalise(parser.parse(text)) == expected  # every later one
+    small = ExpositionParser(cache_limit=8)
+    for _ in range(3):  # the memory is dropped again and again when full
+        assert normalise(small.parse(text)) == expected
+
+
+def test_each_thread_parses_with_a_parser_of_its_own() -> None:
+    text = (SAMPLES / "vllm-0.32-cpu-idle.txt").read_text()
+    expected = reference(text)
+    barrier = threading.Barrier(4)
+    results: list[Normalised] = []
+
+    def scrape() -> None:
+        barrier.wait()  # all four parse at once, each with its own memory of the series
+        results.extend(normalise(parse_exposition(text)) for _ in range(5))
+
+    threads = [threading.Thread(target=scrape) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [expected] * 20
 
 
 # -- errors name the line ------------------------------------------------------------------------------
@@ -293,123 +270,3 @@ def test_keep_sees_final_family_name_after_retype() -> None:
     assert [f.name for f in full] == ["c", "x"]
     assert parse_exposition(text, keep=lambda name: name == "c") == full[:1]
     assert parse_exposition(text, keep=lambda name: name == "c_total") == []
-
-
-# -- fuzzing -------------------------------------------------------------------------------------------
-
-BASES = ["a", "foo", "foo_total", "vllm:x", "x_count", "b_bucket", ":odd", "_u", "sglang:y_total"]
-SUFFIXES = ["", "", "", "_total", "_count", "_sum", "_bucket", "_created", "_gsum", "_gcount", "_info"]
-TYPES = ["counter", "gauge", "histogram", "summary", "untyped", "unknown", "info", "stateset"]
-ODD_TYPES = ["gaugehistogram", "bogus", "counter extra", "Counter"]
-LABEL_NAMES = ["le", "quantile", "engine", "model_name", "a", "_x", "a:b", '"q n"']
-ODD_LABEL_NAMES = ["__name__", "__r", "", "a-b", '"unterminated']
-VALUE_PIECES = ["a", " ", "\\\\", '\\"', "\\n", "\\t", "{", "}", ",", "=", "é", "日本", "#", "\u2028", "\r"]
-NUMBERS = ["0", "1", "1.0", "-1.5e-3", "NaN", "nan", "+Inf", "-Inf", "inf", "1e400", "-0"]
-ODD_NUMBERS = ["1_0", "0x1", "", "x", "\\", '"1"', "1{"]
-STAMPS = ["", "", "", " 1700000000000", " -1", " 1.5", " 1e3"]
-ODD_STAMPS = [" x", " 1_0", " 1 2", "\t1", " " + "9" * 400]
-TRICKY = [*'{}"\\,= \t#_x1\n', "\u2028", "\xa0", "\r"]
-
-
-names = st.from_regex(r"[a-zA-Z_:][a-zA-Z0-9_:]{0,6}", fullmatch=True)
-label_values = st.one_of(
-    st.lists(st.sampled_from(VALUE_PIECES), max_size=5).map("".join),
-    st.text(max_size=6).map(lambda t: t.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")),
-)
-numbers = st.one_of(
-    st.sampled_from(NUMBERS),
-    st.floats(allow_nan=True, allow_infinity=True).map(repr),
-    st.integers(-(10**30), 10**30).map(str),
-)
-help_texts = st.text(max_size=12).map(lambda t: t.replace("\n", "\\n"))
-
-
-def pick(draw: st.DrawFn, wild: bool, common: st.SearchStrategy[str], odd: list[str]) -> str:
-    """Usually a valid choice; in a wild exposition one time in eight an odd one, which may not parse."""
-    if wild and not draw(st.integers(0, 7)):
-        return draw(st.sampled_from(odd))
-    return draw(common)
-
-
-@st.composite
-def sample_lines(draw: st.DrawFn, base: str, wild: bool) -> str:
-    name = base + draw(st.sampled_from(SUFFIXES)) if draw(st.integers(0, 5)) else draw(names)
-    label_name = st.sampled_from(LABEL_NAMES) | names
-    keys: list[str] = []
-    for _ in range(draw(st.integers(0, 3))):
-        key = pick(draw, wild, label_name, ODD_LABEL_NAMES)
-        if wild or key not in keys:
-            keys.append(key)
-    labels = ",".join(f'{k}="{draw(label_values)}"' for k in keys) + draw(st.sampled_from(["", "", ","]))
-    braces = f"{{{labels}}}" if keys or draw(st.booleans()) else ""
-    separator = pick(draw, wild, st.just(" "), ["\t", "  ", ""])
-    stamp = pick(draw, wild, st.sampled_from(STAMPS), ODD_STAMPS)
-    return f"{name}{braces}{separator}{pick(draw, wild, numbers, ODD_NUMBERS)}{stamp}"
-
-
-@st.composite
-def family_blocks(draw: st.DrawFn, wild: bool) -> list[str]:
-    base = draw(st.sampled_from(BASES) | names)
-    typ = pick(draw, wild, st.sampled_from(TYPES), ODD_TYPES)
-    header = []
-    if draw(st.integers(0, 3)):
-        header.append(f"# HELP {base} {draw(help_texts)}")
-    if draw(st.integers(0, 3)):
-        header.append(f"# TYPE {base} {typ}")
-    if not draw(st.integers(0, 5)):
-        header.append(f"# HELP {base} {draw(help_texts)}")
-    lines = draw(st.permutations(header)) + draw(st.lists(sample_lines(base, wild), max_size=5))
-    if not draw(st.integers(0, 6)):
-        lines.insert(draw(st.integers(0, len(lines))), f"# TYPE {base} {typ}")
-    return lines
-
-
-@st.composite
-def expositions(draw: st.DrawFn) -> str:
-    wild = draw(st.booleans())
-    lines: list[str] = []
-    for block in draw(st.lists(family_blocks(wild), max_size=5)):
-        lines += block
-        if not draw(st.integers(0, 3)):
-            lines.append(draw(st.sampled_from(["", "  ", "# source: x", "#", "# HELP", "# x y z", "\t"])))
-    ending = draw(st.sampled_from(["\n", "\n", "\r\n"]))
-    return ending.join(lines) + draw(st.sampled_from(["", ending]))
-
-
-@st.composite
-def mutated(draw: st.DrawFn) -> str:
-    text = draw(expositions())
-    for _ in range(draw(st.integers(1, 3))):
-        at = draw(st.integers(0, len(text)))
-        how = draw(st.sampled_from(["insert", "delete", "replace"]))
-        char = draw(st.sampled_from(TRICKY))
-        if how == "insert":
-            text = text[:at] + char + text[at:]
-        elif how == "delete":
-            text = text[:at] + text[at + 1 :]
-        else:
-            text = text[:at] + char + text[at + 1 :]
-    return text
-
-
-@pytest.mark.slow
-@FUZZ
-@given(expositions())
-def test_generated_expositions_agree(text: str) -> None:
-    assert ours(text) == reference(text)
-
-
-@pytest.mark.slow
-@FUZZ
-@given(mutated())
-def test_mutated_expositions_agree_or_both_reject(text: str) -> None:
-    assert ours(text) == reference(text)
-
-
-@pytest.mark.slow
-@FUZZ
-@given(expositions(), st.sets(st.sampled_from(BASES + [b[:-6] for b in BASES if b.endswith("_total")])))
-def test_keep_equals_filtered_result(text: str, wanted: set[str]) -> None:
-    full = ours(text)
-    if full is not None:
-        assert ours(text, keep=lambda name: name in wanted) == [f for f in full if f[0] in wanted]

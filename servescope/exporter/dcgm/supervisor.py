@@ -212,6 +212,10 @@ class DmonSupervisor:
             child.wait(timeout=5)  # reaped: no zombie is left behind
         for reader in readers:
             reader.join(2)
+        for stream in (child.stdout, child.stderr):  # else each restart leaves two pipes to the GC
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
         self._child = None
         produced = self.status.last_row is not None and self.status.last_row != rows_before
         return reason, message, self._clock() - started, produced

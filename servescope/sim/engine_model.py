@@ -1,0 +1,174 @@
+"""The simulated engine's model: load and capacity, requests, and the time an engine step takes.
+
+
+Step time, for the DeepSeek-class MoE of the seed guide (batch 1 -> 8: 3.2x throughput, +120% P99):
+
+    step = base + experts * (1 - (1 - top_k / num_experts) ** batch)
+           + kv_per_1k_context * context_tokens / 1024 + prefill_per_token * prefill_tokens
+
+`base` is what every step pays (dense and shared-expert weights, launches). The experts term is the
+routed-expert weight a step must read: each sequence routes to its own top-k of 256, so 1 sequence reads
+8 experts and 8 read ~57 (the guide's KV-bandwidth and SM contention play that part on dense models).
+The KV term is attention reading every cached token of every running sequence, the last one prefill
+compute. With 512/128-token requests a step takes 10.8 ms at batch 1 and 25.6 ms at batch 8, so tokens/s
+rise 8 x 10.8 / 25.6 = 3.4x and latency 25.6 / 10.8 = +137%. A full batch obeys Little's law (throughput
+x latency rises by the batch ratio, 8), so the operators' 3.2x and +120% (product 7.0) cannot both hold
+exactly; the constants sit in between. Larger batches keep gaining throughput, slowly (~750 tokens/s at
+64, ~1660 at 256) while each token takes longer (85 ms, 154 ms).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class StepCost:
+    """Seconds per engine step, from the batch, the tokens it reads and the tokens it prefills."""
+
+    base: float = 0.0085
+    experts: float = 0.065
+    top_k: int = 8
+    num_experts: int = 256
+    kv_per_1k_context: float = 0.0004
+    prefill_per_token: float = 0.00003
+
+    def seconds(self, batch: int, context_tokens: int, prefill_tokens: int) -> float:
+        coverage = 1.0 - (1.0 - self.top_k / self.num_experts) ** batch
+        return (
+            self.base
+            + self.experts * coverage
+            + self.kv_per_1k_context * context_tokens / 1024
+            + self.prefill_per_token * prefill_tokens
+        )
+
+
+_MINIMUMS = {"arrival_rate": 0, "concurrency": 0, "max_num_seqs": 1, "prompt_tokens": 1, "output_tokens": 1}
+_MINIMUMS |= {"block_size": 1, "num_gpu_blocks": 1, "max_model_len": 2}
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """Load and capacity; load fields change at run time through `SimulatedEngine.set_load`."""
+
+    arrival_rate: float = 1.0  # Poisson arrivals, requests per second
+    concurrency: int = 0  # closed-loop clients that send a new request when theirs finishes
+    max_num_seqs: int = 256
+    prompt_tokens: int = 512  # mean of a log-normal prompt length
+    output_tokens: int = 128  # mean of a log-normal natural output length
+    prompt_sigma: float = 0.6
+    output_sigma: float = 0.5
+    max_tokens_factor: float = 2.0  # clients ask for max_tokens = factor x output_tokens
+    prefix_hit_fraction: float = 0.3  # mean share of a prompt found in the prefix cache
+    abort_fraction: float = 0.0  # share of requests their client aborts half way
+    block_size: int = 16
+    num_gpu_blocks: int = 65_536  # x block_size = 1,048,576 tokens, an H200's KV budget
+    max_model_len: int = 8192
+    max_num_batched_tokens: int = 8192
+    gpu_memory_utilization: float = 0.9
+    cost: StepCost = field(default_factory=StepCost)
+
+    def __post_init__(self) -> None:
+        problems = []
+        for name, low in _MINIMUMS.items():
+            if getattr(self, name) < low:
+                problems.append(f"{name} must be >= {low}, got {getattr(self, name)}")
+        if not math.isfinite(self.arrival_rate):
+            problems.append(f"arrival_rate must be finite, got {self.arrival_rate}")
+        for name in ("prefix_hit_fraction", "abort_fraction"):
+            if not 0 <= getattr(self, name) <= 1:
+                problems.append(f"{name} must be between 0 and 1, got {getattr(self, name)}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @property
+    def context_limit(self) -> int:
+        """Longest sequence: vLLM refuses to start when max_model_len does not fit in the KV cache."""
+        return min(self.max_model_len, self.block_size * self.num_gpu_blocks)
+
+    @property
+    def max_tokens(self) -> int:
+        return max(1, round(self.output_tokens * self.max_tokens_factor))
+
+    def blocks_for(self, tokens: int) -> int:
+        """KV blocks that hold `tokens` tokens."""
+        return -(-tokens // self.block_size)
+
+
+@dataclass(slots=True, eq=False)
+class Request:
+    """One request's progress: identity comparison only, as the queues hold and remove exact objects."""
+
+    arrival: float
+    prompt: int
+    max_tokens: int
+    natural_length: int  # where the model would emit end-of-sequence
+    cached: int  # prompt tokens found in the prefix cache
+    client: bool  # sent by a closed-loop client, which sends another when this one ends
+    abort_after: int | None = None
+    generated: int = 0
+    blocks: int = 0
+    preemptions: int = 0
+    scheduled_at: float | None = None
+    first_token_at: float | None = None
+    last_token_at: float = 0.0
+    done: bool = False
+
+    @property
+    def context(self) -> int:
+        return self.prompt + self.generated
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedRequest:
+    """What a finished request looked like, kept for tests and scenario checks."""
+
+    arrival: float
+    finished: float
+    e2e: float
+    reason: str
+    prompt_tokens: int
+    generation_tokens: int
+    preemptions: int
+
+
+@dataclass(slots=True)
+class Step:
+    """An engine step in flight: planned at `start`, its tokens come out at `end`."""
+
+    start: float
+    end: float
+    decoding: list[Request]
+    prefilling: list[Request]
+    tokens: int
+
+
+def new_request(config: EngineConfig, arrival: float, rng: random.Random, *, client: bool) -> Request:
+    """A request arriving at `arrival`, its lengths and prefix-cache share drawn from `rng`."""
+    c = config
+    prompt = min(c.context_limit - 1, _lognormal(rng, c.prompt_tokens, c.prompt_sigma))
+    natural = _lognormal(rng, c.output_tokens, c.output_sigma)
+    share = min(1.0, rng.uniform(0.0, 2.0 * c.prefix_hit_fraction))
+    # Prefix-cache hits come in whole blocks, and vLLM always computes the last prompt token.
+    cached = min(prompt - 1, int(prompt * share) // c.block_size * c.block_size)
+    aborts = rng.random() < c.abort_fraction
+    abort_after = max(1, natural // 2) if aborts else None
+    return Request(arrival, prompt, c.max_tokens, natural, cached, client, abort_after)
+
+
+def finish_reason(req: Request, config: EngineConfig) -> str | None:
+    """Why `req` ends after its latest token (abort, stop, length), or None while it goes on."""
+    if req.abort_after is not None and req.generated >= req.abort_after:
+        return "abort"
+    if req.generated >= req.natural_length and req.natural_length < req.max_tokens:
+        return "stop"
+    if req.generated >= req.max_tokens or req.context >= config.context_limit:
+        return "length"
+    return None
+
+
+def _lognormal(rng: random.Random, mean: float, sigma: float) -> int:
+    """A positive integer drawn log-normally with the given mean."""
+    return max(1, round(rng.lognormvariate(math.log(mean) - sigma * sigma / 2, sigma)))
