@@ -158,6 +158,8 @@ def _stop(process: subprocess.Popen[str]) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+    if process.stdout is not None:
+        process.stdout.close()
 
 
 @pytest.fixture(scope="module")

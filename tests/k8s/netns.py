@@ -105,5 +105,8 @@ def pod_namespace(index: int) -> Iterator[Pod]:
         for process in pod.processes:
             _kill_tree(process.pid)
             process.wait(10)
+            for pipe in (process.stdout, process.stderr):
+                if pipe is not None:
+                    pipe.close()
         ip("link", "del", host_if, check=False)
         ip("netns", "del", name, check=False)
