@@ -13,11 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 _DURATION = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$")
 MIB = 1024 * 1024
 
-# XIDs that mean the GPU or its driver state is broken (NVIDIA's XID catalogue): 48 double-bit ECC,
-# 62 internal micro-controller halt, 64 row remapping failure, 74 NVLink error, 79 fallen off the bus,
-# 94/95 contained/uncontained ECC error, 119/120 GSP errors, 140 unrecovered ECC error, 154 the driver
-# changed the GPU's recovery action (a reset or a reboot is required).
-CRITICAL_XIDS = (48, 62, 64, 74, 79, 94, 95, 119, 120, 140, 154)
+# XIDs that mean the GPU or its driver state is broken (NVIDIA's XID catalogue): 46 GPU stopped
+# processing (a hung engine: its channels need a reset), 48 double-bit ECC, 62 internal micro-controller
+# halt, 64 row remapping failure, 74 NVLink error, 79 fallen off the bus, 94/95 contained/uncontained
+# ECC error, 119/120 GSP errors, 140 unrecovered ECC error, 154 the driver changed the GPU's recovery
+# action (a reset or a reboot is required).
+CRITICAL_XIDS = (46, 48, 62, 64, 74, 79, 94, 95, 119, 120, 140, 154)
 # XIDs whose recovery (a drain and a reset) can wait for a quiet hour: 63 ECC page retirement or row
 # remapping recorded, 92 high single-bit ECC rate.
 DRAIN_XIDS = (63, 92)
