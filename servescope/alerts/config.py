@@ -155,6 +155,14 @@ class AlertsConfig(BaseModel):
     nvlink_crc_errors: float = Field(10, ge=0, description="CRC errors per hardware_window on one GPU.")
     nvlink_replay_errors: float = Field(10, ge=0)
     pcie_replays: float = Field(10, ge=0)
+    pcie_link_busy_ratio: float = Field(
+        0.3,
+        gt=0,
+        le=1,
+        description="Mean utilisation over hardware_window above which a GPU's PCIe link must reach its "
+        "maximum generation (at idle GPUs lower it to save power).",
+    )
+    pcie_link_for: str = "10m"
     hardware_for: str = "10m"
     nvlink_crc_for: str = Field(
         "1m", description="Short: a burst that leaves the window within 10 minutes must still alert."

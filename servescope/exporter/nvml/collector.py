@@ -16,6 +16,7 @@ from servescope.exporter.nvml import library as nv
 from servescope.exporter.nvml.device import Gpu
 from servescope.exporter.nvml.errors import ErrorScope, NvmlError
 from servescope.exporter.nvml.library import NvmlLibrary
+from servescope.exporter.nvml.pcie_link import pcie_link_samples
 from servescope.exporter.nvml.xid import XidWatcher
 from servescope.exporter.sources.base import Collection, Problem, SourceError
 from servescope.exporter.stores.history import MemoryHistory
@@ -274,6 +275,9 @@ class NvmlSource:
             value = self._read(gpu, field, call)
             if value is not None:
                 out.append(Sample(spec, g, value))
+        link = self._read(gpu, "pcie_link", self._lib.pcie_link)
+        if link is not None:
+            out += pcie_link_samples(g, link)
         self._read_clocks(gpu, out)
         self._read_memory_health(gpu, out)
         self._read_nvlinks(gpu, out)
