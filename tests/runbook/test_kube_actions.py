@@ -42,17 +42,21 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **state: Any) -> Pa
     return marker
 
 
+def scalable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, replicas: int, hpas: dict[str, Any], **state: Any
+) -> Path:
+    """A cluster with the Deployment serving/vllm at `replicas` and the HPA list `hpas`, without KEDA."""
+    return cluster(
+        tmp_path,
+        monkeypatch,
+        **{"deployment/vllm": deployment(replicas), "horizontalpodautoscalers.autoscaling": hpas, **state},
+    )
+
+
 def test_scale_adds_to_the_current_count_and_passes_it_as_the_precondition(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    marker = cluster(
-        tmp_path,
-        monkeypatch,
-        **{
-            "deployment/vllm": deployment(4),
-            "horizontalpodautoscalers.autoscaling": listing(autoscaler("other-hpa", "vllm-other")),
-        },
-    )
+    marker = scalable(tmp_path, monkeypatch, 4, listing(autoscaler("other-hpa", "vllm-other")))
     scale = ["scale", "deployment/vllm", "--namespace=serving", "--current-replicas=4", "--replicas=6"]
     dry = run("scale_deployment", False, namespace="serving", deployment="vllm", add=2)
     assert dry.ok and dry.dry_run and dry.command == ["kubectl", *scale], dry.output
@@ -67,15 +71,7 @@ def test_scale_adds_to_the_current_count_and_passes_it_as_the_precondition(
 def test_a_count_changed_meanwhile_makes_the_scale_fail_not_clobber(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    marker = cluster(
-        tmp_path,
-        monkeypatch,
-        **{
-            "deployment/vllm": deployment(4),
-            "horizontalpodautoscalers.autoscaling": listing(),
-            "replicas_now": 9,
-        },
-    )
+    marker = scalable(tmp_path, monkeypatch, 4, listing(), replicas_now=9)
     done = run("scale_deployment", True, namespace="serving", deployment="vllm", add=1)
     assert not done.ok and "Expected replicas to be 4, was 9" in done.output and "exited 1" in done.output
     assert "--current-replicas=4" in recorded(marker)[-1]
@@ -116,11 +112,7 @@ def test_decrease_and_zero_only_when_asked(tmp_path: Path, monkeypatch: pytest.M
         ACTIONS["scale_deployment"].params.model_validate({**params, "add": 0})
     with pytest.raises(ValidationError):  # labels bind strings: "true" is no boolean here
         ACTIONS["scale_deployment"].params.model_validate({**params, "add": -1, "allow_decrease": "true"})
-    marker = cluster(
-        tmp_path,
-        monkeypatch,
-        **{"deployment/vllm": deployment(2), "horizontalpodautoscalers.autoscaling": listing()},
-    )
+    marker = scalable(tmp_path, monkeypatch, 2, listing())
     fewer = run("scale_deployment", True, **params, add=-1, allow_decrease=True)
     assert fewer.ok and recorded(marker)[-1][-1] == "--replicas=1", fewer.output
     zero = run("scale_deployment", True, **params, add=-2, allow_decrease=True)
