@@ -12,11 +12,12 @@ from servescope.common.durations import is_duration
 
 MIB = 1024 * 1024
 
-# XIDs that mean the GPU or its driver state is broken (NVIDIA's XID catalogue): 48 double-bit ECC,
-# 62 internal micro-controller halt, 64 row remapping failure, 74 NVLink error, 79 fallen off the bus,
-# 94/95 contained/uncontained ECC error, 119/120 GSP errors, 140 unrecovered ECC error, 154 the driver
-# changed the GPU's recovery action (a reset or a reboot is required).
-CRITICAL_XIDS = (48, 62, 64, 74, 79, 94, 95, 119, 120, 140, 154)
+# XIDs that mean the GPU or its driver state is broken (NVIDIA's XID catalogue): 46 GPU stopped
+# processing (a hung engine: its channels need a reset), 48 double-bit ECC, 62 internal micro-controller
+# halt, 64 row remapping failure, 74 NVLink error, 79 fallen off the bus, 94/95 contained/uncontained
+# ECC error, 119/120 GSP errors, 140 unrecovered ECC error, 154 the driver changed the GPU's recovery
+# action (a reset or a reboot is required).
+CRITICAL_XIDS = (46, 48, 62, 64, 74, 79, 94, 95, 119, 120, 140, 154)
 # XIDs whose recovery (a drain and a reset) can wait for a quiet hour: 63 ECC page retirement or row
 # remapping recorded, 92 high single-bit ECC rate.
 DRAIN_XIDS = (63, 92)
@@ -153,6 +154,14 @@ class AlertsConfig(BaseModel):
     nvlink_crc_errors: float = Field(10, ge=0, description="CRC errors per hardware_window on one GPU.")
     nvlink_replay_errors: float = Field(10, ge=0)
     pcie_replays: float = Field(10, ge=0)
+    pcie_link_busy_ratio: float = Field(
+        0.3,
+        gt=0,
+        le=1,
+        description="Mean utilisation over hardware_window above which a GPU's PCIe link must reach its "
+        "maximum generation (at idle GPUs lower it to save power).",
+    )
+    pcie_link_for: str = "10m"
     hardware_for: str = "10m"
     nvlink_crc_for: str = Field(
         "1m", description="Short: a burst that leaves the window within 10 minutes must still alert."

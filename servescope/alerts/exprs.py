@@ -51,3 +51,19 @@ def engine_active(cfg: AlertsConfig) -> str:
     """Engines that ran steps in the last 5 min: vLLM's gauges only refresh on a step, so an idle engine
     keeps the KV usage of its last busy moment (vLLM #22545, #29928)."""
     return f"rate({sel(cfg, c.ITERATION_TOKENS.name + '_count')}[5m]) > 0"
+
+
+def pool_spare(cfg: AlertsConfig, window: str) -> str:
+    """Each model pool's spare share: 1 - the mean busy share, over `window`, of the GPUs its engines run on.
+
+    Busy is DCGM SM activity where DCGM reports it, else NVML utilisation (as for saturation). A GPU
+    without an engine is no model's capacity until a worker is started on it, so it does not dilute a
+    busy pool's figure; a GPU two models share counts in both pools.
+    """
+    by = ", ".join((*cfg.fleet_by, "instance", "uuid"))
+    sm = f"max by ({by}) (avg_over_time({sel(cfg, SM_ACTIVE)}[{window}]))"
+    nvml = f"max by ({by}) (avg_over_time({sel(cfg, c.UTILIZATION.name)}[{window}]))"
+    busy = f"({sm} or ({nvml} unless on (instance, uuid) {sm}))"
+    pools = f"group by ({by}, model_name) ({sel(cfg, c.ENGINE_GPU_INFO.name)})"
+    pool_by = ", ".join((*cfg.fleet_by, "model_name"))
+    return f"1 - avg by ({pool_by}) ({pools} * on (instance, uuid) group_left () {busy})"

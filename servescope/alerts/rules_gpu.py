@@ -6,6 +6,12 @@ from servescope import catalog as c
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.exprs import GPU_BY, ON_GPU
 from servescope.alerts.model import GPU_KEYS, Alert, Group, sel
+from servescope.catalog.pcie import (
+    PCIE_LINK_GENERATION,
+    PCIE_LINK_MAX_GENERATION,
+    PCIE_LINK_MAX_WIDTH,
+    PCIE_LINK_WIDTH,
+)
 from servescope.common.durations import parse_duration
 
 # NVLink CRC counters of DCGM by field, summed over links: 409/419 (flit/data) and their NVLink5
@@ -35,6 +41,27 @@ def crc_errors(cfg: AlertsConfig) -> str:
         f"(sum by ({GPU_BY}) (increase({nvml}[{w}]))"
         f" or on (instance, uuid) sum by ({GPU_BY}) ({dcgm})"
         f" or on (instance, uuid) sum by ({GPU_BY}) (increase({sel(cfg, DCGM_DL_CRC)}[{w}])))"
+    )
+
+
+def pcie_link_degraded(cfg: AlertsConfig) -> str:
+    """GPUs whose PCIe link runs below its maximum: `degraded` says which part, the value is the current one.
+
+    The width is compared always. The generation only under load: an idle GPU lowers it to save power, so
+    the highest generation seen over hardware_window must reach the maximum while the GPU was busy.
+    """
+    w = cfg.hardware_window
+    on_gpu = f"on ({GPU_BY})"
+    width = f"max by ({GPU_BY}) ({sel(cfg, PCIE_LINK_WIDTH.name)})"
+    max_width = f"max by ({GPU_BY}) ({sel(cfg, PCIE_LINK_MAX_WIDTH.name)})"
+    generation = f"max by ({GPU_BY}) (max_over_time({sel(cfg, PCIE_LINK_GENERATION.name)}[{w}]))"
+    max_generation = f"max by ({GPU_BY}) ({sel(cfg, PCIE_LINK_MAX_GENERATION.name)})"
+    busy = f"max by ({GPU_BY}) (avg_over_time({sel(cfg, c.UTILIZATION.name)}[{w}]))"
+    narrow = f"{width} < {on_gpu} {max_width}"
+    slow = f"{generation} < {on_gpu} {max_generation} and {on_gpu} {busy} > {cfg.pcie_link_busy_ratio:g}"
+    return (
+        f'label_replace({narrow}, "degraded", "width", "", "")'
+        f' or label_replace({slow}, "degraded", "generation", "", "")'
     )
 
 
@@ -203,6 +230,18 @@ def health(cfg: AlertsConfig) -> Group:
                 "warning",
                 "PCIe replays keep increasing on a GPU.",
                 f"{ON_GPU} retransmitted {{{{ $value | humanize }}}} PCIe packets in the last {w}.",
+                GPU_KEYS,
+                "interconnect",
+            ),
+            Alert(
+                "ServescopePcieLinkDegraded",
+                pcie_link_degraded(cfg),
+                cfg.pcie_link_for,
+                "warning",
+                "A GPU's PCIe link runs below the generation or width it can train at.",
+                f"{ON_GPU}: its PCIe link {{{{ $labels.degraded }}}} is {{{{ $value }}}}, below the maximum "
+                "of GPU and slot (servescope_gpu_pcie_link_max_{{ $labels.degraded }}): weight loading "
+                "and host transfers run slower; reseat the GPU or check its riser and slot.",
                 GPU_KEYS,
                 "interconnect",
             ),

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from servescope import catalog as c
 from servescope.alerts.config import AlertsConfig
-from servescope.alerts.exprs import ENGINE_BY, ON_ENGINE, ON_GPU, engine_active, on_engine_gpus, saturated
+from servescope.alerts.exprs import (
+    ENGINE_BY,
+    ON_ENGINE,
+    ON_GPU,
+    engine_active,
+    on_engine_gpus,
+    pool_spare,
+    saturated,
+)
 from servescope.alerts.model import ENGINE_KEYS, GPU_KEYS, Alert, Group, Record, sel
 from servescope.alerts.rules_slo import PAGE, error_ratio
 
@@ -48,7 +56,6 @@ def serving(cfg: AlertsConfig) -> Group:
     util = sel(cfg, c.UTILIZATION.name)
     waiting = sel(cfg, c.WAITING.name)
     running = sel(cfg, c.RUNNING.name)
-    fleet = f" by ({', '.join(cfg.fleet_by)})" if cfg.fleet_by else ""
     return Group(
         "servescope-serving",
         (
@@ -153,13 +160,14 @@ def serving(cfg: AlertsConfig) -> Group:
             ),
             Alert(
                 "ServescopeFleetCapacityBufferLow",
-                f"1 - avg{fleet} (avg_over_time({util}[{FLEET_SMOOTHING}])) < {cfg.capacity_buffer_ratio:g}",
+                f"{pool_spare(cfg, FLEET_SMOOTHING)} < {cfg.capacity_buffer_ratio:g}",
                 cfg.capacity_for,
                 "warning",
-                "The fleet's spare GPU capacity is below the buffer kept for bursts.",
-                f"Only {{{{ $value | humanizePercentage }}}} of the fleet's GPU time is spare (the buffer is "
-                f"{cfg.capacity_buffer_ratio:.0%}): add workers before the next burst.",
-                cfg.fleet_by,
+                "A model pool's spare GPU capacity is below the buffer kept for bursts.",
+                "Only {{ $value | humanizePercentage }} of the GPU time of {{ $labels.model_name }}'s "
+                f"engines is spare (the buffer is {cfg.capacity_buffer_ratio:.0%}): add workers before the "
+                "next burst.",
+                (*cfg.fleet_by, "model_name"),
                 "serving",
             ),
         ),

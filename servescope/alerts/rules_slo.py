@@ -120,6 +120,28 @@ def bucket_missing(cfg: AlertsConfig) -> Alert:
     )
 
 
+def p99(buckets: str) -> str:
+    """Each model's P99 from `buckets`, right whatever bucket layouts its endpoints have.
+
+    Summing histograms of different layouts (vLLM's TTFT buckets have 0.5, SGLang's jump from 0.4 to
+    0.6) interleaves bounds only some endpoints count under, and the quantile read off that sum is wrong
+    (every request fast reads as ~1 s). A model whose endpoints all have the same bounds (as many distinct
+    `le` as each endpoint's own count) gets the P99 of their sum; any other model the P99 of its slowest
+    endpoint, each computed within its own layout.
+    """
+    rates = f"rate({buckets}[5m])"
+    per_endpoint = f"count by ({SERIES_BY}) ({rates})"
+    uniform = (
+        f"count by (model_name) (count by (model_name, le) ({rates}))"
+        f" == on (model_name) min by (model_name) ({per_endpoint})"
+    )
+    pooled = f"histogram_quantile(0.99, sum by (le, model_name) (rate({buckets}[5m])))"
+    slowest = (
+        f"max by (model_name) (histogram_quantile(0.99, sum by (le, {SERIES_BY}) (rate({buckets}[5m]))))"
+    )
+    return f"(({pooled} and on (model_name) ({uniform})) or ({slowest} unless on (model_name) ({uniform})))"
+
+
 def alerts(cfg: AlertsConfig) -> Group:
     # One declarative list of the SLO alerts, read top to bottom as the bundle's reference: longer than 40
     # lines on purpose.
@@ -160,8 +182,7 @@ def alerts(cfg: AlertsConfig) -> Group:
     rules.append(
         Alert(
             f"Servescope{title}P99High",
-            f"histogram_quantile(0.99, sum by (le, model_name) (rate({sel(cfg, metric + '_bucket')}[5m])))"
-            f" > {cfg.p99_threshold_seconds:g}",
+            f"{p99(sel(cfg, metric + '_bucket'))} > {cfg.p99_threshold_seconds:g}",
             cfg.p99_for,
             "warning",
             f"P99 {words} is over its threshold.",

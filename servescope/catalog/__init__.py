@@ -153,6 +153,7 @@ DCGM_WATCHED_FIELDS = _gauge(
 
 # Derived signals (memory curves, leaks, KV headroom, the advisor) are listed in their own module.
 from servescope.catalog.derived import DERIVED  # noqa: E402
+from servescope.catalog.pcie import PCIE_LINK  # noqa: E402
 from servescope.catalog.placement import PLACEMENT  # noqa: E402
 from servescope.catalog.serving import *  # noqa: E402, F403
 
@@ -161,6 +162,7 @@ _TWINS = ("SOURCE_UP_ENDPOINT", "SOURCE_ERRORS_ENDPOINT", "SOURCE_LAST_SUCCESS_E
 CATALOG: tuple[MetricSpec, ...] = (
     *(value for key, value in list(globals().items()) if isinstance(value, MetricSpec) and key not in _TWINS),
     *DERIVED,
+    *PCIE_LINK,
     *PLACEMENT,
 )
 BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in CATALOG}

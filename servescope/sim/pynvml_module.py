@@ -17,6 +17,7 @@ from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.sim_gpu import SimGpu
 
 _XID = pynvml.nvmlEventTypeXidCriticalError
+IDLE_UTILIZATION = 0.05  # below this a simulated GPU's PCIe link idles at Gen 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,8 @@ class SimulatedPynvml:
         self._initialised = False
         self._event_sets: dict[int, set[int]] = {}
         self._next_set = 1
+        # GPU index -> lanes its link retrained at (a loose riser, a bad slot); absent: the full width.
+        self.pcie_trained_width: dict[int, int] = {}
 
     # --- plumbing -------------------------------------------------------------------------------
     def _check_init(self) -> None:
@@ -134,6 +137,21 @@ class SimulatedPynvml:
 
     def nvmlDeviceGetPcieReplayCounter(self, h: SimHandle) -> int:
         return self._gpu(h, "nvmlDeviceGetPcieReplayCounter").pcie_replays
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h: SimHandle) -> int:
+        gpu = self._gpu(h, "nvmlDeviceGetCurrPcieLinkGeneration")
+        # An idle GPU drops its link to Gen 1 to save power and retrains at the maximum when busy.
+        return gpu.model.pcie_generation if gpu.utilization >= IDLE_UTILIZATION else 1
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h: SimHandle) -> int:
+        return self._gpu(h, "nvmlDeviceGetMaxPcieLinkGeneration").model.pcie_generation
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h: SimHandle) -> int:
+        gpu = self._gpu(h, "nvmlDeviceGetCurrPcieLinkWidth")
+        return self.pcie_trained_width.get(gpu.index, gpu.model.pcie_width)
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h: SimHandle) -> int:
+        return self._gpu(h, "nvmlDeviceGetMaxPcieLinkWidth").model.pcie_width
 
     def nvmlDeviceGetTotalEccErrors(self, h: SimHandle, error_type: int, counter_type: int) -> int:
         self._gpu(h, "nvmlDeviceGetTotalEccErrors")

@@ -131,27 +131,33 @@ DRAIN_CASE = _case(
     check(XID, "30m"),
 )
 
-# XID 154: the driver says the GPU needs a recovery action (a reset or a reboot): a page.
-XID_154 = {**GPU, "xid": "154"}
-RECOVERY_CASE = _case(
-    f"{XID}: XID 154, recovery action needed",
-    [
-        series("servescope_gpu_xid_errors_total", XID_154, "_x5 1x20"),
-        series("servescope_gpu_xid_last_seen_timestamp_seconds", XID_154, "_x5 300x20"),
-    ],
-    check(XID, "5m"),  # pending
-    check(
-        XID,
-        "6m",
-        firing(
+
+# XIDs 154 (the driver says the GPU needs a recovery action) and 46 (GPU stopped processing): pages.
+def _recovery_case(xid: str, why: str) -> dict[str, Any]:
+    labels = {**GPU, "xid": xid}
+    return _case(
+        f"{XID}: XID {xid}, {why}",
+        [
+            series("servescope_gpu_xid_errors_total", labels, "_x5 1x20"),
+            series("servescope_gpu_xid_last_seen_timestamp_seconds", labels, "_x5 300x20"),
+        ],
+        check(XID, "5m"),  # pending
+        check(
             XID,
-            XID_154,
-            f"{ON_GPU} reported XID 154 in the last 10m (kept 24h after: the GPU stays broken until it is "
-            "reset); servescope_gpu_xid_last_seen_timestamp_seconds says when.",
+            "6m",
+            firing(
+                XID,
+                labels,
+                f"{ON_GPU} reported XID {xid} in the last 10m (kept 24h after: the GPU stays broken until it "
+                "is reset); servescope_gpu_xid_last_seen_timestamp_seconds says when.",
+            ),
         ),
-    ),
-    check(DRAIN, "6m"),  # not a drain-when-convenient XID
-)
+        check(DRAIN, "6m"),  # not a drain-when-convenient XID
+    )
+
+
+RECOVERY_CASE = _recovery_case("154", "recovery action needed")
+STOPPED_CASE = _recovery_case("46", "GPU stopped processing")
 
 # --- memory bounds relative to the engine's budget -------------------------------------------------------
 SETTING = "servescope_serving_gpu_memory_utilization_ratio"
@@ -236,6 +242,7 @@ CASES_1M: list[dict[str, Any]] = [
     CRC_497,
     DRAIN_CASE,
     RECOVERY_CASE,
+    STOPPED_CASE,
     HEADROOM_RELATIVE,
     BUDGET_RELATIVE,
 ]

@@ -317,7 +317,7 @@ UNDER_CASE = {
     ],
 }
 
-# --- ServescopeFleetCapacityBufferLow (1 - avg(util) < 20% for 15m) ------------------------------------
+# --- ServescopeFleetCapacityBufferLow (per model pool: 1 - avg(busy) of its engines' GPUs < 20%, 15m) ---
 FLEET = "ServescopeFleetCapacityBufferLow"
 NODE_B = {"job": "servescope", "instance": "node-b:9108", "hostname": "node-b"}
 FLEET_GPUS = [
@@ -326,16 +326,53 @@ FLEET_GPUS = [
     {**NODE_B, "gpu": "0", "uuid": "GPU-0100"},
     {**NODE_B, "gpu": "1", "uuid": "GPU-0101"},
 ]
+IDLE_GPU = {**NODE_B, "gpu": "2", "uuid": "GPU-0102"}  # no engine runs on it
+LLAMA_GPU = {**NODE_B, "gpu": "3", "uuid": "GPU-0103"}
+LLAMA = {
+    **{k: NODE_B[k] for k in ("job", "instance")},
+    "model_name": "llama",
+    "engine": "0",
+    "endpoint": "http://10.0.0.9:8000/metrics",
+}
+
+
+def _deepseek_pool(minutes: int = 45) -> list[dict[str, str]]:
+    """servescope_engine_gpu_info of deepseek's four engines, one on each FLEET_GPUS GPU."""
+    return [
+        gpu_info(
+            {
+                "job": gpu["job"],
+                "instance": gpu["instance"],
+                "model_name": "deepseek",
+                "engine": str(i),
+                "endpoint": f"http://10.0.1.{i}:8000/metrics",
+            },
+            gpu,
+            "4101",
+            f"1x{minutes}",
+        )
+        for i, gpu in enumerate(FLEET_GPUS)
+    ]
+
+
 FLEET_CASES = [
     {
-        # All four GPUs at 50%, then 90/95/80/85% from minute 5 to 33 (average 87.5%: 12.5% spare), then
-        # 50% again. Over the 5m averages (6 samples) the fleet is under 20% spare from 9m ((5 x 0.875 +
-        # 0.5) / 6 = 81.25% busy) to 34m.
-        "name": f"{FLEET} busy fleet",
+        # deepseek's four GPUs at 50%, then 90/95/80/85% from minute 5 to 33 (average 87.5%: 12.5% spare),
+        # then 50% again. Over the 5m averages (6 samples) the pool is under 20% spare from 9m ((5 x 0.875 +
+        # 0.5) / 6 = 81.25% busy) to 34m. An idle GPU with no engine and llama's GPU at 30% do not count in
+        # deepseek's pool (over all six GPUs the mean would be 64%, 36% spare: silent); llama's pool is 70%
+        # spare.
+        "name": f"{FLEET} busy pool",
         "interval": "1m",
         "input_series": [
-            series(UTIL, gpu, f"0.5x4 {busy}x29 0.5x10")
-            for gpu, busy in zip(FLEET_GPUS, ("0.9", "0.95", "0.8", "0.85"), strict=True)
+            *(
+                series(UTIL, gpu, f"0.5x4 {busy}x29 0.5x10")
+                for gpu, busy in zip(FLEET_GPUS, ("0.9", "0.95", "0.8", "0.85"), strict=True)
+            ),
+            series(UTIL, IDLE_GPU, "0x45"),
+            series(UTIL, LLAMA_GPU, "0.3x45"),
+            *_deepseek_pool(),
+            gpu_info(LLAMA, LLAMA_GPU, "7001", "1x45"),
         ],
         "alert_rule_test": [
             check(FLEET, "23m"),  # pending for 14m
@@ -344,9 +381,9 @@ FLEET_CASES = [
                 "24m",
                 firing(
                     FLEET,
-                    {},
-                    "Only 12.5% of the fleet's GPU time is spare (the buffer is 20%): add workers before the "
-                    "next burst.",
+                    {"model_name": "deepseek"},
+                    "Only 12.5% of the GPU time of deepseek's engines is spare (the buffer is 20%): add "
+                    "workers before the next burst.",
                 ),
             ),
             check(FLEET, "36m"),  # the averages fell back at 35m
@@ -357,8 +394,23 @@ FLEET_CASES = [
         "name": f"{FLEET} one busy GPU",
         "interval": "1m",
         "input_series": [
-            series(UTIL, gpu, values)
-            for gpu, values in zip(FLEET_GPUS, ("1x30", "0.3x30", "0.3x30", "0.3x30"), strict=True)
+            *(
+                series(UTIL, gpu, values)
+                for gpu, values in zip(FLEET_GPUS, ("1x30", "0.3x30", "0.3x30", "0.3x30"), strict=True)
+            ),
+            *_deepseek_pool(30),
+        ],
+        "alert_rule_test": [check(FLEET, "20m"), check(FLEET, "30m")],
+    },
+    {
+        # Every decoding engine reads ~100% in NVML; DCGM's SM activity says half of each GPU works: 50%
+        # spare, silent (on NVML utilisation alone the pool would read 0% spare and fire).
+        "name": f"{FLEET} SM activity where DCGM reports it",
+        "interval": "1m",
+        "input_series": [
+            *(series(UTIL, gpu, "1x30") for gpu in FLEET_GPUS),
+            *(series("servescope_dcgm_sm_active_ratio", gpu, "0.5x30") for gpu in FLEET_GPUS),
+            *_deepseek_pool(30),
         ],
         "alert_rule_test": [check(FLEET, "20m"), check(FLEET, "30m")],
     },

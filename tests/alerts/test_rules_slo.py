@@ -324,7 +324,56 @@ MIXED = {
     "promql_expr_test": _ratios("ttft", "mixed", "35m", w5m=0.0, w1h=0.0),
 }
 
-FAST_CASES = [fast_burn(), P99_HIGH, MIXED]
+# --- P99 over mixed bucket layouts: each endpoint's P99 in its own layout, the model's slowest one ---------
+# Summed, the layouts interleave (0.25 and 0.5 from vLLM, 0.4 and 0.6 from SGLang): with every request
+# fast the sum reads 0.6 + 0.4 * 98/100 = 0.992 s and paged. Per endpoint: vLLM 0.99 * 0.25 = 0.2475 s,
+# SGLang 0.99 * 0.4 = 0.396 s. From 20m SGLang turns slow: 20 of 100 over 0.6 s, P99 = 0.6 + 0.4 * 19/20.
+P99_VLLM = {**VLLM_EP, "model_name": "split"}
+P99_SGLANG = {**SGLANG_EP, "model_name": "split"}
+
+
+def _layout(
+    labels: dict[str, str], les: tuple[str, ...], phases: list[tuple[int, tuple[int, ...]]]
+) -> list[dict[str, str]]:
+    """A TTFT histogram of `labels` with bounds `les` (the last +Inf): (steps, cumulative counts) phases."""
+    return [
+        *(
+            series(
+                f"{TTFT}_bucket", {**labels, "le": le}, _counter([(steps, per[i]) for steps, per in phases])
+            )
+            for i, le in enumerate(les)
+        ),
+        series(f"{TTFT}_count", labels, _counter([(steps, per[-1]) for steps, per in phases])),
+    ]
+
+
+P99_MIXED = {
+    "name": f"{P99} over mixed bucket layouts",
+    "interval": "1m",
+    "input_series": [
+        *_layout(P99_VLLM, ("0.25", "0.5", "1.0", "+Inf"), [(45, FAST_REPLIES)]),
+        *_layout(
+            P99_SGLANG, ("0.4", "0.6", "1.0", "+Inf"), [(20, (100, 100, 100, 100)), (25, (50, 80, 100, 100))]
+        ),
+    ],
+    "alert_rule_test": [
+        check(P99, "15m"),  # every request fast: nothing pending either (the sum would read 0.992 s)
+        check(P99, "19m"),
+        check(
+            P99,
+            "40m",
+            firing(
+                P99, {"model_name": "split"}, "split: P99 time to first token is 980ms (threshold 0.5 s)."
+            ),
+        ),
+    ],
+    "promql_expr_test": [
+        {"expr": f'ALERTS{{alertname="{P99}"}}', "eval_time": "19m", "exp_samples": []},
+        _pending(P99, "split", "25m"),
+    ],
+}
+
+FAST_CASES = [fast_burn(), P99_HIGH, MIXED, P99_MIXED]
 SLOW_CASES = [slow_burn()]
 CASES = FAST_CASES + SLOW_CASES
 

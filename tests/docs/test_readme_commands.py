@@ -7,7 +7,8 @@ server command (`servescope serve`) is started on a free loopback port in place 
 to answer and scrape once, then stopped. The few the documents name as the user's own files
 (`config.json`, `my-alerts.yaml`, `rules.yaml`) are laid in the clone first. `runbook run` reads from
 a simulated exporter and a Prometheus this module starts, named by the runbook commands' environment
-variables (SERVESCOPE_RUNBOOK_*_URL), as the documents' default port 9108 may be taken here. What
+variables (SERVESCOPE_RUNBOOK_*_URL), as the documents' default port 9108 may be taken here; the reads
+of a change step's dry run (a drain's pods and budgets) ask a fake kubectl over a small cluster. What
 cannot run on this machine (a real drain, a Grafana push, the demo, which tests/docs/test_readme_demo.py
 runs) is listed in NOT_HERE with the reason, and a test keeps that list exact.
 """
@@ -32,6 +33,7 @@ import pytest
 
 from servescope.demo.children import free_port
 from servescope.sim.wiring import fake_dcgmi_path
+from tests.runbook.kube_fakes import budget, fake_cluster_kubectl, listing, pod
 from tests.support import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -189,6 +191,8 @@ def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backends]:
         text=True,
     )
     prom_url = f"http://127.0.0.1:{prom_port}"
+    cluster = {"pods": listing(pod("vllm-a", gpus=8)), "poddisruptionbudgets.policy": listing(budget(1))}
+    kubectl, _, _ = fake_cluster_kubectl(folder, cluster)
     try:
         wait_for(
             "Prometheus ready", lambda: httpx.get(prom_url + "/-/ready").status_code == 200, 30, every=0.5
@@ -198,6 +202,8 @@ def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backends]:
                 "SERVESCOPE_RUNBOOK_EXPORTER_URL": base,
                 "SERVESCOPE_RUNBOOK_PROMETHEUS_URL": prom_url,
                 "SERVESCOPE_RUNBOOK_DCGMI": str(fake_dcgmi_path()),
+                # The reads of a change step's dry run (a drain's pods and budgets) meet a fake cluster.
+                "SERVESCOPE_RUNBOOK_KUBECTL": str(kubectl),
             }
         )
     finally:

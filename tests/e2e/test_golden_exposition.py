@@ -24,7 +24,7 @@ GOLDEN = Path(__file__).parent.parent / "golden" / "simulated-8xH200.prom"
 # comparison (names and labels must match), their values are masked.
 VOLATILE = re.compile(
     r"^servescope_(gpu_(utilization_ratio|memory_utilization_ratio|temperature_celsius|power_watts|"
-    r"energy_joules_total|clock_hertz|clock_event_reason_active)|source_last_success_timestamp_seconds|"
+    r"energy_joules_total|clock_hertz|clock_event_reason_active|pcie_link_generation)|source_last_success_timestamp_seconds|"
     r"source_collect_duration_seconds|exposition_render_duration_seconds|"
     r"dcgm_(pcie|nvlink)_(tx|rx)_bytes_per_second|dcgm_\w+_ratio)\b"
 )

@@ -9,6 +9,7 @@ import pynvml
 import pytest
 
 from servescope import catalog as c
+from servescope.catalog.pcie import PCIE_LINK
 from servescope.exporter.publisher import Publisher
 from servescope.exporter.runner import SourceRunner
 from servescope.exporter.sources.base import SourceError
@@ -31,6 +32,7 @@ PER_GPU_FAMILIES = {
     c.CLOCK.name,
     c.CLOCK_EVENT.name,
     c.PCIE_REPLAY.name,
+    *(spec.name for spec in PCIE_LINK),
     c.ECC_ERRORS.name,
     c.REMAPPED_ROWS.name,
     c.REMAPPED_ROWS_PENDING.name,

@@ -148,12 +148,20 @@ def start_simulated_exporter() -> Served:
 
 
 def fake_kubectl(folder: Path) -> tuple[Path, Path]:
-    """An executable that records its argv (JSON) in a marker file: (program, marker)."""
+    """An executable that records its argv (JSON) in a marker file: (program, marker).
+
+    Reads (`get`) are answered and not recorded: a 1-replica Deployment and empty lists (no autoscaler,
+    no budget, no pod), as the reads the change actions rest on would find in an empty namespace.
+    """
     marker = folder / "kubectl-ran.json"
     program = folder / "kubectl"
     program.write_text(
         f"#!{sys.executable}\n"
         "import json, sys\n"
+        "if sys.argv[1] == 'get':\n"
+        "    deployment = sys.argv[2].startswith('deployment/')\n"
+        "    print(json.dumps({'spec': {'replicas': 1}} if deployment else {'kind': 'List', 'items': []}))\n"
+        "    sys.exit(0)\n"
         f"open({str(marker)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
         "print('done')\n"
     )

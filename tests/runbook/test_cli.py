@@ -35,7 +35,7 @@ MITIGATION = (
         "scale",
         "change",
         "scale_deployment",
-        'namespace: serving\ndeployment: "{{ labels.deployment }}"\nreplicas: 3',
+        'namespace: serving\ndeployment: "{{ labels.deployment }}"\nadd: 2',
         title="Add a worker",
     )
     + step(
@@ -239,13 +239,16 @@ def test_a_change_step_is_a_dry_run_unless_executed(env: Env) -> None:
     dry = invoke(*run_args(env, *labels, "--step", "scale"))
     assert dry.exit_code == 0, dry.output
     assert "== [change] scale: Add a worker (scale_deployment) OK (dry run)" in dry.stdout
-    assert f"{env.kubectl} scale deployment/vllm-deepseek --namespace=serving --replicas=3" in dry.stdout
+    assert (
+        f"{env.kubectl} scale deployment/vllm-deepseek --namespace=serving --current-replicas=1 --replicas=3"
+        in dry.stdout
+    )
     assert not env.marker.exists()
     done = invoke(*run_args(env, *labels, "--step", "scale", "--execute"))
     assert done.exit_code == 0, done.output
     assert "(dry run)" not in done.stdout
     assert [json.loads(line) for line in env.marker.read_text().splitlines()] == [
-        ["scale", "deployment/vllm-deepseek", "--namespace=serving", "--replicas=3"]
+        ["scale", "deployment/vllm-deepseek", "--namespace=serving", "--current-replicas=1", "--replicas=3"]
     ]
     as_json = json.loads(invoke(*run_args(env, *labels, "--step", "cordon", "--json")).stdout)
     assert as_json["results"][0]["command"] == [str(env.kubectl), "cordon", "gpu-node-07"]

@@ -48,9 +48,7 @@ def test_a_runbook_parses_into_front_matter_sections_and_steps(tmp_path: Path) -
     steps = step("gpu-snapshot", "read", "gpu_snapshot", 'gpu: "{{ labels.gpu }}"', title=r"The \"GPU\" now")
     steps += "Some prose between steps.\n\n```sh\nnvidia-smi -l 1\n```\n\n"
     steps += step("curve", "read", "memory_curve", 'gpu: "{{labels.uuid}}"\nwindow: 10m')
-    mitigation = step(
-        "scale", "change", "scale_deployment", "namespace: serving\ndeployment: vllm\nreplicas: 4"
-    )
+    mitigation = step("scale", "change", "scale_deployment", "namespace: serving\ndeployment: vllm\nadd: 4")
     text = runbook_text("ServescopeGpuSaturated", steps=steps, mitigation=mitigation)
     path = tmp_path / "ServescopeGpuSaturated.md"
     path.write_text(text)

@@ -58,3 +58,39 @@ def test_runbook_matches_its_alert(name: str) -> None:
                 bound = re.fullmatch(r"\{\{ labels\.([a-z_]+) \}\}", value)
                 assert bound, f"{path.name}: template {value!r}"
                 assert bound.group(1) in carried, f"{path.name}: {name} carries no label {bound.group(1)!r}"
+
+
+def _mitigation(text: str) -> str:
+    return text.split("## Mitigation", 1)[1]
+
+
+@pytest.mark.parametrize("name", sorted(ALERTS))
+def test_lowering_the_batch_is_never_the_first_mitigation(name: str) -> None:
+    mitigation = _mitigation((RUNBOOKS / f"{name}.md").read_text())
+    first = re.search(r"^(?:1\.|-) (.*?)(?=^(?:\d+\.|-) |^```|\Z)", mitigation, re.MULTILINE | re.DOTALL)
+    assert first is None or "lower the batch" not in first.group(1).lower(), f"{name}: {first.group(1)[:120]}"
+    advised = re.findall(r"\*\*(?!Do not)[^*]*lower the batch size[^*]*\*\*", mitigation, re.IGNORECASE)
+    for said in advised:
+        assert "rolling restart" in said, f"{name}: {said!r} does not say it needs a rolling restart"
+
+
+@pytest.mark.parametrize("name", sorted(ALERTS))
+def test_a_gpu_reset_first_stops_what_keeps_the_gpu_open(name: str) -> None:
+    text = (RUNBOOKS / f"{name}.md").read_text()
+    for paragraph in re.split(r"\n\s*\n|\n(?=\d+\. )", text):
+        if "--gpu-reset" in paragraph:
+            for holder in ("nv-hostengine", "dcgm-exporter", "device plugin", "dcgmi"):
+                assert holder in paragraph, f"{name}: a --gpu-reset step does not stop {holder} first"
+
+
+def test_scale_steps_add_replicas_and_never_remove_them() -> None:
+    steps = [
+        yaml.safe_load(m.group("body"))
+        for path in _runbook_files().values()
+        for m in STEP.finditer(path.read_text())
+        if "action: scale_deployment" in m.group("body")
+    ]
+    assert steps
+    for found in steps:
+        assert found["params"]["add"] > 0 and "replicas" not in found["params"], found
+        assert not {"allow_decrease", "allow_zero"} & set(found["params"]), found

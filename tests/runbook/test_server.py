@@ -26,7 +26,7 @@ SCALE = step(
     "scale-out",
     "change",
     "scale_deployment",
-    'namespace: "{{ labels.namespace }}"\ndeployment: vllm\nreplicas: 5',
+    'namespace: "{{ labels.namespace }}"\ndeployment: vllm\nadd: 4',
     title="Add workers",
 )
 READ = step("snapshot", "read", "gpu_snapshot", 'gpu: "{{ labels.gpu }}"', title="Look at the GPU")
@@ -174,11 +174,18 @@ def test_change_step_dry_run_then_execute(folder: Path, tmp_path: Path) -> None:
         "scale",
         "deployment/vllm",
         "--namespace=serving",
+        "--current-replicas=1",
         "--replicas=5",
     ]
     records = audit.records()
     assert [r["outcome"] for r in records] == ["dry_run", "executed"]
-    assert records[1]["parameters"] == {"namespace": "serving", "deployment": "vllm", "replicas": 5}
+    assert records[1]["parameters"] == {
+        "namespace": "serving",
+        "deployment": "vllm",
+        "add": 4,
+        "allow_decrease": False,
+        "allow_zero": False,
+    }
     assert records[1]["caller"] == {"host": "testclient", "token": fingerprint(TOKEN)}
 
 

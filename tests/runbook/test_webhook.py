@@ -99,7 +99,7 @@ def runbooks(tmp_path: Path) -> Path:
         "scale",
         "change",
         "scale_deployment",
-        'namespace: serving\ndeployment: "{{ labels.deployment }}"\nreplicas: 3',
+        'namespace: serving\ndeployment: "{{ labels.deployment }}"\nadd: 2',
     )
     write_runbook(folder, "TestAlert", steps=steps, mitigation=mitigation)
     return folder

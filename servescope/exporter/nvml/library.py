@@ -170,6 +170,15 @@ class NvmlLibrary:
     def pcie_replay_counter(self, h: Any) -> int:
         return int(self._call("nvmlDeviceGetPcieReplayCounter", h))
 
+    def pcie_link(self, h: Any) -> tuple[int, int, int, int]:
+        """Current and maximum PCIe generation, then current and maximum width (lanes)."""
+        return (
+            int(self._call("nvmlDeviceGetCurrPcieLinkGeneration", h)),
+            int(self._call("nvmlDeviceGetMaxPcieLinkGeneration", h)),
+            int(self._call("nvmlDeviceGetCurrPcieLinkWidth", h)),
+            int(self._call("nvmlDeviceGetMaxPcieLinkWidth", h)),
+        )
+
     def ecc_errors(self, h: Any, error_type: int, counter_type: int) -> int:
         return int(self._call("nvmlDeviceGetTotalEccErrors", h, error_type, counter_type))
 

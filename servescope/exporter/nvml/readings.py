@@ -14,6 +14,7 @@ from servescope.exporter.nvml import library as nv
 from servescope.exporter.nvml.device import Gpu
 from servescope.exporter.nvml.errors import ErrorScope, NvmlError
 from servescope.exporter.nvml.library import NvmlLibrary
+from servescope.exporter.nvml.pcie_link import pcie_link_samples
 from servescope.exporter.sources.base import Problem
 from servescope.exporter.stores.history import MemoryHistory
 
@@ -92,6 +93,9 @@ class GpuReader:
             value = self.read(gpu, field, call)
             if value is not None:
                 out.append(Sample(spec, g, value))
+        link = self.read(gpu, "pcie_link", self._lib.pcie_link)
+        if link is not None:
+            out += pcie_link_samples(g, link)
         self._read_clocks(gpu, out)
         self._read_memory_health(gpu, out)
         self._read_nvlinks(gpu, out)

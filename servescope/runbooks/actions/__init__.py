@@ -1,13 +1,25 @@
 """The registry of runbook actions: `ACTIONS[name]` is an Action with typed params, a kind and `run`.
 
 Read actions: gpu_snapshot, process_list, memory_curve, dcgm_sample, nvlink_errors, serving_snapshot,
-promql, batch_size_advice, capacity_advice. Change actions (dry-run unless executed): scale_deployment,
-cordon_node, drain_node, lower_max_num_seqs (prints only, always), create_silence.
+promql, batch_size_advice, capacity_advice. Change actions (dry-run unless executed; the reads they
+rest on always run): scale_deployment (relative), cordon_node, drain_node (checks budgets and emptyDirs),
+lower_max_num_seqs (prints only, always), create_silence.
 """
 
 from __future__ import annotations
 
-from servescope.runbooks.actions import capacity, changes, dcgm, gpu, nvlink, processes, promql, serving
+from servescope.runbooks.actions import (
+    capacity,
+    changes,
+    dcgm,
+    draining,
+    gpu,
+    nvlink,
+    processes,
+    promql,
+    scaling,
+    serving,
+)
 from servescope.runbooks.actions.base import ACTIONS, Action, ActionError, Kind, RunContext, StepResult
 from servescope.runbooks.actions.params import (
     Comment,
@@ -46,10 +58,12 @@ __all__ = [
     "capacity",
     "changes",
     "dcgm",
+    "draining",
     "gpu",
     "nvlink",
     "processes",
     "promql",
     "promql_string",
+    "scaling",
     "serving",
 ]

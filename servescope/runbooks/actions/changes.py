@@ -15,16 +15,8 @@ from typing import Annotated, Any
 import httpx
 from pydantic import Field, model_validator
 
-from servescope.runbooks.actions.base import (
-    ActionError,
-    RunContext,
-    StepResult,
-    action,
-    http,
-    run_argv,
-    shown,
-    tail,
-)
+from servescope.runbooks.actions.base import ActionError, RunContext, StepResult, action, http
+from servescope.runbooks.actions.kube import kubectl_change
 from servescope.runbooks.actions.params import (
     Comment,
     HttpUrl,
@@ -40,51 +32,6 @@ from servescope.runbooks.actions.params import (
 MAX_SILENCE_SECONDS = 7 * 86400
 
 
-def _kubectl(argv: list[str], title: str, ctx: RunContext, timeout: float) -> StepResult:
-    if not ctx.execute:
-        return StepResult(
-            ok=True,
-            title=title,
-            output=f"dry run: would run\n  {shown(argv)}\n(run this step with --execute to do it)",
-            command=argv,
-            dry_run=True,
-        )
-    try:
-        done = run_argv(argv, timeout=timeout)
-    except FileNotFoundError:
-        raise ActionError(f"{ctx.kubectl!r} not found: install kubectl or pass --kubectl PATH") from None
-    output = "\n".join(
-        part for part in (f"$ {shown(argv)}", tail(done.stdout), tail(done.stderr)) if part.strip()
-    )
-    return StepResult(
-        ok=done.returncode == 0,
-        title=title,
-        output=output + ("" if done.returncode == 0 else f"\nexited {done.returncode}"),
-        data={"returncode": done.returncode},
-        command=argv,
-    )
-
-
-class ScaleParams(Params):
-    namespace: K8sName
-    deployment: K8sName
-    replicas: Annotated[int, Field(ge=0, le=1000)]
-
-
-@action("scale_deployment", "change", ScaleParams)
-def scale_deployment(params: ScaleParams, ctx: RunContext) -> StepResult:
-    """Scale a Deployment to a number of replicas (kubectl scale)."""
-    argv = [
-        ctx.kubectl,
-        "scale",
-        f"deployment/{params.deployment}",
-        f"--namespace={params.namespace}",
-        f"--replicas={params.replicas}",
-    ]
-    title = f"Scale deployment {params.namespace}/{params.deployment} to {params.replicas}"
-    return _kubectl(argv, title, ctx, ctx.timeout_seconds)
-
-
 class NodeParams(Params):
     node: K8sName
 
@@ -92,29 +39,9 @@ class NodeParams(Params):
 @action("cordon_node", "change", NodeParams)
 def cordon_node(params: NodeParams, ctx: RunContext) -> StepResult:
     """Mark a node unschedulable (kubectl cordon); running pods stay."""
-    return _kubectl(
+    return kubectl_change(
         [ctx.kubectl, "cordon", params.node], f"Cordon node {params.node}", ctx, ctx.timeout_seconds
     )
-
-
-class DrainParams(Params):
-    node: K8sName
-    timeout: Window = "10m"
-
-
-@action("drain_node", "change", DrainParams)
-def drain_node(params: DrainParams, ctx: RunContext) -> StepResult:
-    """Evict the pods of a node (kubectl drain, keeping DaemonSets, deleting emptyDir data)."""
-    seconds = window_seconds(params.timeout)
-    argv = [
-        ctx.kubectl,
-        "drain",
-        params.node,
-        "--ignore-daemonsets",
-        "--delete-emptydir-data",
-        f"--timeout={seconds}s",
-    ]
-    return _kubectl(argv, f"Drain node {params.node}", ctx, seconds + ctx.timeout_seconds)
 
 
 class MaxNumSeqsParams(Params):
