@@ -15,6 +15,7 @@ instead of six, which only thins the serving history the leak verdict and the KV
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from servescope.exporter.nvml.collector import NvmlSource
 from servescope.exporter.nvml.library import NvmlLibrary
 from servescope.exporter.publisher import Publisher
 from servescope.exporter.runner import SourceRunner
+from servescope.exporter.sources.base import SourceError
 from servescope.exporter.stores.history import MemoryHistory
 from servescope.exporter.stores.serving_board import ServingBoard
 from servescope.exporter.vllm.procfs import ProcFs
@@ -34,9 +36,10 @@ from servescope.exporter.vllm.source import VllmSource
 from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.pynvml_module import SimulatedPynvml
 from servescope.sim.scenarios import EngineLoad, Scenario
-from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
+from servescope.sim.vllm_engine import EngineConfig
 
 from .engine_text import EngineText
+from .faults import FaultableEngine, NodeFaults
 
 HOSTNAME = "node-a"
 CLOCK_START = 1000.0
@@ -74,7 +77,7 @@ class NodeEngine:
     """One in-process engine, the GPUs it serves from, and the process that would hold its port."""
 
     index: int
-    engine: SimulatedEngine
+    engine: FaultableEngine
     gpus: tuple[int, ...]
     alive: bool = True
     died_at: float | None = None
@@ -196,7 +199,7 @@ class Node:
         self.wall = CountingWall(self.clock, wall_start)
         self.fleet = SimulatedFleet(gpus, gpu_model, seed=seed, clock=self.clock, nvlinks=nvlinks)
         self.engines = [
-            NodeEngine(i, SimulatedEngine(engine_config, seed=seed * 100 + i, wall_start=wall_start), group)
+            NodeEngine(i, FaultableEngine(engine_config, seed=seed * 100 + i, wall_start=wall_start), group)
             for i, group in enumerate(layout)
         ]
         for e in self.engines:
@@ -204,12 +207,22 @@ class Node:
                 # NVML lists the engine's PID on its GPUs: the join finds the GPUs from the port's PID.
                 self.fleet.assign_process(index, e.pid)
         self.truth = Truth()
+        self.faults = scenario if isinstance(scenario, NodeFaults) else None
+        self._xid_events = xid_events
+        self._start_exporter()
+        self._xids_seen = 0
+
+    def _start_exporter(self) -> None:
         self.publisher = Publisher(simulated=True)
         self.runners = [
             SourceRunner(source, self.publisher, monotonic=self.clock, wall=self.wall.wall)
-            for source in self._sources(xid_events)
+            for source in self._sources(self._xid_events)
         ]
-        self._xids_seen = 0
+
+    def restart_exporter(self) -> None:
+        """A new exporter process (a rollout): its sources start again with empty history."""
+        self.close()
+        self._start_exporter()
 
     def _sources(self, xid_events: bool) -> tuple[NvmlSource, VllmSource, DerivedSource]:
         """The exporter's three sources, wired as the runtime wires them, on this node's clocks."""
@@ -247,27 +260,39 @@ class Node:
 
     def run(self, duration: float, on_scrape: Callable[[float, str], None]) -> None:
         """Advance to `duration` simulated seconds; `on_scrape(t, body)` gets each scrape's exposition."""
-        ticks_per_scrape = round(self.timing.scrape_interval / self.timing.nvml_interval)
+        step = self.timing.nvml_interval
+        ticks_per_scrape = round(self.timing.scrape_interval / step)
         tick = 0
         while self.elapsed < duration:
-            self.clock.advance(self.timing.nvml_interval)
+            self.clock.advance(step)
             tick += 1
             t = self.elapsed
             self.scenario.apply(self.fleet, t)
             self._settle_xids()
             self.fleet.advance()
             self._engines_follow(t)
+            faults = self.faults
+            if faults is not None and faults.rollout_at is not None and t - step < faults.rollout_at <= t:
+                self.restart_exporter()
+            hung = faults is not None and faults.source_hung(t)  # stuck in a call: it does nothing
             if tick % ticks_per_scrape == 0:
                 for runner in self.runners:
-                    runner.run_once()
+                    if not (hung and runner.source is self.nvml):
+                        runner.run_once()
                 on_scrape(t, self.publisher.current.body.decode())
-            else:
-                self.nvml.collect()  # between scrapes NVML only feeds the 1 s memory history
+            elif not hung:
+                self._collect_between_scrapes()
             self._record_truth(t)
 
     def close(self) -> None:
         for runner in self.runners:
             runner.stop()
+
+    def _collect_between_scrapes(self) -> None:
+        # Between scrapes NVML only feeds the 1 s memory history; a failure is the runner's to record
+        # at the next scrape, as a production cycle that fails publishes nothing either.
+        with contextlib.suppress(SourceError):
+            self.nvml.collect()
 
     def _settle_xids(self) -> None:
         """Wait (real time) until the XID watcher has recorded every queued event: deterministic runs."""
@@ -289,6 +314,10 @@ class Node:
                 self._kill(e, t)
             if not e.alive:
                 continue
+            faults = self.faults
+            e.engine.kv_floor = None if faults is None else faults.kv_floor(e.index, t)
+            if faults is not None and faults.engine_hung(e.index, t):
+                continue  # its scheduler stopped: no step, no token; its gauges keep their last values
             if load != e.load:
                 e.engine.set_down(load.down)
                 # set_load redraws the next arrival: only call it on a change, as the scenario driver does.
@@ -328,7 +357,10 @@ class Node:
         truth.gpu_busy.append(busy)
         serving = [e.alive and not e.engine.down for e in self.engines]
         truth.engine_kv.append(
-            [e.engine.kv_cache_usage if up else None for e, up in zip(self.engines, serving, strict=True)]
+            [
+                e.engine.real_kv_cache_usage if up else None
+                for e, up in zip(self.engines, serving, strict=True)
+            ]
         )
         for sli, name in LATENCY_HISTOGRAMS.items():
             counts = []

@@ -14,6 +14,7 @@ runs from the leak's start to the OOM the simulator records. The plans themselve
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -234,15 +235,4 @@ class Plan:
 
     def fresh_scenario(self) -> PlanScenario:
         """A copy with nothing emitted yet: a scenario remembers the XIDs it sent."""
-        s = self.scenario
-        return PlanScenario(
-            kv=s.kv,
-            crc=s.crc,
-            down=s.down,
-            leak=s.leak,
-            leak_bytes_per_second=s.leak_bytes_per_second,
-            lost=s.lost,
-            curve=s.curve,
-            kv_clients=s.kv_clients,
-            workspace_bytes=s.workspace_bytes,
-        )
+        return dataclasses.replace(self.scenario, emitted=set())

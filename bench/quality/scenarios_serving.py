@@ -1,0 +1,92 @@
+"""Serving scenarios: data-parallel engines under unequal load, a TP=8 engine saturated, a scheduler
+that hangs with requests running, and a KV gauge stuck high on an idle engine."""
+
+from __future__ import annotations
+
+from servescope.alerts.config import AlertsConfig
+from servescope.alerts.lint import duration_seconds
+from servescope.sim.fault_scenarios import Window
+
+from .faults import EngineCurve, HungEngine, NodeFaults, StuckKv
+from .scenarios import MINUTE, Busy, Curve, During, Incident, Plan, flat
+
+RAMP = Curve(((0.0, 0.3), (10 * MINUTE, 0.3), (20 * MINUTE, 0.97)))
+TP8 = tuple(range(8))
+
+
+def _saturated(cfg: AlertsConfig, gpu: int) -> Incident:
+    return Incident(
+        f"GPU {gpu} saturated",
+        Busy(cfg.gpu_saturated_ratio, duration_seconds(cfg.gpu_saturated_for), gpu),
+        expect=("ServescopeGpuSaturated",),
+        gpu=gpu,
+    )
+
+
+def _fleet_without_buffer(cfg: AlertsConfig) -> Incident:
+    # Resolved against the mean over the node's GPUs: when it never crosses, the alert must stay silent.
+    return Incident(
+        "fleet without spare capacity",
+        Busy(1 - cfg.capacity_buffer_ratio, duration_seconds(cfg.capacity_for)),
+        expect=("ServescopeFleetCapacityBufferLow",),
+    )
+
+
+def dp_unequal(cfg: AlertsConfig) -> Plan:
+    scenario = NodeFaults(curve=flat(0.3), engine_curves=(EngineCurve(0, (0,), RAMP),))
+    return Plan(
+        "dp-unequal",
+        "two data-parallel engines: engine 0 ramps 0.30 -> 0.97 (10-20 min) and holds, engine 1 stays 0.30",
+        55 * MINUTE,
+        scenario,
+        (_saturated(cfg, 0), _saturated(cfg, 1), _fleet_without_buffer(cfg)),
+    )
+
+
+def tp8_saturated(cfg: AlertsConfig) -> Plan:
+    return Plan(
+        "tp8-saturated",
+        "one TP=8 engine on 8 H100s ramps 0.30 -> 0.97 (10-20 min) and holds: every GPU saturated at once",
+        50 * MINUTE,
+        NodeFaults(curve=RAMP),
+        (*(_saturated(cfg, gpu) for gpu in TP8), _fleet_without_buffer(cfg)),
+        layout=(TP8,),
+    )
+
+
+def scheduler_hang(cfg: AlertsConfig) -> Plan:
+    start = 15 * MINUTE
+    return Plan(
+        "scheduler-hang",
+        "load 0.5; at 15 min engine 1's scheduler stops stepping with requests running (its server answers)",
+        40 * MINUTE,
+        NodeFaults(curve=flat(0.5), hung_engine=HungEngine(1, Window(start))),
+        (
+            Incident(
+                "engine 1 scheduler hung",
+                During(start),
+                expect=("ServescopeSchedulerStuck",),
+                engine=1,
+            ),
+        ),
+    )
+
+
+def kv_stuck_idle(cfg: AlertsConfig) -> Plan:
+    idle = Curve(((0.0, 0.5), (10 * MINUTE, 0.5), (10 * MINUTE, 0.0)))
+    scenario = NodeFaults(
+        curve=flat(0.5),
+        engine_curves=(EngineCurve(1, (1,), idle),),
+        stuck_kv=StuckKv(1, 0.95, Window(12 * MINUTE)),
+    )
+    return Plan(
+        "kv-stuck-idle",
+        "load 0.5; from 10 min engine 1 gets no requests; from 12 min its KV gauge reads 0.95 (vLLM #22545)",
+        45 * MINUTE,
+        scenario,
+    )
+
+
+def serving_plans(cfg: AlertsConfig) -> list[Plan]:
+    """The serving scenarios, in the order the benchmark lists them."""
+    return [dp_unequal(cfg), tp8_saturated(cfg), scheduler_hang(cfg), kv_stuck_idle(cfg)]
