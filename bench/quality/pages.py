@@ -1,0 +1,154 @@
+"""Pages per incident: the critical notifications the bundle's pager route would send, per cause.
+
+Alertmanager groups the pager's alerts by `alertname, hostname` (the route's `group_by`): a group sends
+a notification `group_wait` after its first alert fires, then at every `group_interval` tick at which
+an alert joined it (a new series, or one that had resolved and fires again), and again after
+`repeat_interval` while it stays firing. A group ends when every alert in it has resolved; the next
+firing starts a new group. Each run is one node. Inhibitions are not applied (the benchmark scores every
+alert on its own), so a page that an inhibition would suppress is still counted: these are upper bounds.
+
+A page belongs to the incidents that explain one of the alerts it announces (see `evaluate.explains`);
+a page that no incident explains is a false page. Target: one page per cause per node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from servescope.alerts.lint import duration_seconds
+
+from .evaluate import Episode, RunOutcome, explains
+
+PAGE_SEVERITY = "critical"
+PAGE_TARGET = 1
+
+
+@dataclass(frozen=True)
+class PagerTiming:
+    group_by: tuple[str, ...]
+    wait_s: float
+    interval_s: float
+    repeat_s: float
+
+
+@dataclass(frozen=True)
+class Page:
+    scenario: str
+    seed: int
+    alert: str
+    at: float
+    announces: tuple[Episode, ...]  # the alerts new in this notification (all of them on a repeat)
+
+
+def pager_timing(alertmanager_yaml: Path) -> PagerTiming:
+    """The pager route's grouping and timing, inherited from the root route where it sets none."""
+    root = yaml.safe_load(alertmanager_yaml.read_text())["route"]
+    pager = next(r for r in root["routes"] if r.get("receiver") == "pager")
+
+    def setting(key: str) -> Any:
+        return pager.get(key, root.get(key))
+
+    return PagerTiming(
+        tuple(setting("group_by")),
+        duration_seconds(setting("group_wait")),
+        duration_seconds(setting("group_interval")),
+        duration_seconds(setting("repeat_interval")),
+    )
+
+
+def pages(run: RunOutcome, timing: PagerTiming) -> list[Page]:
+    """Every critical notification of one run (one node)."""
+    groups: dict[tuple[str, ...], list[Episode]] = {}
+    for e in run.episodes:
+        if e.severity == PAGE_SEVERITY:
+            labels = dict(e.labels) | {"alertname": e.alert}
+            groups.setdefault(tuple(labels.get(k, "") for k in timing.group_by), []).append(e)
+    found: list[Page] = []
+    for members in groups.values():
+        found += _group_pages(run, sorted(members, key=lambda e: e.start), timing)
+    return sorted(found, key=lambda p: (p.at, p.alert))
+
+
+def _group_pages(run: RunOutcome, members: list[Episode], timing: PagerTiming) -> list[Page]:
+    found: list[Page] = []
+    pending = list(members)
+    while pending:
+        first = pending.pop(0)
+        active, new = [first], [first]
+        tick = last_page = first.start + timing.wait_s
+        until = first.end
+        while True:
+            while pending and pending[0].start <= tick:
+                joined = pending.pop(0)
+                active.append(joined)
+                new.append(joined)
+                until = max(until, joined.end)
+            if new:
+                found.append(Page(run.scenario, run.seed, first.alert, tick, tuple(new)))
+                last_page, new = tick, []
+            elif tick - last_page >= timing.repeat_s:
+                found.append(Page(run.scenario, run.seed, first.alert, tick, tuple(active)))
+                last_page = tick
+            if tick >= until:
+                break  # every alert of the group resolved: the next one starts a new group
+            tick += timing.interval_s
+    return found
+
+
+def per_incident(outcomes: list[RunOutcome], timing: PagerTiming) -> dict[str, Any]:
+    """Pages per alert and per incident over every run, and the pages no incident explains."""
+    by_alert: dict[str, dict[str, int]] = {}
+    by_incident: dict[tuple[str, str], list[int]] = {}
+    false_pages: list[Page] = []
+    for run in outcomes:
+        counts = [0] * len(run.windows)
+        for page in pages(run, timing):
+            explained = {i for i, w in enumerate(run.windows) for e in page.announces if explains(w, e)}
+            row = by_alert.setdefault(page.alert, {"pages": 0, "false": 0})
+            row["pages"] += 1
+            row["false"] += not explained
+            if not explained:
+                false_pages.append(page)
+            for i in explained:
+                counts[i] += 1
+        for window, n in zip(run.windows, counts, strict=True):
+            if n:
+                by_incident.setdefault((run.scenario, window.incident), []).append(n)
+    return {
+        "alerts": by_alert,
+        "incidents": [
+            {"scenario": s, "incident": i, "pages_per_run": n, "max": max(n)}
+            for (s, i), n in sorted(by_incident.items())
+        ],
+        "false_pages": [
+            {"alert": p.alert, "scenario": p.scenario, "seed": p.seed, "at": p.at} for p in false_pages
+        ],
+    }
+
+
+def markdown(found: dict[str, Any], timing: PagerTiming) -> str:
+    """The report's section on pages."""
+    alerts = "\n".join(
+        f"| `{alert}` | {row['pages']} | {row['false']} |" for alert, row in sorted(found["alerts"].items())
+    )
+    incidents = "\n".join(
+        f"| {row['scenario']} | {row['incident']} | {', '.join(map(str, row['pages_per_run']))} | "
+        f"{'met' if row['max'] <= PAGE_TARGET else 'NOT MET'} |"
+        for row in found["incidents"]
+    )
+    return (
+        "## Pages per incident\n\n"
+        f"Critical notifications as the pager route sends them: grouped by `{', '.join(timing.group_by)}`, "
+        f"first after {timing.wait_s:g} s, then every {timing.interval_s:g} s an alert joined the group, "
+        f"again after {timing.repeat_s:g} s firing; one run is one node. Inhibitions are not applied, so "
+        f"these are upper bounds. Target: {PAGE_TARGET} page per cause per node.\n\n"
+        "| alert | pages | pages no incident explains |\n| --- | --- | --- |\n"
+        + (alerts or "| none | 0 | 0 |")
+        + "\n\n| scenario | incident | pages, per seed | target |\n| --- | --- | --- | --- |\n"
+        + (incidents or "| - | no incident paged | - | - |")
+        + "\n"
+    )

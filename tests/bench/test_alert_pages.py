@@ -1,0 +1,79 @@
+"""Pages per incident: the pager route's grouping applied to firing episodes; the new scenarios' faults."""
+
+from __future__ import annotations
+
+from quality.evaluate import Episode, RunOutcome
+from quality.faults import NodeFaults
+from quality.library import library
+from quality.pages import PagerTiming, pager_timing, pages, per_incident
+from quality.truth import TruthWindow
+
+from servescope.alerts import BUILD_DIR as ALERTS_BUILD
+from servescope.sim.fault_scenarios import Window
+from servescope.sim.fleet import SimulatedFleet
+
+TIMING = PagerTiming(("alertname", "hostname"), 30.0, 300.0, 14_400.0)
+HOST = ("hostname", "node-a")
+
+
+def _page(alert: str, gpu: str, start: float, end: float, severity: str = "critical") -> Episode:
+    return Episode(alert, severity, "s", 1, (("gpu", gpu), HOST), start, end)
+
+
+def _window(start: float, end: float, expect: tuple[str, ...]) -> TruthWindow:
+    return TruthWindow("GPU lost", start, end, expect, (), (), 0.0)
+
+
+def test_the_pager_timing_is_read_from_the_committed_alertmanager_config() -> None:
+    timing = pager_timing(ALERTS_BUILD / "alertmanager.yaml")
+    assert timing == PagerTiming(("alertname", "hostname"), 30.0, 300.0, 14_400.0)
+
+
+def test_eight_gpus_of_one_node_in_one_group_make_one_page_and_a_late_joiner_another() -> None:
+    at_once = [_page("ServescopeGpuLost", str(gpu), 600.0 + gpu, 1800.0) for gpu in range(8)]
+    late = _page("ServescopeGpuLost", "8", 1000.0, 1800.0)  # joins at the next 5 min tick
+    warning = _page("ServescopeGpuSaturated", "0", 600.0, 1800.0, severity="warning")
+    run = RunOutcome("s", 1, (), (*at_once, late, warning))
+    assert [(p.at, len(p.announces)) for p in pages(run, TIMING)] == [(630.0, 8), (1230.0, 1)]
+
+
+def test_a_group_that_resolved_pages_again_and_each_alertname_pages_once() -> None:
+    lost = _page("ServescopeGpuLost", "1", 600.0, 900.0)
+    again = _page("ServescopeGpuLost", "1", 3000.0, 3300.0)
+    xid = _page("ServescopeGpuXidCritical", "1", 630.0, 3300.0)
+    window = _window(600.0, 1200.0, ("ServescopeGpuLost", "ServescopeGpuXidCritical"))
+    found = per_incident([RunOutcome("s", 1, (window,), (lost, again, xid))], TIMING)
+    assert found["alerts"] == {
+        "ServescopeGpuLost": {"pages": 2, "false": 1},  # the second group starts after the window
+        "ServescopeGpuXidCritical": {"pages": 1, "false": 0},
+    }
+    assert found["incidents"] == [{"scenario": "s", "incident": "GPU lost", "pages_per_run": [2], "max": 2}]
+    assert found["false_pages"] == [{"alert": "ServescopeGpuLost", "scenario": "s", "seed": 1, "at": 3030.0}]
+
+
+def test_a_node_wide_nvml_failure_fails_init_and_every_device_call_until_it_heals() -> None:
+    fleet = SimulatedFleet(2, "H100", seed=1)
+    faults = NodeFaults(nvml_failure=Window(60.0, 120.0))
+    faults.apply(fleet, 60.0)
+    assert fleet.init_error == 9  # NVML_ERROR_DRIVER_NOT_LOADED
+    assert fleet.unsupported[(None, "nvmlDeviceGetUtilizationRates")] == 9
+    faults.apply(fleet, 120.0)
+    assert fleet.init_error is None and not fleet.unsupported
+
+
+def test_the_library_has_the_node_and_serving_scenarios_each_with_what_it_must_hear() -> None:
+    plans = {p.name: p for p in library()}
+    expected = {
+        "nvml-node-failure": {"ServescopeGpuNodeNvmlLost"},
+        "nvml-hung": {"ServescopeSourceStale"},
+        "nvlink-link-down": {"ServescopeNvlinkLinkDown"},
+        "crc-burst-link-dies": {"ServescopeNvlinkCrcErrors", "ServescopeNvlinkLinkDown"},
+        "scheduler-hang": {"ServescopeSchedulerStuck"},
+        "dp-unequal": {"ServescopeGpuSaturated", "ServescopeFleetCapacityBufferLow"},
+        "tp8-saturated": {"ServescopeGpuSaturated", "ServescopeFleetCapacityBufferLow"},
+        "exporter-rollout": set(),
+        "kv-stuck-idle": set(),
+    }
+    for name, alerts in expected.items():
+        assert {a for i in plans[name].incidents for a in i.expect} == alerts, name
+    assert plans["tp8-saturated"].gpus == 8
