@@ -76,6 +76,7 @@ class NodeFaults(PlanScenario):
     hung_engine: HungEngine | None = None
     stuck_kv: StuckKv | None = None
     rollout_at: float | None = None  # the exporter restarts in a new pod (new IP: new `instance`)
+    sglang_engines: tuple[int, ...] = ()  # these engines serve SGLang's /metrics (see sglang_text.py)
     _failing: bool = field(default=False, init=False, repr=False)
 
     def engine_loads(self, t: float, engines: int) -> list[EngineLoad]:

@@ -40,6 +40,7 @@ from servescope.sim.vllm_engine import EngineConfig
 
 from .engine_text import EngineText
 from .faults import FaultableEngine, NodeFaults
+from .sglang_text import SglangText, use_sglang_buckets
 
 HOSTNAME = "node-a"
 CLOCK_START = 1000.0
@@ -121,9 +122,9 @@ class EngineProcs(ProcFs):
 class EngineScraper:
     """Stands in for the HTTP scraper: a live engine answers its /metrics text, a down one 503."""
 
-    def __init__(self, engines: list[NodeEngine]) -> None:
+    def __init__(self, engines: list[NodeEngine], sglang: tuple[int, ...] = ()) -> None:
         self._by_url = {e.url: e for e in engines}
-        self._text = {e.url: EngineText() for e in engines}
+        self._text = {e.url: SglangText() if e.index in sglang else EngineText() for e in engines}
 
     def fetch(self, url: str) -> str:
         node_engine = self._by_url.get(url)
@@ -208,6 +209,9 @@ class Node:
                 self.fleet.assign_process(index, e.pid)
         self.truth = Truth()
         self.faults = scenario if isinstance(scenario, NodeFaults) else None
+        self._sglang = () if self.faults is None else self.faults.sglang_engines
+        for index in self._sglang:
+            use_sglang_buckets(self.engines[index].engine)
         self._xid_events = xid_events
         self._start_exporter()
         self._xids_seen = 0
@@ -243,7 +247,7 @@ class Node:
             [e.url for e in self.engines],
             directory=self.nvml.directory,
             procfs=EngineProcs(self.engines),
-            scraper=EngineScraper(self.engines),
+            scraper=EngineScraper(self.engines, self._sglang),
             interval_seconds=timing.scrape_interval,
             passthrough=False,  # the engines' own families: no rule reads them
             discovery=False,

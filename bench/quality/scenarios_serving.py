@@ -1,5 +1,5 @@
 """Serving scenarios: data-parallel engines under unequal load, a TP=8 engine saturated, a scheduler
-that hangs with requests running, and a KV gauge stuck high on an idle engine."""
+that hangs with requests running, a KV gauge stuck high on an idle engine, SGLang next to vLLM."""
 
 from __future__ import annotations
 
@@ -87,6 +87,31 @@ def kv_stuck_idle(cfg: AlertsConfig) -> Plan:
     )
 
 
+def sglang_next_to_vllm(cfg: AlertsConfig) -> Plan:
+    # One model, two endpoints, every request fast: the SLO must read no miss from the SGLang endpoint
+    # whose TTFT buckets skip the objective's bound, and a warning must name that endpoint.
+    return Plan(
+        "sglang-next-to-vllm",
+        "load 0.5; one model served by a vLLM engine and an SGLang one, whose TTFT buckets jump 0.4 -> 0.6",
+        45 * MINUTE,
+        NodeFaults(curve=flat(0.5), sglang_engines=(1,)),
+        (
+            Incident(
+                "SGLang endpoint without the TTFT objective's bucket",
+                During(0.0),
+                expect=("ServescopeSloBucketMissing",),
+                engine=1,
+            ),
+        ),
+    )
+
+
 def serving_plans(cfg: AlertsConfig) -> list[Plan]:
     """The serving scenarios, in the order the benchmark lists them."""
-    return [dp_unequal(cfg), tp8_saturated(cfg), scheduler_hang(cfg), kv_stuck_idle(cfg)]
+    return [
+        dp_unequal(cfg),
+        tp8_saturated(cfg),
+        scheduler_hang(cfg),
+        kv_stuck_idle(cfg),
+        sglang_next_to_vllm(cfg),
+    ]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from quality.evaluate import Episode, RunOutcome
-from quality.faults import NodeFaults
+from quality.faults import EngineCurve, FaultableEngine, NodeFaults, StuckKv
 from quality.library import library
 from quality.pages import PagerTiming, pager_timing, pages, per_incident
+from quality.scenarios import ENGINE, Curve, flat
+from quality.sglang_text import SglangText, use_sglang_buckets
 from quality.truth import TruthWindow
 
 from servescope.alerts import BUILD_DIR as ALERTS_BUILD
@@ -73,7 +75,42 @@ def test_the_library_has_the_node_and_serving_scenarios_each_with_what_it_must_h
         "tp8-saturated": {"ServescopeGpuSaturated", "ServescopeFleetCapacityBufferLow"},
         "exporter-rollout": set(),
         "kv-stuck-idle": set(),
+        "sglang-next-to-vllm": {"ServescopeSloBucketMissing"},
     }
     for name, alerts in expected.items():
         assert {a for i in plans[name].incidents for a in i.expect} == alerts, name
     assert plans["tp8-saturated"].gpus == 8
+
+
+def test_an_engine_of_its_own_curve_gets_its_arrivals_and_its_gpus_their_load() -> None:
+    ramp = Curve(((0.0, 0.3), (600.0, 0.9)))
+    faults = NodeFaults(curve=flat(0.5), engine_curves=(EngineCurve(0, (0,), ramp),))
+    fleet = SimulatedFleet(2, "H100", seed=1)
+    faults.apply(fleet, 600.0)
+    assert [round(g.load_override or 0.0, 6) for g in fleet.gpus] == [0.9, 0.5]
+    assert [load.arrival_rate for load in faults.engine_loads(600.0, 2)] == [1.8, 1.0]
+
+
+def test_a_stuck_kv_gauge_reads_high_while_the_engine_holds_no_block() -> None:
+    engine = FaultableEngine(ENGINE, seed=1)
+    faults = NodeFaults(stuck_kv=StuckKv(1, 0.95, Window(60.0)))
+    assert (faults.kv_floor(1, 30.0), faults.kv_floor(0, 90.0), faults.kv_floor(1, 90.0)) == (
+        None,
+        None,
+        0.95,
+    )
+    engine.kv_floor = 0.95
+    assert (engine.kv_cache_usage, engine.real_kv_cache_usage) == (0.95, 0.0)
+
+
+def test_the_sglang_text_has_sglang_buckets_and_the_engine_keeps_its_own() -> None:
+    engine = FaultableEngine(ENGINE, seed=1)
+    use_sglang_buckets(engine)
+    engine.set_load(arrival_rate=1.0, prompt_tokens=512, output_tokens=64)
+    engine.advance_to(120.0)
+    text = SglangText().render(engine)
+    ttft = engine.stats.histograms["time_to_first_token_seconds"]
+    assert 'sglang:time_to_first_token_seconds_bucket{le="0.4",model_name="sim-llm"}' in text
+    assert 'le="0.5"' not in text.split("sglang:e2e")[0]  # TTFT jumps from 0.4 to 0.6
+    assert f'sglang:time_to_first_token_seconds_count{{model_name="sim-llm"}} {ttft.count}' in text
+    assert ttft.count > 0 and 0.5 in ttft.bounds  # the truth still reads vLLM's buckets
