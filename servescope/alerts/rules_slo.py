@@ -120,6 +120,22 @@ def bucket_missing(cfg: AlertsConfig) -> Alert:
     )
 
 
+def _p99_expr(cfg: AlertsConfig, metric: str) -> str:
+    """P99 per model over the histograms that have the threshold as a bucket.
+
+    A quantile of summed histograms is only right when they share their buckets: an SGLang endpoint
+    (TTFT buckets ... 0.4, 0.6 ...) summed with a vLLM one makes the cumulative counts fall back between
+    0.5 and 0.6 and reads as a P99 of 0.6 s with every request fast. The endpoints left out are those
+    whose histogram cannot say whether a request beat the threshold anyway.
+    """
+    threshold = cfg.p99_threshold_seconds
+    spellings = list(dict.fromkeys((f"{threshold:g}", repr(float(threshold)))))  # le="1" or le="1.0"
+    matcher = f'le="{spellings[0]}"' if len(spellings) == 1 else f'le=~"{"|".join(spellings)}"'
+    bound = sel(cfg, f"{metric}_bucket", matcher)
+    buckets = f"rate({sel(cfg, metric + '_bucket')}[5m]) and on ({SERIES_BY}) rate({bound}[5m])"
+    return f"histogram_quantile(0.99, sum by (le, model_name) ({buckets})) > {threshold:g}"
+
+
 def alerts(cfg: AlertsConfig) -> Group:
     rules: list[Alert] = []
     for sli, (_, title, words) in SLIS.items():
@@ -158,8 +174,7 @@ def alerts(cfg: AlertsConfig) -> Group:
     rules.append(
         Alert(
             f"Servescope{title}P99High",
-            f"histogram_quantile(0.99, sum by (le, model_name) (rate({sel(cfg, metric + '_bucket')}[5m])))"
-            f" > {cfg.p99_threshold_seconds:g}",
+            _p99_expr(cfg, metric),
             cfg.p99_for,
             "warning",
             f"P99 {words} is over its threshold.",
