@@ -3,9 +3,10 @@
 Alertmanager groups the pager's alerts by `alertname, hostname` (the route's `group_by`): a group sends
 a notification `group_wait` after its first alert fires, then at every `group_interval` tick at which
 an alert joined it (a new series, or one that had resolved and fires again), and again after
-`repeat_interval` while it stays firing. A group ends when every alert in it has resolved; the next
-firing starts a new group. Each run is one node. Inhibitions are not applied (the benchmark scores every
-alert on its own), so a page that an inhibition would suppress is still counted: these are upper bounds.
+`repeat_interval` while it stays firing; a notification lists the alerts firing and not muted at
+that moment. A group ends when every alert in it has resolved; the next firing starts a new group.
+Each run is one node. The bundle's inhibit rules are applied (`inhibit.py`): a critical alert muted by
+another (the GPU lost mutes its XID) sends nothing while muted.
 
 A page belongs to the incidents that explain one of the alerts it announces (see `evaluate.explains`);
 a page that no incident explains is a false page. Target: one page per cause per node.
@@ -22,6 +23,7 @@ import yaml
 from servescope.alerts.lint import duration_seconds
 
 from .evaluate import Episode, RunOutcome, explains
+from .inhibit import Inhibition, load_inhibitions, unmuted
 
 PAGE_SEVERITY = "critical"
 PAGE_TARGET = 1
@@ -33,6 +35,8 @@ class PagerTiming:
     wait_s: float
     interval_s: float
     repeat_s: float
+    inhibitions: tuple[Inhibition, ...] = ()
+    step_s: float = 30.0  # the rule evaluation step of the episodes
 
 
 @dataclass(frozen=True)
@@ -57,14 +61,16 @@ def pager_timing(alertmanager_yaml: Path) -> PagerTiming:
         duration_seconds(setting("group_wait")),
         duration_seconds(setting("group_interval")),
         duration_seconds(setting("repeat_interval")),
+        tuple(load_inhibitions(alertmanager_yaml)),
     )
 
 
 def pages(run: RunOutcome, timing: PagerTiming) -> list[Page]:
     """Every critical notification of one run (one node)."""
     groups: dict[tuple[str, ...], list[Episode]] = {}
-    for e in run.episodes:
-        if e.severity == PAGE_SEVERITY:
+    every, rules = list(run.episodes), list(timing.inhibitions)
+    for critical in (e for e in every if e.severity == PAGE_SEVERITY):
+        for e in unmuted(critical, every, rules, timing.step_s):
             labels = dict(e.labels) | {"alertname": e.alert}
             groups.setdefault(tuple(labels.get(k, "") for k in timing.group_by), []).append(e)
     found: list[Page] = []
@@ -78,21 +84,23 @@ def _group_pages(run: RunOutcome, members: list[Episode], timing: PagerTiming) -
     pending = list(members)
     while pending:
         first = pending.pop(0)
-        active, new = [first], [first]
-        tick = last_page = first.start + timing.wait_s
-        until = first.end
+        active, fresh = [first], [first]
+        tick, until, last_page = first.start + timing.wait_s, first.end, None
         while True:
             while pending and pending[0].start <= tick:
                 joined = pending.pop(0)
                 active.append(joined)
-                new.append(joined)
+                fresh.append(joined)
                 until = max(until, joined.end)
+            firing = [e for e in active if e.start <= tick < e.end + timing.step_s]
+            new = [e for e in fresh if e in firing]
             if new:
                 found.append(Page(run.scenario, run.seed, first.alert, tick, tuple(new)))
-                last_page, new = tick, []
-            elif tick - last_page >= timing.repeat_s:
-                found.append(Page(run.scenario, run.seed, first.alert, tick, tuple(active)))
                 last_page = tick
+            elif firing and last_page is not None and tick - last_page >= timing.repeat_s:
+                found.append(Page(run.scenario, run.seed, first.alert, tick, tuple(firing)))
+                last_page = tick
+            fresh = []
             if tick >= until:
                 break  # every alert of the group resolved: the next one starts a new group
             tick += timing.interval_s
@@ -140,12 +148,20 @@ def markdown(found: dict[str, Any], timing: PagerTiming) -> str:
         f"{'met' if row['max'] <= PAGE_TARGET else 'NOT MET'} |"
         for row in found["incidents"]
     )
+    worst = max(found["incidents"], key=lambda row: row["max"], default=None)
+    headline = (
+        "No incident paged."
+        if worst is None
+        else f"Most pages for one incident on one node: {worst['max']} ({worst['scenario']}: "
+        f"{worst['incident']}); pages no incident explains: {len(found['false_pages'])}."
+    )
     return (
         "## Pages per incident\n\n"
+        f"{headline}\n\n"
         f"Critical notifications as the pager route sends them: grouped by `{', '.join(timing.group_by)}`, "
         f"first after {timing.wait_s:g} s, then every {timing.interval_s:g} s an alert joined the group, "
-        f"again after {timing.repeat_s:g} s firing; one run is one node. Inhibitions are not applied, so "
-        f"these are upper bounds. Target: {PAGE_TARGET} page per cause per node.\n\n"
+        f"again after {timing.repeat_s:g} s firing; one run is one node; the bundle's inhibit rules "
+        f"applied. Target: {PAGE_TARGET} page per cause per node.\n\n"
         "| alert | pages | pages no incident explains |\n| --- | --- | --- |\n"
         + (alerts or "| none | 0 | 0 |")
         + "\n\n| scenario | incident | pages, per seed | target |\n| --- | --- | --- | --- |\n"

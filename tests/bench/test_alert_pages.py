@@ -14,7 +14,8 @@ from servescope.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.sim.fault_scenarios import Window
 from servescope.sim.fleet import SimulatedFleet
 
-TIMING = PagerTiming(("alertname", "hostname"), 30.0, 300.0, 14_400.0)
+TIMING_FIELDS = (("alertname", "hostname"), 30.0, 300.0, 14_400.0)
+TIMING = PagerTiming(*TIMING_FIELDS)
 HOST = ("hostname", "node-a")
 
 
@@ -28,7 +29,23 @@ def _window(start: float, end: float, expect: tuple[str, ...]) -> TruthWindow:
 
 def test_the_pager_timing_is_read_from_the_committed_alertmanager_config() -> None:
     timing = pager_timing(ALERTS_BUILD / "alertmanager.yaml")
-    assert timing == PagerTiming(("alertname", "hostname"), 30.0, 300.0, 14_400.0)
+    assert (timing.group_by, timing.wait_s, timing.interval_s, timing.repeat_s) == TIMING_FIELDS
+    assert timing.inhibitions  # the bundle's inhibit rules, applied to the pages
+
+
+def test_a_lost_gpu_mutes_its_xid_page_with_the_committed_inhibit_rules() -> None:
+    timing = pager_timing(ALERTS_BUILD / "alertmanager.yaml")
+    uuid = ("uuid", "GPU-1")
+    lost = Episode("ServescopeGpuLost", "critical", "s", 1, (("gpu", "1"), HOST, uuid), 660.0, 2100.0)
+    xid_labels = (("gpu", "1"), HOST, uuid, ("xid", "79"))
+    xid = Episode("ServescopeGpuXidCritical", "critical", "s", 1, xid_labels, 630.0, 2100.0)
+    other = Episode("ServescopeGpuXidCritical", "critical", "s", 1, (("gpu", "0"), HOST), 630.0, 690.0)
+    run = RunOutcome("s", 1, (), (lost, xid, other))
+    # XID 79 on GPU 1 fires one step before the loss is seen: muted by the time its group would page.
+    assert [(p.alert, p.at, len(p.announces)) for p in pages(run, timing)] == [
+        ("ServescopeGpuXidCritical", 660.0, 1),  # GPU 0's XID, which no lost GPU explains
+        ("ServescopeGpuLost", 690.0, 1),
+    ]
 
 
 def test_eight_gpus_of_one_node_in_one_group_make_one_page_and_a_late_joiner_another() -> None:
