@@ -46,6 +46,7 @@ class Page:
     alert: str
     at: float
     announces: tuple[Episode, ...]  # the alerts new in this notification (all of them on a repeat)
+    reminder: bool = False  # sent again after repeat_interval, nothing new: not counted as a page
 
 
 def pager_timing(alertmanager_yaml: Path) -> PagerTiming:
@@ -98,7 +99,7 @@ def _group_pages(run: RunOutcome, members: list[Episode], timing: PagerTiming) -
                 found.append(Page(run.scenario, run.seed, first.alert, tick, tuple(new)))
                 last_page = tick
             elif firing and last_page is not None and tick - last_page >= timing.repeat_s:
-                found.append(Page(run.scenario, run.seed, first.alert, tick, tuple(firing)))
+                found.append(Page(run.scenario, run.seed, first.alert, tick, tuple(firing), reminder=True))
                 last_page = tick
             fresh = []
             if tick >= until:
@@ -116,7 +117,10 @@ def per_incident(outcomes: list[RunOutcome], timing: PagerTiming) -> dict[str, A
         counts = [0] * len(run.windows)
         for page in pages(run, timing):
             explained = {i for i, w in enumerate(run.windows) for e in page.announces if explains(w, e)}
-            row = by_alert.setdefault(page.alert, {"pages": 0, "false": 0})
+            row = by_alert.setdefault(page.alert, {"pages": 0, "false": 0, "reminders": 0})
+            if page.reminder:
+                row["reminders"] += 1
+                continue
             row["pages"] += 1
             row["false"] += not explained
             if not explained:
@@ -141,7 +145,8 @@ def per_incident(outcomes: list[RunOutcome], timing: PagerTiming) -> dict[str, A
 def markdown(found: dict[str, Any], timing: PagerTiming) -> str:
     """The report's section on pages."""
     alerts = "\n".join(
-        f"| `{alert}` | {row['pages']} | {row['false']} |" for alert, row in sorted(found["alerts"].items())
+        f"| `{alert}` | {row['pages']} | {row['false']} | {row['reminders']} |"
+        for alert, row in sorted(found["alerts"].items())
     )
     incidents = "\n".join(
         f"| {row['scenario']} | {row['incident']} | {', '.join(map(str, row['pages_per_run']))} | "
@@ -160,10 +165,11 @@ def markdown(found: dict[str, Any], timing: PagerTiming) -> str:
         f"{headline}\n\n"
         f"Critical notifications as the pager route sends them: grouped by `{', '.join(timing.group_by)}`, "
         f"first after {timing.wait_s:g} s, then every {timing.interval_s:g} s an alert joined the group, "
-        f"again after {timing.repeat_s:g} s firing; one run is one node; the bundle's inhibit rules "
+        f"and a reminder after {timing.repeat_s:g} s still firing (listed, not counted as pages); one run "
+        f"is one node; the bundle's inhibit rules "
         f"applied. Target: {PAGE_TARGET} page per cause per node.\n\n"
-        "| alert | pages | pages no incident explains |\n| --- | --- | --- |\n"
-        + (alerts or "| none | 0 | 0 |")
+        "| alert | pages | pages no incident explains | reminders |\n| --- | --- | --- | --- |\n"
+        + (alerts or "| none | 0 | 0 | 0 |")
         + "\n\n| scenario | incident | pages, per seed | target |\n| --- | --- | --- | --- |\n"
         + (incidents or "| - | no incident paged | - | - |")
         + "\n"

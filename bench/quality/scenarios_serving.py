@@ -1,14 +1,15 @@
 """Serving scenarios: data-parallel engines under unequal load, a TP=8 engine saturated, a scheduler
-that hangs with requests running, a KV gauge stuck high on an idle engine, SGLang next to vLLM."""
+that hangs with requests running, a KV gauge stuck high on an idle engine, SGLang next to vLLM, and a
+quiet night after a day of baseline."""
 
 from __future__ import annotations
 
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.lint import duration_seconds
-from servescope.sim.fault_scenarios import Window
+from servescope.sim.fault_scenarios import EngineFault, Window
 
 from .faults import EngineCurve, HungEngine, NodeFaults, StuckKv
-from .scenarios import MINUTE, Busy, Curve, During, Incident, Plan, flat
+from .scenarios import MINUTE, Busy, Curve, During, Incident, KvClients, Plan, flat
 
 RAMP = Curve(((0.0, 0.3), (10 * MINUTE, 0.3), (20 * MINUTE, 0.97)))
 TP8 = tuple(range(8))
@@ -106,6 +107,25 @@ def sglang_next_to_vllm(cfg: AlertsConfig) -> Plan:
     )
 
 
+DAY = 23.5 * 60 * MINUTE  # the baselines read a day back, the KV anomaly 23 h: the night must come after
+
+
+def quiet_night(cfg: AlertsConfig) -> Plan:
+    # A day at 0.6 with engine 0 holding a steady share of its KV cache (12 long requests), then a
+    # night at 0.1: KV and healthy endpoints drop below their daily baselines, which is no incident.
+    return Plan(
+        "quiet-night",
+        "a day (23.5 h) at 0.6, engine 0 holding 12 long requests' KV, then a quiet night at 0.1 for 1.5 h",
+        DAY + 90 * MINUTE,
+        NodeFaults(
+            curve=Curve(((0.0, 0.6), (DAY, 0.6), (DAY + 10 * MINUTE, 0.1))),
+            kv=EngineFault(0, (), Window(0.0, DAY)),
+            kv_clients=KvClients(12, 12, MINUTE),
+        ),
+        slow=True,
+    )
+
+
 def serving_plans(cfg: AlertsConfig) -> list[Plan]:
     """The serving scenarios, in the order the benchmark lists them."""
     return [
@@ -114,4 +134,5 @@ def serving_plans(cfg: AlertsConfig) -> list[Plan]:
         scheduler_hang(cfg),
         kv_stuck_idle(cfg),
         sglang_next_to_vllm(cfg),
+        quiet_night(cfg),
     ]

@@ -63,8 +63,8 @@ def test_a_group_that_resolved_pages_again_and_each_alertname_pages_once() -> No
     window = _window(600.0, 1200.0, ("ServescopeGpuLost", "ServescopeGpuXidCritical"))
     found = per_incident([RunOutcome("s", 1, (window,), (lost, again, xid))], TIMING)
     assert found["alerts"] == {
-        "ServescopeGpuLost": {"pages": 2, "false": 1},  # the second group starts after the window
-        "ServescopeGpuXidCritical": {"pages": 1, "false": 0},
+        "ServescopeGpuLost": {"pages": 2, "false": 1, "reminders": 0},  # the second starts after the window
+        "ServescopeGpuXidCritical": {"pages": 1, "false": 0, "reminders": 0},
     }
     assert found["incidents"] == [{"scenario": "s", "incident": "GPU lost", "pages_per_run": [2], "max": 2}]
     assert found["false_pages"] == [{"alert": "ServescopeGpuLost", "scenario": "s", "seed": 1, "at": 3030.0}]
@@ -93,10 +93,13 @@ def test_the_library_has_the_node_and_serving_scenarios_each_with_what_it_must_h
         "exporter-rollout": set(),
         "kv-stuck-idle": set(),
         "sglang-next-to-vllm": {"ServescopeSloBucketMissing"},
+        "quiet-night": set(),
     }
     for name, alerts in expected.items():
         assert {a for i in plans[name].incidents for a in i.expect} == alerts, name
     assert plans["tp8-saturated"].gpus == 8
+    # The KV anomaly reads 23 h back: the night comes after a whole day of baseline.
+    assert plans["quiet-night"].duration > 24 * 3600 and plans["quiet-night"].slow
 
 
 def test_an_engine_of_its_own_curve_gets_its_arrivals_and_its_gpus_their_load() -> None:
@@ -131,3 +134,13 @@ def test_the_sglang_text_has_sglang_buckets_and_the_engine_keeps_its_own() -> No
     assert 'le="0.5"' not in text.split("sglang:e2e")[0]  # TTFT jumps from 0.4 to 0.6
     assert f'sglang:time_to_first_token_seconds_count{{model_name="sim-llm"}} {ttft.count}' in text
     assert ttft.count > 0 and 0.5 in ttft.bounds  # the truth still reads vLLM's buckets
+
+
+def test_a_group_firing_past_the_repeat_interval_sends_reminders_that_are_not_pages() -> None:
+    day = _page("ServescopeE2eSloBurnFast", "0", 600.0, 600.0 + 9 * 3600)
+    window = _window(600.0, 600.0 + 9 * 3600, ("ServescopeE2eSloBurnFast",))
+    sent = pages(RunOutcome("s", 1, (window,), (day,)), TIMING)
+    assert [(p.at, p.reminder) for p in sent] == [(630.0, False), (15_030.0, True), (29_430.0, True)]
+    found = per_incident([RunOutcome("s", 1, (window,), (day,))], TIMING)
+    assert found["alerts"] == {"ServescopeE2eSloBurnFast": {"pages": 1, "false": 0, "reminders": 2}}
+    assert found["incidents"][0]["pages_per_run"] == [1]
