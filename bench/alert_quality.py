@@ -33,6 +33,8 @@ from quality.evaluate import Episode, RunOutcome, score
 from quality.library import library
 from quality.node import Timing
 from quality.openmetrics import names_read_by
+from quality.pages import markdown as pages_markdown
+from quality.pages import pager_timing, per_incident
 from quality.prom import LOOKBACK, AlertRule, Prometheus, load_rules
 from quality.report import markdown, to_json
 from quality.runs import Generated, RunSpec, evaluate_rule, gather_blocks, generate
@@ -140,7 +142,10 @@ def run(plans: list[Plan], seeds: list[int], workers: int, work: Path) -> tuple[
         "samples": sum(g.samples for g in runs),
         "summary": summary(scores, leak_rates),
     }
-    return to_json(scores, plans, seeds, meta, found), markdown(scores, plans, seeds, meta, found)
+    pager = pager_timing(ALERTS_BUILD / "alertmanager.yaml")
+    paging = per_incident(outcomes, pager)
+    data = to_json(scores, plans, seeds, meta, found) | {"pages": paging}
+    return data, markdown(scores, plans, seeds, meta, found) + "\n" + pages_markdown(paging, pager)
 
 
 def _arguments() -> argparse.Namespace:

@@ -33,6 +33,8 @@ from .scenarios import (
     flat,
     steps,
 )
+from .scenarios_node import node_plans
+from .scenarios_serving import serving_plans
 
 # A KV cache under pressure queues and preempts requests: correct pages about the same incident.
 KV_SYMPTOMS = ("ServescopeRequestQueueBuilding", "ServescopePreemptionsSustained")
@@ -220,6 +222,8 @@ def library(cfg: AlertsConfig | None = None) -> list[Plan]:
         gpu_lost(cfg),
         vllm_down(cfg),
         exporter_unreachable(cfg),
+        *node_plans(cfg),
+        *serving_plans(cfg),
     ]
     latency = latency_truth(cfg)
     return [dataclasses.replace(p, incidents=p.incidents + latency) for p in plans]

@@ -15,6 +15,7 @@ instead of six, which only thins the serving history the leak verdict and the KV
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,25 +26,52 @@ from servescope.exporter.nvml.collector import NvmlSource
 from servescope.exporter.nvml.library import NvmlLibrary
 from servescope.exporter.publisher import Publisher
 from servescope.exporter.runner import SourceRunner
+from servescope.exporter.sources.base import SourceError
 from servescope.exporter.stores.history import MemoryHistory
 from servescope.exporter.stores.serving_board import ServingBoard
 from servescope.exporter.vllm.source import VllmSource
 from servescope.sim.fleet import SimulatedFleet
-from servescope.sim.scenarios import Scenario
-from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
+from servescope.sim.scenarios import EngineLoad, Scenario
+from servescope.sim.vllm_engine import EngineConfig
 
-from .node_parts import (
-    CLOCK_START,
-    HOSTNAME,
-    LATENCY_HISTOGRAMS,
-    XID_SETTLE_SECONDS,
-    BoundedWaitPynvml,
-    CountingWall,
-    EngineProcs,
-    EngineScraper,
-    FakeClock,
-    NodeEngine,
-)
+from .faults import FaultableEngine, NodeFaults
+from .sglang_text import use_sglang_buckets
+from .stand_ins import CLOCK_START, BoundedWaitPynvml, CountingWall, EngineProcs, EngineScraper, FakeClock
+
+HOSTNAME = "node-a"
+FIRST_PORT = 8000
+FIRST_PID = 52_000
+XID_SETTLE_SECONDS = 5.0
+LATENCY_HISTOGRAMS = {"ttft": "time_to_first_token_seconds", "e2e": "e2e_request_latency_seconds"}
+
+
+@dataclass
+class NodeEngine:
+    """One in-process engine, the GPUs it serves from, and the process that would hold its port."""
+
+    index: int
+    engine: FaultableEngine
+    gpus: tuple[int, ...]
+    alive: bool = True
+    died_at: float | None = None
+    load: EngineLoad | None = None
+
+    @property
+    def port(self) -> int:
+        return FIRST_PORT + self.index
+
+    @property
+    def pid(self) -> int:
+        return FIRST_PID + 100 * self.index
+
+    @property
+    def url(self) -> str:
+        return engine_url(self.index)
+
+
+def engine_url(index: int) -> str:
+    """The /metrics URL of engine `index`: the `endpoint` label of its series."""
+    return f"http://127.0.0.1:{FIRST_PORT + index}/metrics"
 
 
 @dataclass(frozen=True)
@@ -91,11 +119,12 @@ class Node:
         publisher: Publisher | None = None,
     ) -> None:
         self.scenario, self.timing, self.hostname = scenario, timing or Timing(), hostname
+        self._given_publisher = publisher
         self.clock = FakeClock()
         self.wall = CountingWall(self.clock, wall_start)
         self.fleet = SimulatedFleet(gpus, gpu_model, seed=seed, clock=self.clock, nvlinks=nvlinks)
         self.engines = [
-            NodeEngine(i, SimulatedEngine(engine_config, seed=seed * 100 + i, wall_start=wall_start), group)
+            NodeEngine(i, FaultableEngine(engine_config, seed=seed * 100 + i, wall_start=wall_start), group)
             for i, group in enumerate(layout)
         ]
         for e in self.engines:
@@ -103,12 +132,25 @@ class Node:
                 # NVML lists the engine's PID on its GPUs: the join finds the GPUs from the port's PID.
                 self.fleet.assign_process(index, e.pid)
         self.truth = Truth()
-        self.publisher = publisher or Publisher(simulated=True)
+        self.faults = scenario if isinstance(scenario, NodeFaults) else None
+        self._sglang = () if self.faults is None else self.faults.sglang_engines
+        for index in self._sglang:
+            use_sglang_buckets(self.engines[index].engine)
+        self._xid_events = xid_events
+        self._start_exporter()
+        self._xids_seen = 0
+
+    def _start_exporter(self) -> None:
+        self.publisher = self._given_publisher or Publisher(simulated=True)
         self.runners = [
             SourceRunner(source, self.publisher, monotonic=self.clock, wall=self.wall.wall)
-            for source in self._sources(xid_events)
+            for source in self._sources(self._xid_events)
         ]
-        self._xids_seen = 0
+
+    def restart_exporter(self) -> None:
+        """A new exporter process (a rollout): its sources start again with empty history."""
+        self.close()
+        self._start_exporter()
 
     def _sources(self, xid_events: bool) -> tuple[NvmlSource, VllmSource, DerivedSource]:
         """The exporter's three sources, wired as the runtime wires them, on this node's clocks."""
@@ -129,7 +171,7 @@ class Node:
             [e.url for e in self.engines],
             directory=self.nvml.directory,
             procfs=EngineProcs(self.engines),
-            scraper=EngineScraper(self.engines),
+            scraper=EngineScraper(self.engines, self._sglang),
             interval_seconds=timing.scrape_interval,
             passthrough=False,  # the engines' own families: no rule reads them
             discovery=False,
@@ -146,27 +188,39 @@ class Node:
 
     def run(self, duration: float, on_scrape: Callable[[float, str], None]) -> None:
         """Advance to `duration` simulated seconds; `on_scrape(t, body)` gets each scrape's exposition."""
-        ticks_per_scrape = round(self.timing.scrape_interval / self.timing.nvml_interval)
+        step = self.timing.nvml_interval
+        ticks_per_scrape = round(self.timing.scrape_interval / step)
         tick = 0
         while self.elapsed < duration:
-            self.clock.advance(self.timing.nvml_interval)
+            self.clock.advance(step)
             tick += 1
             t = self.elapsed
             self.scenario.apply(self.fleet, t)
             self._settle_xids()
             self.fleet.advance()
             self._engines_follow(t)
+            faults = self.faults
+            if faults is not None and faults.rollout_at is not None and t - step < faults.rollout_at <= t:
+                self.restart_exporter()
+            hung = faults is not None and faults.source_hung(t)  # stuck in a call: it does nothing
             if tick % ticks_per_scrape == 0:
                 for runner in self.runners:
-                    runner.run_once()
+                    if not (hung and runner.source is self.nvml):
+                        runner.run_once()
                 on_scrape(t, self.publisher.current.body.decode())
-            else:
-                self.nvml.collect()  # between scrapes NVML only feeds the 1 s memory history
+            elif not hung:
+                self._collect_between_scrapes()
             self._record_truth(t)
 
     def close(self) -> None:
         for runner in self.runners:
             runner.stop()
+
+    def _collect_between_scrapes(self) -> None:
+        # Between scrapes NVML only feeds the 1 s memory history; a failure is the runner's to record
+        # at the next scrape, as a production cycle that fails publishes nothing either.
+        with contextlib.suppress(SourceError):
+            self.nvml.collect()
 
     def _settle_xids(self) -> None:
         """Wait (real time) until the XID watcher has recorded every queued event: deterministic runs."""
@@ -188,6 +242,10 @@ class Node:
                 self._kill(e, t)
             if not e.alive:
                 continue
+            faults = self.faults
+            e.engine.kv_floor = None if faults is None else faults.kv_floor(e.index, t)
+            if faults is not None and faults.engine_hung(e.index, t):
+                continue  # its scheduler stopped: no step, no token; its gauges keep their last values
             if load != e.load:
                 e.engine.set_down(load.down)
                 # set_load redraws the next arrival: only call it on a change, as the scenario driver does.
@@ -227,7 +285,10 @@ class Node:
         truth.gpu_busy.append(busy)
         serving = [e.alive and not e.engine.down for e in self.engines]
         truth.engine_kv.append(
-            [e.engine.kv_cache_usage if up else None for e, up in zip(self.engines, serving, strict=True)]
+            [
+                e.engine.real_kv_cache_usage if up else None
+                for e, up in zip(self.engines, serving, strict=True)
+            ]
         )
         for sli, name in LATENCY_HISTOGRAMS.items():
             counts = []

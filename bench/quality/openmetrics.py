@@ -34,6 +34,10 @@ class SeriesBuffer:
         self._lines: dict[str, list[str]] = {}
         self.samples = 0
 
+    def retarget(self, instance: str, job: str = "servescope") -> None:
+        """The target's labels from now on (a pod moved: Prometheus scrapes a new `instance`)."""
+        self._target = f'instance="{instance}",job="{job}"'
+
     def add(self, body: str, timestamp: float) -> None:
         """One scrape's text exposition (format 0.0.4) taken at unix time `timestamp`."""
         ts = f" {timestamp:.3f}\n"

@@ -11,18 +11,25 @@ from .targets import LEAK_TARGET_RATE, Target, minutes, ratio
 
 METHOD = """## Method
 
-- **Series.** Each scenario runs on a simulated node (2 GPUs, one engine per GPU) on a fake clock,
+- **Series.** Each scenario runs on a simulated node (2 GPUs, one engine per GPU, unless it says
+  otherwise: one TP=8 engine on 8 GPUs, an engine serving SGLang's /metrics) on a fake clock,
   through the exporter's own code: the NVML collector over the simulator's pynvml module (every 5 s),
   the vLLM source (parser, normaliser, series export, engine-GPU join, endpoint health; the engines'
   text is rendered in process and served by a stand-in scraper), the derived source, the source runners
   and the publisher. Every 30 s the publisher's exposition becomes one OpenMetrics scrape with
   `instance` and `job="servescope"`; `promtool tsdb create-blocks-from openmetrics` imports it. Runs sit
   four days apart in one TSDB, so that no rule's range (3 days at most) reaches another run.
+- **Faults** the production simulator lacks (`bench/quality/faults.py`): NVML failing node-wide (init
+  and every call answer "driver not loaded"), a hung NVML source (its runner is not run, so its last
+  values stay published), a scheduler that stops (the engine is not stepped; its server answers), a KV
+  gauge held high on an idle engine, an exporter rollout (the sources restart with empty history and
+  the scrapes carry a new `instance`), an NVLink link down, each engine on its own load curve.
 - **Rules.** Every alert of `alerts/build/rules.yaml` is evaluated with `/api/v1/query_range` every
   30 s over its run. Recording rules are inlined (a record becomes its expression, a range over it a
   30 s subquery, an `offset` read the last value of a subquery) instead of backfilled. Backfilled data
   has no staleness markers, so the lookback delta is 1 minute: a series that stops is gone after two
-  missed scrapes, about what staleness does on a live Prometheus. Inhibitions are not applied.
+  missed scrapes, about what staleness does on a live Prometheus. Inhibitions are not applied
+  to the per-alert scores (each alert is scored on its own); the pages per incident apply them.
 - **`for` and episodes.** An alert fires at t when its expression held at every evaluation of
   [t - for, t]; consecutive firing evaluations of one series are one episode.
 - **Truth.** Incident windows are conditions on the simulator's ground truth: noise-free GPU load over
@@ -31,9 +38,10 @@ METHOD = """## Method
   incidents come from the engines' own histograms. An episode is true when it starts inside a window
   that expects or accepts its alert and carries the window's labels (grace after the end: 15 minutes,
   an hour for burn-rate alerts, none for leaks and outages); anything else is a false positive.
-- **Not exercised.** `ServescopeKvCacheAnomaly` compares with the value 23 hours earlier, which no run
-  has; the ECC, row-remap, thermal, PCIe, DCGM-based and absent-series alerts have no scenario and are
-  evaluated only for false positives. `info` alerts are routed nowhere and are listed, not scored.
+- **Not exercised.** `ServescopeKvCacheAnomaly` and `ServescopeHealthyEndpointsLow` compare with the
+  value 23 hours earlier, which no run has (no scenario simulates a day of baseline); the ECC,
+  row-remap, thermal, PCIe, DCGM-based and absent-series alerts have no scenario and are evaluated only
+  for false positives. `info` alerts are routed nowhere and are listed, not scored.
 """
 
 

@@ -75,8 +75,11 @@ def generate(spec: RunSpec, plan: Plan, keep: frozenset[str], work: Path, timing
     started = time.perf_counter()
     node = _node(spec, plan, timing)
     buffer = SeriesBuffer(spec.instance, keep)
+    rollout_at = getattr(plan.scenario, "rollout_at", None)
 
     def scraped(t: float, body: str) -> None:
+        if rollout_at is not None and t >= rollout_at:
+            buffer.retarget(f"{spec.instance}/pod2")  # the new pod's address: a new `instance`
         if plan.unreachable is not None and plan.unreachable.active(t):
             buffer.add_failed(spec.wall_start + t)
         else:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .node import Truth
-from .node_parts import engine_url
+from .node import Truth, engine_url
 from .scenarios import (
     AfterDeath,
     Both,

@@ -10,8 +10,7 @@ import pytest
 from quality.engine_text import EngineText
 from quality.evaluate import Episode, RunOutcome, firing_steps, group_episodes, score
 from quality.library import library
-from quality.node import Timing, Truth
-from quality.node_parts import engine_url
+from quality.node import Timing, Truth, engine_url
 from quality.openmetrics import SeriesBuffer, names_read_by
 from quality.prom import Prometheus, inline, load_rules
 from quality.report import markdown

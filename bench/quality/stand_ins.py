@@ -1,27 +1,27 @@
-"""The simulated node's stand-ins for the machine: a fake clock, /proc, the scraper, the XID wall clock."""
+"""Stand-ins for the machine around the exporter: a fake clock, NVML's bounded event wait, /proc, scraping.
+
+They speak what the exporter's code expects (pynvml's calls, /proc's answers, the scraper's errors), so
+the sources run unchanged on the benchmark's in-process node.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.scrape import ScrapeError
 from servescope.sim.pynvml_module import SimulatedPynvml
-from servescope.sim.scenarios import EngineLoad
-from servescope.sim.vllm_engine import SimulatedEngine
 
 from .engine_text import EngineText
+from .sglang_text import SglangText
 
-HOSTNAME = "node-a"
+if TYPE_CHECKING:
+    from .node import NodeEngine
+
 CLOCK_START = 1000.0
-FIRST_PORT = 8000
-FIRST_PID = 52_000
 # The XID watcher waits 500 ms of real time for an event; re-initialising NVML (every 30 simulated
 # seconds while a GPU is lost) joins that thread, so on a fast clock the wait would dominate.
 XID_WAIT_MS = 5
-XID_SETTLE_SECONDS = 5.0
-LATENCY_HISTOGRAMS = {"ttft": "time_to_first_token_seconds", "e2e": "e2e_request_latency_seconds"}
 
 
 class FakeClock:
@@ -44,35 +44,6 @@ class BoundedWaitPynvml(SimulatedPynvml):
         return super().nvmlEventSetWait_v2(event_set, min(timeout_ms, XID_WAIT_MS))
 
 
-@dataclass
-class NodeEngine:
-    """One in-process engine, the GPUs it serves from, and the process that would hold its port."""
-
-    index: int
-    engine: SimulatedEngine
-    gpus: tuple[int, ...]
-    alive: bool = True
-    died_at: float | None = None
-    load: EngineLoad | None = None
-
-    @property
-    def port(self) -> int:
-        return FIRST_PORT + self.index
-
-    @property
-    def pid(self) -> int:
-        return FIRST_PID + 100 * self.index
-
-    @property
-    def url(self) -> str:
-        return engine_url(self.index)
-
-
-def engine_url(index: int) -> str:
-    """The /metrics URL of engine `index`: the `endpoint` label of its series."""
-    return f"http://127.0.0.1:{FIRST_PORT + index}/metrics"
-
-
 class EngineProcs(ProcFs):
     """/proc as the engine-GPU join reads it: each live engine's PID listens on its port, no children."""
 
@@ -93,9 +64,9 @@ class EngineProcs(ProcFs):
 class EngineScraper:
     """Stands in for the HTTP scraper: a live engine answers its /metrics text, a down one 503."""
 
-    def __init__(self, engines: list[NodeEngine]) -> None:
+    def __init__(self, engines: list[NodeEngine], sglang: tuple[int, ...] = ()) -> None:
         self._by_url = {e.url: e for e in engines}
-        self._text = {e.url: EngineText() for e in engines}
+        self._text = {e.url: SglangText() if e.index in sglang else EngineText() for e in engines}
 
     def fetch(self, url: str) -> str:
         node_engine = self._by_url.get(url)
