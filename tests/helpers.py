@@ -38,7 +38,12 @@ class FakeClock:
 
 
 def nvml_stack(
-    gpus: int = 4, *, model: str = "H200", xid_events: bool = False, nvlinks: int | None = None
+    gpus: int = 4,
+    *,
+    model: str = "H200",
+    xid_events: bool = False,
+    nvlinks: int | None = None,
+    nvlink_per_link: bool = False,
 ) -> tuple[SimulatedFleet, NvmlSource, FakeClock]:
     """The production collector and wrapper over the simulator's pynvml-shaped module."""
     clock = FakeClock()
@@ -47,6 +52,7 @@ def nvml_stack(
         NvmlLibrary(SimulatedPynvml(fleet)),
         hostname="node-a",
         xid_events=xid_events,
+        nvlink_per_link=nvlink_per_link,
         wall=lambda: 1.7e9 + clock.now,
         monotonic=clock,
     )

@@ -156,6 +156,7 @@ def build_runtime(settings: Settings, hardware: Hardware | None = None) -> Runti
                 hostname=hostname,
                 interval_seconds=settings.nvml.interval_seconds,
                 xid_events=settings.nvml.xid_events,
+                nvlink_per_link=settings.nvml.nvlink_per_link,
                 directory=directory,
                 history=runtime.history,
             )

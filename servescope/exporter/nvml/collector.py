@@ -16,6 +16,7 @@ from servescope.exporter.nvml import library as nv
 from servescope.exporter.nvml.device import Gpu
 from servescope.exporter.nvml.errors import ErrorScope, NvmlError
 from servescope.exporter.nvml.library import NvmlLibrary
+from servescope.exporter.nvml.nvlink import LinkReading, NvlinkSeries
 from servescope.exporter.nvml.xid import XidWatcher
 from servescope.exporter.sources.base import Collection, Problem, SourceError
 from servescope.exporter.stores.history import MemoryHistory
@@ -59,6 +60,7 @@ class NvmlSource:
         hostname: str,
         interval_seconds: float = 1.0,
         xid_events: bool = True,
+        nvlink_per_link: bool = False,
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         directory: GpuDirectory | None = None,
@@ -71,6 +73,7 @@ class NvmlSource:
         self._hostname = hostname
         self._monotonic = monotonic
         self._xid = XidWatcher(lib, wall) if xid_events else None
+        self._nvlinks = NvlinkSeries(tuple(kind for kind, _ in _NVLINK_COUNTERS), per_link=nvlink_per_link)
         self._initialised = False
         self._reinit_due: float | None = 0.0  # None: no re-initialisation pending
         self._last_init = float("-inf")
@@ -236,8 +239,9 @@ class NvmlSource:
 
     def _support_samples(self, gpu: Gpu) -> list[Sample]:
         return [
-            Sample(c.GPU_FIELD_SUPPORTED, (*gpu.labels, field), 1 if ok else 0)
+            Sample(c.GPU_FIELD_SUPPORTED, (*gpu.labels, field), 0)
             for field, ok in sorted(self._support.get(gpu.uuid, {}).items())
+            if not ok  # a supported field shows in its own series: only the missing ones are listed
         ]
 
     def _read_gpu(self, gpu: Gpu, out: list[Sample]) -> None:
@@ -347,22 +351,22 @@ class NvmlSource:
             ]
 
     def _read_nvlinks(self, gpu: Gpu, out: list[Sample]) -> None:
+        readings = []
         for link in gpu.links:
-            labels = (*gpu.labels, str(link))
             active = self._read(gpu, "nvlink", functools.partial(self._lib.nvlink_active, link=link))
             if active is None:
                 continue
-            out.append(Sample(c.NVLINK_UP, labels, 1 if active else 0))
-            if not active:
-                continue
-            for kind, counter in _NVLINK_COUNTERS:
+            errors = {}
+            for kind, counter in _NVLINK_COUNTERS if active else ():  # an inactive link counts nothing
                 value = self._read(
                     gpu,
                     f"nvlink_{kind}",
                     functools.partial(self._lib.nvlink_error_counter, link=link, counter=counter),
                 )
                 if value is not None:
-                    out.append(Sample(c.NVLINK_ERRORS, (*labels, kind), value))
+                    errors[kind] = value
+            readings.append(LinkReading(link, bool(active), errors))
+        out += self._nvlinks.samples(gpu.labels, gpu.uuid, readings)
 
     def _read_processes(self, gpu: Gpu, out: list[Sample]) -> None:
         processes = self._read(gpu, "processes", self._lib.compute_processes)
