@@ -14,6 +14,7 @@ import httpx
 from servescope.exporter.exposition import Sample
 from servescope.exporter.nvml.collector import NvmlSource
 from servescope.exporter.nvml.library import NvmlLibrary
+from servescope.exporter.stores.nvlink import NvlinkLinks
 from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.pynvml_module import SimulatedPynvml
 
@@ -44,6 +45,7 @@ def nvml_stack(
     xid_events: bool = False,
     nvlinks: int | None = None,
     nvlink_per_link: bool = False,
+    link_store: NvlinkLinks | None = None,
 ) -> tuple[SimulatedFleet, NvmlSource, FakeClock]:
     """The production collector and wrapper over the simulator's pynvml-shaped module."""
     clock = FakeClock()
@@ -53,6 +55,7 @@ def nvml_stack(
         hostname="node-a",
         xid_events=xid_events,
         nvlink_per_link=nvlink_per_link,
+        link_store=link_store,
         wall=lambda: 1.7e9 + clock.now,
         monotonic=clock,
     )

@@ -1,9 +1,9 @@
 """Interconnect: NVLink link state, errors and traffic, PCIe traffic and replays, per GPU.
 
 NVLink CRC errors come from NVML summed over links (servescope_gpu_nvlink_errors_total; per link with
---nvlink-per-link, and in the nvlink_errors runbook step) and from DCGM summed over links (fields 409/419,
-429/439; 1206/1209/1212 on Blackwell). DCGM fields 1009/1010, which the operators watched "for NVLink CRC
-errors", are PCIe bytes per second: they appear here as PCIe traffic.
+--nvlink-per-link, and link by link in the GPU API and the nvlink_errors runbook step) and from DCGM
+summed over links (fields 409/419, 429/439; 1206/1209/1212 on Blackwell). DCGM fields 1009/1010, which
+the operators watched "for NVLink CRC errors", are PCIe bytes per second: they appear here as PCIe traffic.
 """
 
 from __future__ import annotations

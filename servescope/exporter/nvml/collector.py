@@ -20,6 +20,7 @@ from servescope.exporter.nvml.nvlink import LinkReading, NvlinkSeries
 from servescope.exporter.nvml.xid import XidWatcher
 from servescope.exporter.sources.base import Collection, Problem, SourceError
 from servescope.exporter.stores.history import MemoryHistory
+from servescope.exporter.stores.nvlink import NvlinkLinks
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,7 @@ class NvmlSource:
         interval_seconds: float = 1.0,
         xid_events: bool = True,
         nvlink_per_link: bool = False,
+        link_store: NvlinkLinks | None = None,
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         directory: GpuDirectory | None = None,
@@ -73,7 +75,8 @@ class NvmlSource:
         self._hostname = hostname
         self._monotonic = monotonic
         self._xid = XidWatcher(lib, wall) if xid_events else None
-        self._nvlinks = NvlinkSeries(tuple(kind for kind, _ in _NVLINK_COUNTERS), per_link=nvlink_per_link)
+        kinds = tuple(kind for kind, _ in _NVLINK_COUNTERS)
+        self._nvlinks = NvlinkSeries(kinds, per_link=nvlink_per_link, store=link_store)
         self._initialised = False
         self._reinit_due: float | None = 0.0  # None: no re-initialisation pending
         self._last_init = float("-inf")

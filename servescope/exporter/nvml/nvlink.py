@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from servescope import catalog as c
 from servescope.exporter.exposition import Sample
+from servescope.exporter.stores.nvlink import LinkState, NvlinkLinks
 
 Labels = tuple[str, ...]
 
@@ -27,8 +28,11 @@ class LinkReading:
 class NvlinkSeries:
     """Turns one cycle's link readings of a GPU into samples; remembers each link's last counters."""
 
-    def __init__(self, kinds: tuple[str, ...], *, per_link: bool = False) -> None:
+    def __init__(
+        self, kinds: tuple[str, ...], *, per_link: bool = False, store: NvlinkLinks | None = None
+    ) -> None:
         self.per_link = per_link
+        self.store = store
         self._kinds = kinds
         self._last: dict[tuple[str, int], dict[str, int]] = {}  # (uuid, link) -> kind -> value
 
@@ -39,13 +43,17 @@ class NvlinkSeries:
         up = sum(1 for r in readings if r.active)
         out = [Sample(c.NVLINK_LINKS, gpu, len(readings)), Sample(c.NVLINK_LINKS_UP, gpu, up)]
         totals: dict[str, int] = {}
+        states = []
         for reading in readings:
             known = self._last.setdefault((uuid, reading.link), {})
             known.update(reading.errors)
             for kind, value in known.items():
                 totals[kind] = totals.get(kind, 0) + value
+            states.append(LinkState(reading.link, reading.active, dict(known)))
             if self.per_link:
                 out += self._per_link(gpu, reading)
+        if self.store is not None:
+            self.store.update(gpu, tuple(states))
         out += [Sample(c.NVLINK_ERRORS, (*gpu, kind), totals[kind]) for kind in self._kinds if kind in totals]
         return out
 

@@ -5,9 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from servescope.runbooks.actions.base import RunContext, StepResult, action
+from servescope.runbooks.actions.base import ActionError, RunContext, StepResult, action
 from servescope.runbooks.actions.gpu import GpuParams
-from servescope.runbooks.actions.metrics import Gpu, Metrics, find_gpu, gpu_series, gpu_value, scrape
+from servescope.runbooks.actions.metrics import (
+    Gpu,
+    Metrics,
+    find_gpu,
+    get_json,
+    gpu_path,
+    gpu_series,
+    gpu_value,
+    scrape,
+)
 from servescope.runbooks.actions.text import number, table
 
 _NVLINK_TYPES = ("crc_flit", "crc_data", "replay", "recovery")
@@ -19,9 +28,9 @@ _DCGM_NVLINK = (
     (439, "recovery", "servescope_dcgm_nvlink_recovery_errors_total"),
 )
 _PER_LINK_OFF = (
-    "  per link: not exported (the exporter sums over links by default; run it with --nvlink-per-link "
-    "to see which link counts)"
+    "  per link: this exporter has no NVLink API (an older version): run it with --nvlink-per-link"
 )
+_MAX_LINKS = 64  # NVML has 18; more in an answer is not believed
 _NOTE = (
     "  note: counters are totals; what matters is their increase (the alert counts 10 min). "
     "NVLink CRC errors are DCGM 409/419 (replay/recovery 429/439); 1009/1010 are PCIe bytes/s."
@@ -36,6 +45,23 @@ def _links(metrics: Metrics, gpu: Gpu) -> list[tuple[str, dict[str, Any]]]:
     for sample in gpu_series(metrics, "servescope_gpu_nvlink_link_errors_total", gpu):
         links.setdefault(sample.labels.get("link", "?"), {})[sample.labels.get("type", "?")] = sample.value
     return sorted(links.items(), key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0))
+
+
+def _links_from_api(ctx: RunContext, gpu: Gpu) -> list[tuple[str, dict[str, Any]]] | None:
+    """Per link from the exporter's GPU API, where the exposition sums over links; None without the API."""
+    try:
+        body = get_json(ctx, f"/api/v1/gpus/{gpu_path(gpu.uuid or gpu.index)}/nvlink")
+        links = [
+            (str(int(entry["link"])), {"up": 1.0 if entry["up"] else 0.0, **_counts(entry["errors"])})
+            for entry in body["links"][:_MAX_LINKS]
+        ]
+    except (ActionError, KeyError, TypeError, ValueError):
+        return None
+    return sorted(links, key=lambda kv: int(kv[0]))
+
+
+def _counts(errors: dict[str, Any]) -> dict[str, float]:
+    return {kind: float(errors[kind]) for kind in _NVLINK_TYPES if kind in errors}
 
 
 def _total(metrics: Metrics, gpu: Gpu, kind: str) -> float | None:
@@ -68,7 +94,8 @@ def nvlink_errors(params: GpuParams, ctx: RunContext) -> StepResult:
     """NVLink errors of the GPU by type (NVML, per link where exported) and DCGM's 409/419/429/439."""
     metrics = scrape(ctx)
     gpu = find_gpu(metrics, params.gpu)
-    ordered = _links(metrics, gpu)
+    links = gpu_value(metrics, "servescope_gpu_nvlink_links", gpu)
+    ordered = _links(metrics, gpu) or (_links_from_api(ctx, gpu) if links else []) or []
     totals = {t: _total(metrics, gpu, t) for t in _NVLINK_TYPES}
     dcgm: dict[str, dict[str, Any]] = {
         str(field_id): {"type": kind, "value": gpu_value(metrics, name, gpu)}
@@ -76,7 +103,6 @@ def nvlink_errors(params: GpuParams, ctx: RunContext) -> StepResult:
     }
     down = [link for link, v in ordered if v.get("up") == 0]
     with_errors = [link for link, v in ordered if any(v.get(t) for t in _NVLINK_TYPES)]
-    links = gpu_value(metrics, "servescope_gpu_nvlink_links", gpu)
     links_up = gpu_value(metrics, "servescope_gpu_nvlink_links_up", gpu)
     lines = [
         f"GPU {gpu.index} ({gpu.uuid}): {number(links)} NVLink link(s), {number(links_up)} up"
