@@ -11,6 +11,7 @@ from pathlib import Path
 from servescope.exporter.exposition import Sample
 from servescope.exporter.nvml.collector import NvmlSource
 from servescope.exporter.nvml.library import NvmlLibrary
+from servescope.exporter.stores.nvlink import NvlinkLinks
 from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.pynvml_module import SimulatedPynvml
 
@@ -34,7 +35,13 @@ class FakeClock:
 
 
 def nvml_stack(
-    gpus: int = 4, *, model: str = "H200", xid_events: bool = False, nvlinks: int | None = None
+    gpus: int = 4,
+    *,
+    model: str = "H200",
+    xid_events: bool = False,
+    nvlinks: int | None = None,
+    nvlink_per_link: bool = False,
+    link_store: NvlinkLinks | None = None,
 ) -> tuple[SimulatedFleet, NvmlSource, FakeClock]:
     """The production collector and wrapper over the simulator's pynvml-shaped module."""
     clock = FakeClock()
@@ -43,6 +50,8 @@ def nvml_stack(
         NvmlLibrary(SimulatedPynvml(fleet)),
         hostname="node-a",
         xid_events=xid_events,
+        nvlink_per_link=nvlink_per_link,
+        link_store=link_store,
         wall=lambda: 1.7e9 + clock.now,
         monotonic=clock,
     )

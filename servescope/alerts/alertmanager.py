@@ -54,9 +54,11 @@ def inhibit_rules(alerts: Sequence[Alert]) -> list[dict[str, Any]]:
         _inhibit(["ServescopeGpuLost"], ['alertname!="ServescopeGpuLost"'], GPU_EQUAL),
         _inhibit(["ServescopeGpuMemoryExhaustionSoon"], [_names(MEMORY_WARNINGS)], GPU_EQUAL),
         # The combined alerts say more than their parts.
-        _inhibit([COMBINED, HURTING], ['alertname="ServescopeGpuSaturated"'], GPU_EQUAL),
+        _inhibit([COMBINED], ['alertname="ServescopeGpuSaturated"'], GPU_EQUAL),
         _inhibit([COMBINED, HURTING], ['alertname="ServescopeKvCachePressure"'], ENGINE_EQUAL),
-        _inhibit([HURTING], [f'alertname="{COMBINED}"'], [*ENGINE_EQUAL, "uuid"]),
+        # The page is per engine (no GPU labels): it silences the combined warning on each of its GPUs,
+        # which in turn silences those GPUs' saturation warnings.
+        _inhibit([HURTING], [f'alertname="{COMBINED}"'], ENGINE_EQUAL),
         # A fast burn says more than the slow burn and the P99 of the same model.
         _inhibit(
             ["ServescopeTtftSloBurnFast"], [_names(["ServescopeTtftSloBurnSlow", *p99])], ["model_name"]

@@ -29,7 +29,7 @@ NVLINK_USED_WINDOW = "1d"
 
 
 def crc_errors(cfg: AlertsConfig) -> str:
-    """NVLink CRC errors per GPU over hardware_window: NVML's per-link counters, else DCGM's."""
+    """NVLink CRC errors per GPU over hardware_window: NVML's counters (summed over links), else DCGM's."""
     w = cfg.hardware_window
     nvml = sel(cfg, c.NVLINK_ERRORS.name, 'type=~"crc_flit|crc_data"')
     # Labelled apart by field so that `or` keeps every field of a GPU.
@@ -79,10 +79,10 @@ def xid_expr(cfg: AlertsConfig, xids: tuple[int, ...]) -> str:
 
 
 def nvlink_down(cfg: AlertsConfig) -> str:
-    """Links down on a GPU that had an active link within the last day (a GPU with NVLink at all)."""
-    link_up = sel(cfg, c.NVLINK_UP.name)
-    used = f"max by (instance, uuid) (max_over_time({link_up}[{NVLINK_USED_WINDOW}])) == 1"
-    return f"max by ({GPU_BY}, link) ({link_up} == 0) and on (instance, uuid) ({used})"
+    """Links down per GPU, on a GPU that had an active link within the last day (a GPU with NVLink at all)."""
+    links, links_up = sel(cfg, c.NVLINK_LINKS.name), sel(cfg, c.NVLINK_LINKS_UP.name)
+    used = f"max by (instance, uuid) (max_over_time({links_up}[{NVLINK_USED_WINDOW}])) > 0"
+    return f"max by ({GPU_BY}) ({links} - {links_up} > 0) and on (instance, uuid) ({used})"
 
 
 def nvml_lost(cfg: AlertsConfig) -> str:
@@ -187,16 +187,16 @@ def health(cfg: AlertsConfig) -> Group:
             ),
             Alert(
                 "ServescopeNvlinkCrcErrors",
-                # NVML's per-link counters; DCGM's only for a GPU where NVML reports none (both count the
-                # same errors when both sources run). A short `for`: a burst that leaves the window within
-                # 10 minutes (often the last sign before a link dies) must still alert.
+                # NVML's counters summed over links; DCGM's only for a GPU where NVML reports none (both
+                # count the same errors when both sources run). A short `for`: a burst that leaves the
+                # window within 10 minutes (often the last sign before a link dies) must still alert.
                 f"{crc_errors(cfg)} > {cfg.nvlink_crc_errors:g}",
                 cfg.nvlink_crc_for,
                 "warning",
                 "NVLink CRC errors keep increasing on a GPU.",
                 f"{ON_GPU} counted {{{{ $value | humanize }}}} NVLink CRC errors in the last {w} "
-                "(NVML per link, else DCGM fields 409/419, 1206/1209 on NVLink5, or 497; not 1009/1010, "
-                "which are PCIe bytes).",
+                "(NVML summed over links, else DCGM fields 409/419, 1206/1209 on NVLink5, or 497; not "
+                "1009/1010, which are PCIe bytes).",
                 GPU_KEYS,
                 "interconnect",
             ),
@@ -206,10 +206,10 @@ def health(cfg: AlertsConfig) -> Group:
                 cfg.hardware_for,
                 "warning",
                 "An NVLink link of a GPU is down.",
-                f"{ON_GPU}: NVLink link {{{{ $labels.link }}}} is inactive while the GPU had active links "
+                f"{ON_GPU}: {{{{ $value }}}} NVLink link(s) inactive while the GPU had active links "
                 f"in the last {NVLINK_USED_WINDOW}: its traffic takes fewer links or PCIe, and NCCL may "
                 "fail.",
-                (*GPU_KEYS, "link"),
+                GPU_KEYS,
                 "interconnect",
             ),
             Alert(

@@ -17,6 +17,8 @@ from servescope.alerts.model import ENGINE_KEYS, GPU_KEYS, Alert, Group, Record,
 from servescope.alerts.rules_slo import PAGE, error_ratio
 
 COMBINED_KEYS = (*ENGINE_KEYS, "hostname", "gpu", "uuid")
+# The page is about the engine: a tensor-parallel engine on 8 saturated GPUs pages once, not 8 times.
+PAGE_KEYS = (*ENGINE_KEYS, "hostname")
 # The fleet's average over many GPUs is smooth already: 5 min of samples per GPU take out one reading's
 # dip without delaying a fleet-wide shortage by the 10 min a single GPU's average needs.
 FLEET_SMOOTHING = "5m"
@@ -48,6 +50,14 @@ def kv_pressed(cfg: AlertsConfig) -> str:
     """Engines over the KV pressure bound that ran steps in the last 5 min (the value is the KV usage)."""
     kv = sel(cfg, c.KV_USAGE.name)
     return f"{kv} > {cfg.kv_pressure_ratio:g} and on ({ENGINE_BY}) {engine_active(cfg)}"
+
+
+def hurting(cfg: AlertsConfig) -> str:
+    """Engines under KV pressure with a symptom on a saturated GPU of theirs: one series per engine,
+    whatever the number of its GPUs (a TP group is one engine on N GPUs); the value is the KV usage."""
+    pressed = f"{kv_pressed(cfg)} and on ({ENGINE_BY}) {kv_symptom(cfg)}"
+    on_saturated = f"{on_engine_gpus(cfg, pressed)} and on (instance, uuid) {saturated(cfg)}"
+    return f"max by ({ENGINE_BY}, hostname) ({on_saturated})"
 
 
 def serving(cfg: AlertsConfig) -> Group:
@@ -96,15 +106,14 @@ def serving(cfg: AlertsConfig) -> Group:
             ),
             Alert(
                 "ServescopeKvPressureHurtingRequests",
-                f"{on_engine_gpus(cfg, f'{kv_pressed(cfg)} and on ({ENGINE_BY}) {kv_symptom(cfg)}')}"
-                f" and on (instance, uuid) {saturated(cfg)}",
+                hurting(cfg),
                 cfg.combined_for,
                 "critical",
                 "A saturated GPU's engine is out of KV cache and its requests suffer.",
-                f"{ON_ENGINE} uses {{{{ $value | humanizePercentage }}}} of its KV cache while its GPU "
-                "{{ $labels.gpu }} on {{ $labels.hostname }} ({{ $labels.uuid }}) is compute-saturated, "
-                "and requests wait, are preempted or miss the TTFT objective: shed load now.",
-                COMBINED_KEYS,
+                f"{ON_ENGINE} uses {{{{ $value | humanizePercentage }}}} of its KV cache while GPUs it runs "
+                "on {{ $labels.hostname }} are compute-saturated, and requests wait, are preempted or miss "
+                "the TTFT objective: shed load now.",
+                PAGE_KEYS,
                 "serving",
             ),
             Alert(

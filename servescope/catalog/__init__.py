@@ -104,12 +104,27 @@ REMAPPED_ROWS_PENDING = _gauge(
 REMAPPED_ROWS_FAILED = _gauge(
     "servescope_gpu_remapped_rows_failed", "1 when a row remap failed (the GPU needs service).", G, "nvml"
 )
-NVLINK_UP = _gauge(
-    "servescope_gpu_nvlink_up", "1 when the NVLink link is active, else 0.", (*G, "link"), "nvml"
+NVLINK_LINKS = _gauge(
+    "servescope_gpu_nvlink_links", "NVLink links NVML reports on the GPU (absent without NVLink).", G, "nvml"
+)
+NVLINK_LINKS_UP = _gauge(
+    "servescope_gpu_nvlink_links_up", "NVLink links of the GPU that are active.", G, "nvml"
 )
 NVLINK_ERRORS = _counter(
     "servescope_gpu_nvlink_errors_total",
-    "NVLink data-link errors per link by type: crc_flit, crc_data, replay, recovery.",
+    "NVLink data-link errors summed over the GPU's links, by type: crc_flit, crc_data, replay, recovery.",
+    (*G, "type"),
+    "nvml",
+)
+NVLINK_UP = _gauge(
+    "servescope_gpu_nvlink_up",
+    "1 when the NVLink link is active, else 0 (only with --nvlink-per-link).",
+    (*G, "link"),
+    "nvml",
+)
+NVLINK_LINK_ERRORS = _counter(
+    "servescope_gpu_nvlink_link_errors_total",
+    "NVLink data-link errors per link by type (only with --nvlink-per-link).",
     (*G, "link", "type"),
     "nvml",
 )

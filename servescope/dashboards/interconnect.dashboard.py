@@ -1,8 +1,9 @@
-"""Interconnect: NVLink link state, errors and traffic, PCIe traffic and replays, per GPU and link.
+"""Interconnect: NVLink link state, errors and traffic, PCIe traffic and replays, per GPU.
 
-NVLink CRC errors come from NVML per link (servescope_gpu_nvlink_errors_total) and from DCGM summed over
-links (fields 409/419, 429/439; 1206/1209/1212 on Blackwell). DCGM fields 1009/1010, which the operators
-watched "for NVLink CRC errors", are PCIe bytes per second: they appear here as PCIe traffic.
+NVLink CRC errors come from NVML summed over links (servescope_gpu_nvlink_errors_total; per link with
+--nvlink-per-link, and link by link in the GPU API and the nvlink_errors runbook step) and from DCGM
+summed over links (fields 409/419, 429/439; 1206/1209/1212 on Blackwell). DCGM fields 1009/1010, which
+the operators watched "for NVLink CRC errors", are PCIe bytes per second: they appear here as PCIe traffic.
 """
 
 from __future__ import annotations
@@ -12,15 +13,15 @@ from servescope.dashboards.common import ALERTS, GPU, m, make_dashboard, stat, t
 RATE = "[$__rate_interval]"
 W = ALERTS.hardware_window
 ON_GPU = "{{hostname}} GPU {{gpu}}"
-ON_LINK = "{{hostname}} GPU {{gpu}} link {{link}}"
 NVLINK_ERRORS = "servescope_gpu_nvlink_errors_total"
+LINKS, LINKS_UP = "servescope_gpu_nvlink_links", "servescope_gpu_nvlink_links_up"
 CRC = 'type=~"crc_flit|crc_data"'
 REPLAY = 'type=~"replay|recovery"'
 NOT_CRC = "DCGM fields 1009/1010 are PCIe bytes per second, not NVLink CRC errors (409/419)."
 
 
 def nvlink_rate(error_type: str) -> str:
-    """Per-link rate of NVML NVLink errors of one type (or `a|b`)."""
+    """Per-GPU rate of NVML NVLink errors of one type (or `a|b`), summed over the GPU's links."""
     matcher = ('type=~"' if "|" in error_type else 'type="') + error_type + '"'
     return f"rate({m(NVLINK_ERRORS, GPU, matcher)}{RATE})"
 
@@ -37,19 +38,19 @@ def dcgm_rate(metric: str, field: str, fallback: str = "", fallback_field: str =
 dashboard = make_dashboard(
     "interconnect",
     "Interconnect",
-    "NVLink link state, CRC/replay/recovery errors (NVML per link, DCGM per GPU) and traffic; PCIe "
+    "NVLink link state, CRC/replay/recovery errors (NVML and DCGM, per GPU) and traffic; PCIe "
     f"traffic and replays. {NOT_CRC} The operators' `dcgmi dmon -e 1009,1010` watched PCIe traffic.",
     [
         stat(
             "NVLink links up",
-            [(f"sum({m('servescope_gpu_nvlink_up', GPU)})", "up")],
+            [(f"sum({m('servescope_gpu_nvlink_links_up', GPU)})", "up")],
             "none",
             width=8,
             description="Active NVLink links over the selected GPUs (NVML).",
         ),
         stat(
             "NVLink links down",
-            [(f"count({m('servescope_gpu_nvlink_up', GPU)} == 0) or vector(0)", "down")],
+            [(f"sum({m(LINKS, GPU)} - {m(LINKS_UP, GPU)}) or vector(0)", "down")],
             "none",
             width=8,
             thresholds=[1],
@@ -72,7 +73,7 @@ dashboard = make_dashboard(
         ),
         ts(
             "Active NVLink links per GPU",
-            [(f"sum by (hostname, gpu) ({m('servescope_gpu_nvlink_up', GPU)})", ON_GPU)],
+            [(f"sum by (hostname, gpu) ({m(LINKS_UP, GPU)})", ON_GPU)],
             "none",
             description="Links NVML reports active on each GPU; a drop is a link gone down.",
         ),
@@ -91,25 +92,26 @@ dashboard = make_dashboard(
             f"{ALERTS.hardware_for} it fires. {NOT_CRC}",
         ),
         ts(
-            "NVLink CRC flit errors per link (NVML)",
-            [(nvlink_rate("crc_flit"), ON_LINK)],
+            "NVLink CRC flit errors per GPU (NVML)",
+            [(nvlink_rate("crc_flit"), ON_GPU)],
             "ops",
-            description="Flow-control-unit CRC errors per second on each link. Errors on one link point at "
-            "that link's cable, bridge or connector; on all links of a GPU, at the GPU or NVSwitch.",
+            description="Flow-control-unit CRC errors per second over the links of each GPU. Which link: the "
+            "nvlink_errors runbook step (errors on one link point at its cable, bridge or connector; on "
+            "all links of a GPU, at the GPU or NVSwitch).",
         ),
         ts(
-            "NVLink CRC data errors per link (NVML)",
-            [(nvlink_rate("crc_data"), ON_LINK)],
+            "NVLink CRC data errors per GPU (NVML)",
+            [(nvlink_rate("crc_data"), ON_GPU)],
             "ops",
-            description="Data CRC errors per second on each link. Each is retransmitted (a replay): they "
-            "cost bandwidth before they cost correctness.",
+            description="Data CRC errors per second over the links of each GPU. Each is retransmitted (a "
+            "replay): they cost bandwidth before they cost correctness.",
         ),
         ts(
-            "NVLink replay and recovery per link (NVML)",
-            [(nvlink_rate("replay|recovery"), ON_LINK + " {{type}}")],
+            "NVLink replay and recovery per GPU (NVML)",
+            [(nvlink_rate("replay|recovery"), ON_GPU + " {{type}}")],
             "ops",
             description="Replays (a packet re-sent after a CRC error) and recoveries (the link retrained) "
-            "per second on each link. Recoveries stall the link: even a few matter.",
+            "per second over the links of each GPU. Recoveries stall the link: even a few matter.",
         ),
         ts(
             "NVLink replay and recovery per GPU (alert window)",

@@ -12,6 +12,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from servescope import __version__
 from servescope.exporter.exposition import CONTENT_TYPE
 from servescope.exporter.memory_api import MemoryApi
+from servescope.exporter.nvlink_api import nvlink_router
 from servescope.exporter.runtime import Runtime
 
 _INDEX = """<!doctype html><html><head><meta charset="utf-8"><title>servescope</title></head>
@@ -80,6 +81,7 @@ def create_app(
     app.state.runtime = runtime
     if runtime.derived is not None:
         app.include_router(MemoryApi(runtime.history, runtime.derived, runtime.api_rejections).router())
+    app.include_router(nvlink_router(runtime.nvlinks))
     for router in routers:
         app.include_router(router)
 

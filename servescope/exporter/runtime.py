@@ -29,6 +29,7 @@ from servescope.exporter.runner import SourceRunner
 from servescope.exporter.settings import DerivedSettings, Settings
 from servescope.exporter.sources.base import Source
 from servescope.exporter.stores.history import MemoryHistory
+from servescope.exporter.stores.nvlink import NvlinkLinks
 from servescope.exporter.stores.serving_board import ServingBoard
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.scrape import Scraper
@@ -69,6 +70,7 @@ class Runtime:
     companions: list[Companion] = field(default_factory=list)
     history: MemoryHistory = field(default_factory=MemoryHistory)
     board: ServingBoard = field(default_factory=ServingBoard)
+    nvlinks: NvlinkLinks = field(default_factory=NvlinkLinks)  # per link, for the GPU API
     derived: DerivedSource | None = None
     # API refusals by (route, reason): counted by the app, exported by the derived source.
     api_rejections: Counter[tuple[str, str]] = field(default_factory=Counter)
@@ -140,6 +142,8 @@ def build_runtime(settings: Settings, hardware: Hardware | None = None) -> Runti
                 hostname=hostname,
                 interval_seconds=settings.nvml.interval_seconds,
                 xid_events=settings.nvml.xid_events,
+                nvlink_per_link=settings.nvml.nvlink_per_link,
+                link_store=runtime.nvlinks,
                 directory=directory,
                 history=runtime.history,
             )

@@ -74,6 +74,13 @@ class NvmlSettings(BaseSettings):
         json_schema_extra={"cli": "--xid-events/--no-xid-events"},
         description="Watch NVML for critical XID events in a background thread.",
     )
+    nvlink_per_link: bool = Field(
+        False,
+        json_schema_extra={"cli": "--nvlink-per-link/--no-nvlink-per-link"},
+        description="Also export NVLink state and error counters per link (servescope_gpu_nvlink_up, "
+        "servescope_gpu_nvlink_link_errors_total: up to 90 series per GPU). Off: links up and errors "
+        "summed per GPU only.",
+    )
 
 
 class DcgmSettings(BaseSettings):

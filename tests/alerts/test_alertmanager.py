@@ -227,12 +227,16 @@ def test_inhibit_rules() -> None:
             ["instance", "uuid"],
         ),
         ([ours, 'alertname="ServescopeGpuMemoryExhaustionSoon"'], [ours, memory], ["instance", "uuid"]),
-        ([ours, combined], [ours, 'alertname="ServescopeGpuSaturated"'], ["instance", "uuid"]),
+        (
+            [ours, 'alertname="ServescopeGpuSaturatedKvPressure"'],
+            [ours, 'alertname="ServescopeGpuSaturated"'],
+            ["instance", "uuid"],
+        ),
         ([ours, combined], [ours, 'alertname="ServescopeKvCachePressure"'], engine),
         (
             [ours, 'alertname="ServescopeKvPressureHurtingRequests"'],
             [ours, 'alertname="ServescopeGpuSaturatedKvPressure"'],
-            [*engine, "uuid"],
+            engine,
         ),
         (
             [ours, 'alertname="ServescopeTtftSloBurnFast"'],
@@ -454,20 +458,20 @@ def test_lost_gpu_inhibits_everything_about_it(alertmanager: Alertmanager) -> No
     lost = alert("ServescopeGpuLost", GPU0)
     ecc = alert("ServescopeGpuEccUncorrectable", GPU0)
     combined = alert("ServescopeGpuSaturatedKvPressure", ENGINE_ON_GPU0)
-    hurting = alert("ServescopeKvPressureHurtingRequests", ENGINE_ON_GPU0)
     inhibitions(
         alertmanager,
         sources=[lost],
         inhibited=[
             # critical alerts: only the GpuLost rule silences these
             (ecc, [lost]),
-            (hurting, [lost]),
             # warnings: any hardware-critical alert on the GPU may be named as their inhibitor
             (combined, [lost, ecc]),
             (alert("ServescopeNvlinkCrcErrors", GPU0), [lost, ecc]),
         ],
         active=[
             alert("ServescopeGpuLost", GPU1),  # one lost GPU does not hide another
+            # The page is per engine, no GPU labels: it fires on a saturated GPU, which a lost one is not.
+            alert("ServescopeKvPressureHurtingRequests", {**ENGINE, "hostname": "node-a"}),
             alert("ServescopeNvlinkCrcErrors", NODE_B_GPU),
             # about an engine, no GPU (not ENGINE: the combined alert, inhibited or not, silences it)
             alert("ServescopeKvCachePressure", OTHER_ENGINE),
@@ -506,22 +510,28 @@ def test_exporter_down_inhibits_its_sources_not_the_fleet_wide_absent_series(
 @pytest.mark.e2e
 def test_load_alerts_do_not_hide_the_hardware_warnings_of_their_gpu(alertmanager: Alertmanager) -> None:
     """A saturated GPU's thermal, NVLink, PCIe or row-remap warning is often why it is saturated."""
-    hurting = alert("ServescopeKvPressureHurtingRequests", {**ENGINE_ON_GPU0, "hostname": "node-a"})
+    hurting = alert("ServescopeKvPressureHurtingRequests", {**ENGINE, "hostname": "node-a"})  # per engine
+    # A tensor-parallel engine on GPUs 0 and 1: the combined warning on each, silenced by the one page.
     combined = alert("ServescopeGpuSaturatedKvPressure", {**ENGINE_ON_GPU0, "hostname": "node-a"})
+    combined_gpu1 = alert(
+        "ServescopeGpuSaturatedKvPressure", {**ENGINE, "hostname": "node-a", "gpu": "1", "uuid": "GPU-1111"}
+    )
     inhibitions(
         alertmanager,
         sources=[hurting],
         inhibited=[
             (combined, [hurting]),
-            (alert("ServescopeGpuSaturated", GPU0), [hurting, combined]),
-            (alert("ServescopeKvCachePressure", ENGINE), [hurting, combined]),
+            (combined_gpu1, [hurting]),
+            (alert("ServescopeGpuSaturated", GPU0), [combined]),
+            (alert("ServescopeGpuSaturated", GPU1), [combined_gpu1]),
+            (alert("ServescopeKvCachePressure", ENGINE), [hurting, combined, combined_gpu1]),
         ],
         active=[
             alert("ServescopeGpuThermalThrottling", GPU0),
             alert("ServescopeNvlinkCrcErrors", GPU0),
             alert("ServescopePcieReplays", GPU0),
             alert("ServescopeGpuRowRemapPending", GPU0),
-            alert("ServescopeNvlinkLinkDown", {**GPU0, "link": "3"}),
+            alert("ServescopeNvlinkLinkDown", GPU0),
         ],
     )
 

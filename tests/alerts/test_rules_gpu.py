@@ -180,11 +180,10 @@ BURST = "0x10 1+1x19 20x20"
 QUIET = "0x50"
 
 
-def _links(kinds: dict[tuple[str, str], str], labels: dict[str, str] = GPU) -> list[dict[str, str]]:
-    """Every (link, type) NVML series of a GPU with 2 links; `kinds` gives the values that are not QUIET."""
+def _links(kinds: dict[str, str], labels: dict[str, str] = GPU) -> list[dict[str, str]]:
+    """The NVML error series of a GPU (one per type, summed over its links); `kinds` gives those not QUIET."""
     return [
-        series(NVLINK, {**labels, "link": link, "type": kind}, kinds.get((link, kind), QUIET))
-        for link in ("0", "1")
+        series(NVLINK, {**labels, "type": kind}, kinds.get(kind, QUIET))
         for kind in ("crc_flit", "crc_data", "replay", "recovery")
     ]
 
@@ -194,16 +193,16 @@ CRC = "ServescopeNvlinkCrcErrors"
 
 def _crc_description(count: int) -> str:
     return (
-        f"{ON_GPU} counted {count} NVLink CRC errors in the last 10m (NVML per link, else DCGM fields "
-        "409/419, 1206/1209 on NVLink5, or 497; not 1009/1010, which are PCIe bytes)."
+        f"{ON_GPU} counted {count} NVLink CRC errors in the last 10m (NVML summed over links, else DCGM "
+        "fields 409/419, 1206/1209 on NVLink5, or 497; not 1009/1010, which are PCIe bytes)."
     )
 
 
-# NVML counts per link; DCGM (also running) counts the same flit errors summed over links: counted once.
+# NVML and DCGM (also running) both count the same errors summed over links: counted once.
 CRC_NVML = _case(
-    f"{CRC}: NVML per-link counters",
+    f"{CRC}: NVML counters",
     [
-        *_links({("0", "crc_flit"): BURST, ("1", "crc_data"): BURST}),
+        *_links({"crc_flit": BURST, "crc_data": BURST}),
         series(DCGM_FLIT, GPU, BURST),
         series(DCGM_DATA, GPU, BURST),
     ],
@@ -227,10 +226,10 @@ STEADY_6 = " ".join(str(3 * (minute // 5)) for minute in range(51))
 CRC_UNDER = _case(
     f"{CRC}: under the threshold",
     [
-        *_links({("0", "crc_flit"): STEADY_6}),
+        *_links({"crc_flit": STEADY_6}),
         series(DCGM_FLIT, GPU, STEADY_6),
         series(DCGM_DATA, GPU, QUIET),
-        *_links({("1", "crc_flit"): "0x10 5x10 6+1x29"}, GPU1),
+        *_links({"crc_flit": "0x10 5x10 6+1x29"}, GPU1),
         series(DCGM_FLIT, GPU1, "0x10 5x10 6+1x29"),
         series(DCGM_DATA, GPU1, QUIET),
     ],
@@ -244,7 +243,7 @@ REPLAY = "ServescopeNvlinkReplayRecovery"
 REPLAY_DESCRIPTION = f"{ON_GPU} counted 20 NVLink replay/recovery events in the last 10m."
 REPLAY_CASE = _case(
     REPLAY,
-    _links({("0", "replay"): BURST, ("1", "recovery"): BURST}),
+    _links({"replay": BURST, "recovery": BURST}),
     check(REPLAY, "16m"),
     check(REPLAY, "25m"),
     check(REPLAY, "26m", firing(REPLAY, GPU_BY, REPLAY_DESCRIPTION)),

@@ -44,16 +44,16 @@ NVML_LOST_CASE = _case(
 
 # --- an NVLink link down (for 10m) ----------------------------------------------------------------------
 LINK_DOWN = "ServescopeNvlinkLinkDown"
-LINK_UP = "servescope_gpu_nvlink_up"
+LINKS, LINKS_UP = "servescope_gpu_nvlink_links", "servescope_gpu_nvlink_links_up"
 LINK_DOWN_CASE = _case(
     LINK_DOWN,
     [
-        # GPU 0: link 1 down from 10m to 29m, link 0 up throughout.
-        series(LINK_UP, {**GPU, "link": "0"}, "1x40"),
-        series(LINK_UP, {**GPU, "link": "1"}, "1x9 0x20 1x10"),
-        # GPU 1 has no NVLink (a PCIe card): its links were never active.
-        series(LINK_UP, {**GPU1, "link": "0"}, "0x40"),
-        series(LINK_UP, {**GPU1, "link": "1"}, "0x40"),
+        # GPU 0: 2 links, one of them down from 10m to 29m.
+        series(LINKS, GPU, "2x40"),
+        series(LINKS_UP, GPU, "2x9 1x20 2x10"),
+        # GPU 1 has no NVLink in use (a PCIe card whose links NVML lists): never active.
+        series(LINKS, GPU1, "2x40"),
+        series(LINKS_UP, GPU1, "0x40"),
     ],
     check(LINK_DOWN, "19m"),  # pending for 9m
     check(
@@ -61,8 +61,8 @@ LINK_DOWN_CASE = _case(
         "20m",
         firing(
             LINK_DOWN,
-            {**GPU_BY, "link": "1"},
-            f"{ON_GPU}: NVLink link 1 is inactive while the GPU had active links in the last 1d: its traffic "
+            GPU_BY,
+            f"{ON_GPU}: 1 NVLink link(s) inactive while the GPU had active links in the last 1d: its traffic "
             "takes fewer links or PCIe, and NCCL may fail.",
         ),
     ),
@@ -75,13 +75,13 @@ CRC = "ServescopeNvlinkCrcErrors"
 # which the former `for: 10m` never let fire (the errors often come just before the link dies).
 CRC_SHORT = _case(
     f"{CRC}: a short burst",
-    _links({("0", "crc_flit"): "0x10 5 10 15 15x30"}),
+    _links({"crc_flit": "0x10 5 10 15 15x30"}),
     check(CRC, "12m"),  # 10 errors: not above 10
     check(CRC, "13m"),  # pending
     check(CRC, "14m", firing(CRC, GPU_BY, _crc_description(15))),
     check(CRC, "22m"),  # 10 left in the window
 )
-# Blackwell: DCGM 1206/1209 stand in for 409/419 (no NVML per-link counters).
+# Blackwell: DCGM 1206/1209 stand in for 409/419 (no NVML error counters).
 CRC_NVLINK5 = _case(
     f"{CRC}: NVLink5 fields 1206/1209",
     [

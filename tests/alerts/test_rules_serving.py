@@ -44,6 +44,11 @@ def engine_on_gpu(engine: dict[str, str], gpu: dict[str, str]) -> dict[str, str]
     return {**keys, "hostname": gpu["hostname"], "gpu": gpu["gpu"], "uuid": gpu["uuid"]}
 
 
+def engine_page(engine: dict[str, str], hostname: str = "node-a") -> dict[str, str]:
+    """Labels of the per-engine page: the engine's keys and its node, no GPU (job and pid folded away)."""
+    return {**{k: engine[k] for k in ("instance", "model_name", "engine", "endpoint")}, "hostname": hostname}
+
+
 def gpu_facts(gpu: dict[str, str], minutes: int = 40, values: str = "") -> dict[str, str]:
     """servescope_gpu_info of a GPU: where the engine alerts find its hostname."""
     facts = {"gpu_model": "H100", "pci_bus_id": f"0000:1{gpu['gpu']}:00.0", "driver_version": "550"}
@@ -153,9 +158,9 @@ COMBINED_A_GPU0 = (
     "request suffers yet; shed or queue load by priority before latency breaks."
 )
 HURTING = "ServescopeKvPressureHurtingRequests"
-HURTING_A_GPU0 = (
-    f"{ON_A} uses 90% of its KV cache while its GPU 0 on node-a (GPU-0000) is compute-saturated, and "
-    "requests wait, are preempted or miss the TTFT objective: shed load now."
+HURTING_A = (
+    f"{ON_A} uses 90% of its KV cache while GPUs it runs on node-a are compute-saturated, and requests "
+    "wait, are preempted or miss the TTFT objective: shed load now."
 )
 # GPU 0 saturated throughout; engine A (on GPU 0) at 90% KV from minute 5 to 14, engine B (GPU 1) at 50%.
 ONE_GPU = [
@@ -215,7 +220,7 @@ COMBINED_CASES = [
         ],
         "alert_rule_test": [
             check(HURTING, "12m"),  # both hold since 8m: pending for 4m
-            check(HURTING, "13m", firing(HURTING, engine_on_gpu(ENGINE_A, GPU0), HURTING_A_GPU0)),
+            check(HURTING, "13m", firing(HURTING, engine_page(ENGINE_A), HURTING_A)),
             check(HURTING, "16m"),
         ],
     },

@@ -29,6 +29,8 @@ VOLATILE = re.compile(
     r"dcgm_(pcie|nvlink)_(tx|rx)_bytes_per_second|dcgm_\w+_ratio)\b"
 )
 
+DCGM_FIELD_SERIES = re.compile(r"^servescope_dcgm_(?!field_supported)\w+\{gpu=", re.MULTILINE)
+
 
 def settled_exposition(base: str) -> str:
     """The exposition once every simulated GPU has a full DCGM row (profiling fields start as N/A) and
@@ -36,9 +38,11 @@ def settled_exposition(base: str) -> str:
     deadline = time.monotonic() + 20
     while True:
         text = httpx.get(f"{base}/metrics").text
-        supported = text.count("\nservescope_dcgm_field_supported{")
+        # Every one of the 28 watched fields has a value on every GPU (unsupported ones would be listed
+        # in servescope_dcgm_field_supported instead; on the simulated H200s there are none).
+        fields = len(DCGM_FIELD_SERIES.findall(text))
         derived = text.count("\nservescope_gpu_process_memory_used_peak_bytes{")
-        if text.count("\nservescope_dcgm_sm_active_ratio{") == 8 and supported == 8 * 28 and derived == 8:
+        if text.count("\nservescope_dcgm_sm_active_ratio{") == 8 and fields == 8 * 28 and derived == 8:
             return text
         assert time.monotonic() < deadline, "DCGM series did not settle"
         time.sleep(0.2)

@@ -37,7 +37,8 @@ PER_GPU_FAMILIES = {
     c.REMAPPED_ROWS.name,
     c.REMAPPED_ROWS_PENDING.name,
     c.REMAPPED_ROWS_FAILED.name,
-    c.NVLINK_UP.name,
+    c.NVLINK_LINKS.name,
+    c.NVLINK_LINKS_UP.name,
     c.NVLINK_ERRORS.name,
     c.PROCESSES.name,
     c.PROCESS_MEMORY.name,
@@ -61,8 +62,13 @@ def test_healthy_fleet_exports_every_family_with_gpu_uuid_hostname() -> None:
     assert 0.0 <= util <= 1.0
     assert values(samples, c.CLOCK.name, gpu="0", clock="memory") == [3201e6]
     assert values(samples, c.POWER_LIMIT.name, gpu="1") == [700.0]
-    assert len(values(samples, c.NVLINK_UP.name, gpu="0")) == 18
-    assert len(values(samples, c.NVLINK_ERRORS.name, gpu="0")) == 18 * 4
+    assert (
+        values(samples, c.NVLINK_LINKS.name, gpu="0")
+        == values(samples, c.NVLINK_LINKS_UP.name, gpu="0")
+        == [18]
+    )
+    assert len(values(samples, c.NVLINK_ERRORS.name, gpu="0")) == 4  # one per type, summed over the links
+    assert not values(samples, c.NVLINK_UP.name) and not values(samples, c.NVLINK_LINK_ERRORS.name)
     assert values(samples, c.PROCESS_MEMORY.name, gpu="1", pid=str(fleet.gpus[1].worker_pid))
     # Ampere and later GPUs answer NotSupported for page retirement: absent, and said so.
     assert values(samples, c.GPU_FIELD_SUPPORTED.name, gpu="0", field="retired_pages") == [0]
@@ -141,7 +147,7 @@ def test_not_supported_field_drops_only_that_field_and_is_reported_once(
     assert values(samples, c.POWER.name, gpu="0")
     assert values(samples, c.TEMPERATURE.name, gpu="1")
     assert values(samples, c.GPU_FIELD_SUPPORTED.name, gpu="1", field="power") == [0]
-    assert values(samples, c.GPU_FIELD_SUPPORTED.name, gpu="0", field="power") == [1]
+    assert not values(samples, c.GPU_FIELD_SUPPORTED.name, gpu="0", field="power")  # supported: not listed
     assert values(samples, c.GPU_FIELD_SUPPORTED.name, gpu="1", field="processes") == [0]
     assert not values(samples, c.PROCESSES.name, gpu="1")
     assert values(samples, c.GPU_UP.name, gpu="1") == [1]
@@ -159,7 +165,7 @@ def test_transient_timeout_counts_a_problem_and_retries_next_cycle() -> None:
     del fleet.unsupported[(0, "nvmlDeviceGetTemperature")]
     collection = source.collect()
     assert values(collection.samples, c.TEMPERATURE.name)
-    assert values(collection.samples, c.GPU_FIELD_SUPPORTED.name, field="temperature") == [1]
+    assert not values(collection.samples, c.GPU_FIELD_SUPPORTED.name, field="temperature")  # supported
 
 
 def test_library_not_found_at_start_is_source_down_then_recovers() -> None:
@@ -218,24 +224,43 @@ def test_mig_enabled_gpu_does_not_crash_and_omits_whole_gpu_utilization() -> Non
     assert values(samples, c.MEMORY_USED.name, gpu="1")
 
 
-def test_nvlink_down_link_and_crc_burst() -> None:
+def test_nvlink_down_link_and_crc_burst_summed_per_gpu() -> None:
     fleet, source, clock = nvml_stack(gpus=1)
+    fleet.nvlink_crc_burst(0, 3, errors_per_second=10)
+    fleet.nvlink_crc_burst(0, 5, errors_per_second=1)
+    source.collect()
+    clock.advance(60)
+    (before,) = values(source.collect().samples, c.NVLINK_ERRORS.name, type="crc_flit")
+    assert 650 <= before <= 670
+    fleet.set_link_down(0, 5)
+    clock.advance(60)
+    samples = source.collect().samples
+    assert values(samples, c.NVLINK_LINKS.name) == [18] and values(samples, c.NVLINK_LINKS_UP.name) == [17]
+    (flit,) = values(samples, c.NVLINK_ERRORS.name, type="crc_flit")
+    # Link 5 is no longer read: its last count stays in the sum, which never goes backwards.
+    assert flit >= before + 590
+    assert not values(samples, c.NVLINK_UP.name)
+
+
+def test_nvlink_per_link_series_as_an_option() -> None:
+    fleet, source, clock = nvml_stack(gpus=1, nvlink_per_link=True)
     fleet.set_link_down(0, 5)
     fleet.nvlink_crc_burst(0, 3, errors_per_second=10)
     source.collect()
     clock.advance(60)
     samples = source.collect().samples
     assert values(samples, c.NVLINK_UP.name, link="5") == [0]
-    assert not values(samples, c.NVLINK_ERRORS.name, link="5")
-    (flit,) = values(samples, c.NVLINK_ERRORS.name, link="3", type="crc_flit")
+    assert not values(samples, c.NVLINK_LINK_ERRORS.name, link="5")
+    (flit,) = values(samples, c.NVLINK_LINK_ERRORS.name, link="3", type="crc_flit")
     assert 590 <= flit <= 610
-    assert values(samples, c.NVLINK_ERRORS.name, link="2", type="crc_flit") == [0]
+    assert values(samples, c.NVLINK_LINK_ERRORS.name, link="2", type="crc_flit") == [0]
+    assert values(samples, c.NVLINK_ERRORS.name, type="crc_flit") == [flit]  # the per-GPU sum is kept
 
 
 def test_gpu_without_nvlink_reports_the_field_unsupported() -> None:
     _, source, _ = nvml_stack(gpus=1, model="L40S")
     samples = source.collect().samples
-    assert not values(samples, c.NVLINK_UP.name)
+    assert not values(samples, c.NVLINK_LINKS.name) and not values(samples, c.NVLINK_ERRORS.name)
     assert values(samples, c.GPU_FIELD_SUPPORTED.name, field="nvlink") == [0]
 
 
@@ -316,4 +341,4 @@ def test_every_error_class_on_one_reading_of_one_gpu(code: int, outcome: str, re
     else:
         assert problems == [reason]
         assert values(samples, c.GPU_UP.name, gpu="1") == [1]
-        assert values(samples, c.GPU_FIELD_SUPPORTED.name, gpu="1", field="temperature") == [1]
+        assert not values(samples, c.GPU_FIELD_SUPPORTED.name, gpu="1", field="temperature")  # supported

@@ -125,10 +125,19 @@ def fake_http(reply: Reply) -> Iterator[FakeHttp]:
         server.server_close()
 
 
-def start_simulated_exporter() -> Served:
+def start_simulated_exporter(*extra: str) -> Served:
     """`servescope serve --simulate --gpus 4 --engines 2`, once both engines have batch advice and GPUs."""
     served = start_servescope(
-        "--simulate", "--gpus", "4", "--engines", "2", "--vllm-interval", "1", "--derived-interval", "1"
+        "--simulate",
+        "--gpus",
+        "4",
+        "--engines",
+        "2",
+        "--vllm-interval",
+        "1",
+        "--derived-interval",
+        "1",
+        *extra,
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -97,15 +97,35 @@ def test_memory_curve_returns_the_summary_and_the_svg(ctx: RunContext) -> None:
 
 
 @pytest.mark.e2e
-def test_nvlink_errors_per_link_and_the_dcgm_counters(ctx: RunContext) -> None:
+def test_nvlink_errors_per_gpu_by_default_and_the_dcgm_counters(ctx: RunContext) -> None:
     result = run("nvlink_errors", ctx, gpu="2")
     assert result.ok, result.output
-    assert len(result.data["links"]) > 0
+    assert result.data["links_total"] == 18 and result.data["links_up"] == 18
+    # The exposition sums over links by default: the links come from the exporter's NVLink API.
+    links = result.data["links"]
+    assert sorted(links, key=int) == [str(n) for n in range(18)]
+    assert all(set(v) >= {"up", "crc_flit", "crc_data", "replay", "recovery"} for v in links.values())
+    for kind, total in result.data["totals"].items():  # /metrics was read first: the API counts no less
+        assert total is not None and sum(v[kind] for v in links.values()) >= total, kind
+    assert "--nvlink-per-link" not in result.output
+    assert set(result.data["dcgm"]) == {"409", "419", "429", "439"}
+    assert "1009/1010 are PCIe bytes/s" in result.output
+
+
+def test_nvlink_errors_per_link_where_the_exporter_exports_them() -> None:
+    served = start_simulated_exporter("--nvlink-per-link")
+    try:
+        result = run("nvlink_errors", RunContext(exporter_url=served.base), gpu="2")
+    finally:
+        stop(served)
+    assert result.ok, result.output
+    assert len(result.data["links"]) == 18
     assert all(
         set(v) >= {"up", "crc_flit", "crc_data", "replay", "recovery"} for v in result.data["links"].values()
     )
-    assert set(result.data["dcgm"]) == {"409", "419", "429", "439"}
-    assert "1009/1010 are PCIe bytes/s" in result.output
+    for kind, total in result.data["totals"].items():  # the per-GPU sums add up the per-link counters
+        assert total == sum(v[kind] for v in result.data["links"].values()), kind
+    assert "--nvlink-per-link" not in result.output
 
 
 @pytest.mark.e2e

@@ -246,7 +246,8 @@ class DmonSource:
                 extra = (field.link,) if field.link is not None else ()
                 samples.append(Sample(field.spec, (*labels, *extra), value * field.scale))
             for fid, ok in sorted(support_by_gpu.get(index, {}).items()):
-                samples.append(Sample(c.DCGM_FIELD_SUPPORTED, (*labels, str(fid)), 1 if ok else 0))
+                if not ok:  # a supported field shows in its own series: only the missing ones are listed
+                    samples.append(Sample(c.DCGM_FIELD_SUPPORTED, (*labels, str(fid)), 0))
         samples += [Sample(c.DCGM_RESTARTS, (reason,), n) for reason, n in sorted(restarts.items())]
         samples.append(Sample(c.DCGM_WATCHED_FIELDS, (), watched))
         return samples

@@ -14,10 +14,12 @@ from servescope.exporter.nvml import library as nv
 from servescope.exporter.nvml.device import Gpu
 from servescope.exporter.nvml.errors import ErrorScope, NvmlError
 from servescope.exporter.nvml.library import NvmlLibrary
-from servescope.exporter.nvml.readings import GpuReader
+from servescope.exporter.nvml.nvlink import NvlinkSeries
+from servescope.exporter.nvml.readings import NVLINK_KINDS, GpuReader
 from servescope.exporter.nvml.xid import XidWatcher
 from servescope.exporter.sources.base import Collection, Problem, SourceError
 from servescope.exporter.stores.history import MemoryHistory
+from servescope.exporter.stores.nvlink import NvlinkLinks
 
 _HINTS = {
     "library_not_found": "libnvidia-ml.so.1 was not found: is the NVIDIA driver installed and visible to "
@@ -44,6 +46,8 @@ class NvmlSource:
         hostname: str,
         interval_seconds: float = 1.0,
         xid_events: bool = True,
+        nvlink_per_link: bool = False,
+        link_store: NvlinkLinks | None = None,
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         directory: GpuDirectory | None = None,
@@ -62,7 +66,10 @@ class NvmlSource:
         self._gpus: list[Gpu] = []
         self._lost: dict[str, Gpu] = {}  # GPUs seen once and missing now: exported as down, not dropped
         self._xid_unavailable = False
-        self._reader = GpuReader(lib, monotonic=monotonic, directory=self.directory, history=history)
+        nvlinks = NvlinkSeries(NVLINK_KINDS, per_link=nvlink_per_link, store=link_store)
+        self._reader = GpuReader(
+            lib, monotonic=monotonic, directory=self.directory, history=history, nvlinks=nvlinks
+        )
 
     @property
     def history(self) -> MemoryHistory | None:

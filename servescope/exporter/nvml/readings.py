@@ -14,6 +14,7 @@ from servescope.exporter.nvml import library as nv
 from servescope.exporter.nvml.device import Gpu
 from servescope.exporter.nvml.errors import ErrorScope, NvmlError
 from servescope.exporter.nvml.library import NvmlLibrary
+from servescope.exporter.nvml.nvlink import LinkReading, NvlinkSeries
 from servescope.exporter.nvml.pcie_link import pcie_link_samples
 from servescope.exporter.sources.base import Problem
 from servescope.exporter.stores.history import MemoryHistory
@@ -26,6 +27,7 @@ _NVLINK_COUNTERS = (
     ("replay", nv.NVLINK_REPLAY),
     ("recovery", nv.NVLINK_RECOVERY),
 )
+NVLINK_KINDS = tuple(kind for kind, _ in _NVLINK_COUNTERS)
 _ECC = (
     ("corrected", "volatile", nv.ECC_CORRECTED, nv.ECC_VOLATILE),
     ("uncorrected", "volatile", nv.ECC_UNCORRECTED, nv.ECC_VOLATILE),
@@ -44,8 +46,10 @@ class GpuReader:
         monotonic: Callable[[], float],
         directory: GpuDirectory,
         history: MemoryHistory | None,
+        nvlinks: NvlinkSeries,
     ) -> None:
         self.history = history
+        self._nvlinks = nvlinks
         self.directory = directory
         self.support: dict[str, dict[str, bool]] = {}  # uuid -> field -> supported
         self.problems: list[Problem] = []
@@ -55,8 +59,9 @@ class GpuReader:
 
     def support_samples(self, gpu: Gpu) -> list[Sample]:
         return [
-            Sample(c.GPU_FIELD_SUPPORTED, (*gpu.labels, field), 1 if ok else 0)
+            Sample(c.GPU_FIELD_SUPPORTED, (*gpu.labels, field), 0)
             for field, ok in sorted(self.support.get(gpu.uuid, {}).items())
+            if not ok  # a supported field shows in its own series: only the missing ones are listed
         ]
 
     def read_gpu(self, gpu: Gpu, out: list[Sample]) -> None:
@@ -169,22 +174,22 @@ class GpuReader:
             ]
 
     def _read_nvlinks(self, gpu: Gpu, out: list[Sample]) -> None:
+        readings = []
         for link in gpu.links:
-            labels = (*gpu.labels, str(link))
             active = self.read(gpu, "nvlink", functools.partial(self._lib.nvlink_active, link=link))
             if active is None:
                 continue
-            out.append(Sample(c.NVLINK_UP, labels, 1 if active else 0))
-            if not active:
-                continue
-            for kind, counter in _NVLINK_COUNTERS:
+            errors = {}
+            for kind, counter in _NVLINK_COUNTERS if active else ():  # an inactive link counts nothing
                 value = self.read(
                     gpu,
                     f"nvlink_{kind}",
                     functools.partial(self._lib.nvlink_error_counter, link=link, counter=counter),
                 )
                 if value is not None:
-                    out.append(Sample(c.NVLINK_ERRORS, (*labels, kind), value))
+                    errors[kind] = value
+            readings.append(LinkReading(link, bool(active), errors))
+        out += self._nvlinks.samples(gpu.labels, gpu.uuid, readings)
 
     def _read_processes(self, gpu: Gpu, out: list[Sample]) -> None:
         processes = self.read(gpu, "processes", self._lib.compute_processes)

@@ -1,12 +1,22 @@
-"""`nvlink_errors`: NVLink errors of a GPU per link and type (NVML), and DCGM's 409/419/429/439 counters."""
+"""`nvlink_errors`: NVLink errors of a GPU by type (NVML; per link where the exporter runs with
+--nvlink-per-link), and DCGM's 409/419/429/439 counters."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from servescope.runbooks.actions.base import RunContext, StepResult, action
+from servescope.runbooks.actions.base import ActionError, RunContext, StepResult, action
 from servescope.runbooks.actions.gpu import GpuParams
-from servescope.runbooks.actions.metrics import Gpu, Metrics, find_gpu, gpu_series, gpu_value, scrape
+from servescope.runbooks.actions.metrics import (
+    Gpu,
+    Metrics,
+    find_gpu,
+    get_json,
+    gpu_path,
+    gpu_series,
+    gpu_value,
+    scrape,
+)
 from servescope.runbooks.actions.text import number, table
 
 _NVLINK_TYPES = ("crc_flit", "crc_data", "replay", "recovery")
@@ -17,6 +27,10 @@ _DCGM_NVLINK = (
     (429, "replay", "servescope_dcgm_nvlink_replay_errors_total"),
     (439, "recovery", "servescope_dcgm_nvlink_recovery_errors_total"),
 )
+_PER_LINK_OFF = (
+    "  per link: this exporter has no NVLink API (an older version): run it with --nvlink-per-link"
+)
+_MAX_LINKS = 64  # NVML has 18; more in an answer is not believed
 _NOTE = (
     "  note: counters are totals; what matters is their increase (the alert counts 10 min). "
     "NVLink CRC errors are DCGM 409/419 (replay/recovery 429/439); 1009/1010 are PCIe bytes/s."
@@ -28,9 +42,36 @@ def _links(metrics: Metrics, gpu: Gpu) -> list[tuple[str, dict[str, Any]]]:
     links: dict[str, dict[str, Any]] = {}
     for sample in gpu_series(metrics, "servescope_gpu_nvlink_up", gpu):
         links.setdefault(sample.labels.get("link", "?"), {})["up"] = sample.value
-    for sample in gpu_series(metrics, "servescope_gpu_nvlink_errors_total", gpu):
+    for sample in gpu_series(metrics, "servescope_gpu_nvlink_link_errors_total", gpu):
         links.setdefault(sample.labels.get("link", "?"), {})[sample.labels.get("type", "?")] = sample.value
     return sorted(links.items(), key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0))
+
+
+def _links_from_api(ctx: RunContext, gpu: Gpu) -> list[tuple[str, dict[str, Any]]] | None:
+    """Per link from the exporter's GPU API, where the exposition sums over links; None without the API."""
+    try:
+        body = get_json(ctx, f"/api/v1/gpus/{gpu_path(gpu.uuid or gpu.index)}/nvlink")
+        links = [
+            (str(int(entry["link"])), {"up": 1.0 if entry["up"] else 0.0, **_counts(entry["errors"])})
+            for entry in body["links"][:_MAX_LINKS]
+        ]
+    except (ActionError, KeyError, TypeError, ValueError):
+        return None
+    return sorted(links, key=lambda kv: int(kv[0]))
+
+
+def _counts(errors: dict[str, Any]) -> dict[str, float]:
+    return {kind: float(errors[kind]) for kind in _NVLINK_TYPES if kind in errors}
+
+
+def _total(metrics: Metrics, gpu: Gpu, kind: str) -> float | None:
+    """NVML's count of one error type summed over the GPU's links (the exporter's per-GPU series)."""
+    found = [
+        s.value
+        for s in gpu_series(metrics, "servescope_gpu_nvlink_errors_total", gpu)
+        if s.labels.get("type") == kind
+    ]
+    return sum(found) if found else None
 
 
 def _link_lines(
@@ -50,22 +91,24 @@ def _link_lines(
 
 @action("nvlink_errors", "read", GpuParams)
 def nvlink_errors(params: GpuParams, ctx: RunContext) -> StepResult:
-    """NVLink errors of the GPU per link and type (NVML) and DCGM's 409/419/429/439 counters."""
+    """NVLink errors of the GPU by type (NVML, per link where exported) and DCGM's 409/419/429/439."""
     metrics = scrape(ctx)
     gpu = find_gpu(metrics, params.gpu)
-    ordered = _links(metrics, gpu)
-    totals = {t: sum(v.get(t) or 0.0 for _, v in ordered) for t in _NVLINK_TYPES}
+    links = gpu_value(metrics, "servescope_gpu_nvlink_links", gpu)
+    ordered = _links(metrics, gpu) or (_links_from_api(ctx, gpu) if links else []) or []
+    totals = {t: _total(metrics, gpu, t) for t in _NVLINK_TYPES}
     dcgm: dict[str, dict[str, Any]] = {
         str(field_id): {"type": kind, "value": gpu_value(metrics, name, gpu)}
         for field_id, kind, name in _DCGM_NVLINK
     }
     down = [link for link, v in ordered if v.get("up") == 0]
     with_errors = [link for link, v in ordered if any(v.get(t) for t in _NVLINK_TYPES)]
+    links_up = gpu_value(metrics, "servescope_gpu_nvlink_links_up", gpu)
     lines = [
-        f"GPU {gpu.index} ({gpu.uuid}): {len(ordered)} NVLink link(s), {len(down)} down, "
-        f"{len(with_errors)} with errors since the driver loaded",
+        f"GPU {gpu.index} ({gpu.uuid}): {number(links)} NVLink link(s), {number(links_up)} up"
+        + (f", {len(with_errors)} with errors since the driver loaded" if ordered else ""),
         "  totals: " + ", ".join(f"{t} {number(totals[t])}" for t in _NVLINK_TYPES),
-        *_link_lines(ordered, down, with_errors),
+        *(_link_lines(ordered, down, with_errors) if ordered or not links else [_PER_LINK_OFF]),
         "  DCGM: "
         + ", ".join(
             f"{fid} ({v['type']}) {number(v['value']) if v['value'] is not None else 'not exported'}"
@@ -73,7 +116,8 @@ def nvlink_errors(params: GpuParams, ctx: RunContext) -> StepResult:
         ),
         _NOTE,
     ]
-    data = {"gpu": gpu.index, "uuid": gpu.uuid, "links": dict(ordered), "totals": totals}
+    data: dict[str, Any] = {"gpu": gpu.index, "uuid": gpu.uuid, "links": dict(ordered), "totals": totals}
+    data |= {"links_total": links, "links_up": links_up}
     return StepResult(
         ok=True,
         title=f"NVLink errors of GPU {gpu.index}",

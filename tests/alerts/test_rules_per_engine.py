@@ -1,0 +1,105 @@
+"""promtool cases of the KV page on engines that span GPUs: a tensor-parallel group is one engine on N GPUs
+and pages once; data-parallel engines mapped per rank page only for the GPUs their own rank runs on.
+
+1 min samples and evaluations. Engine A steps throughout, holds 90% of its KV cache from minute 5 and has
+requests waiting from minute 3 (a symptom from minute 8, with KV pressure since 5): the page is pending at
+8m and fires at 13m, as in the single-GPU case of test_rules_serving.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.alerts.promtool import TARGET, check, firing, run_promtool, series
+from tests.alerts.test_rules_serving import (
+    COMBINED,
+    ENGINE_A,
+    ENGINE_B,
+    HURTING,
+    HURTING_A,
+    KV,
+    KV_PRESSURE,
+    KV_PRESSURE_TAIL,
+    ON_A,
+    UTIL,
+    WAITING,
+    engine_on_gpu,
+    engine_page,
+    gpu_facts,
+    gpu_info,
+    stepping,
+)
+
+GPUS = [{**TARGET, "gpu": str(n), "uuid": f"GPU-000{n}", "hostname": "node-a"} for n in range(8)]
+COMBINED_A = (
+    f"{ON_A} uses 90% of its KV cache while its GPU {{gpu}} on node-a ({{uuid}}) is compute-saturated: no "
+    "request suffers yet; shed or queue load by priority before latency breaks."
+)
+
+
+def tensor_parallel(size: int) -> dict[str, Any]:
+    """Engine A on GPUs 0..size-1 (one worker PID each), every one of them saturated: one page."""
+    gpus = GPUS[:size]
+    return {
+        "name": f"{HURTING}: one engine on {size} GPUs (TP={size})",
+        "interval": "1m",
+        "input_series": [
+            *(series(UTIL, gpu, "0.95x30") for gpu in gpus),
+            *(gpu_info(ENGINE_A, gpu, str(4100 + n), "1x30") for n, gpu in enumerate(gpus)),
+            *(gpu_facts(gpu, 30) for gpu in gpus),
+            series(KV, ENGINE_A, "0.5x4 0.9x25"),
+            series(WAITING, ENGINE_A, "0x2 3x27"),
+            stepping(ENGINE_A, 30),
+        ],
+        "alert_rule_test": [
+            check(HURTING, "12m"),  # pending
+            check(HURTING, "13m", firing(HURTING, engine_page(ENGINE_A), HURTING_A)),  # once, not per GPU
+            # The warning stays per GPU (the page silences it in Alertmanager): it names each GPU.
+            check(
+                COMBINED,
+                "10m",
+                *(firing(COMBINED, engine_on_gpu(ENGINE_A, gpu), COMBINED_A.format(**gpu)) for gpu in gpus),
+            ),
+        ],
+    }
+
+
+# Data-parallel engines mapped per rank: engine A (rank 0) at 90% KV on an idle GPU 0, engine B (rank 1)
+# at 20% KV on a busy GPU 1, both with requests waiting. Neither page nor warning for "engine A on GPU 1"
+# (the cross product of engines and GPUs made one); engine A's KV pressure alone alerts.
+DP_UNEQUAL: dict[str, Any] = {
+    "name": f"{HURTING}: data-parallel engines of unequal load",
+    "interval": "1m",
+    "input_series": [
+        series(UTIL, GPUS[0], "0.1x30"),
+        series(UTIL, GPUS[1], "0.95x30"),
+        gpu_info(ENGINE_A, GPUS[0], "4101", "1x30"),
+        gpu_info(ENGINE_B, GPUS[1], "4102", "1x30"),
+        gpu_facts(GPUS[0], 30),
+        gpu_facts(GPUS[1], 30),
+        series(KV, ENGINE_A, "0.5x4 0.9x25"),
+        series(KV, ENGINE_B, "0.2x30"),
+        series(WAITING, ENGINE_A, "0x2 3x27"),
+        series(WAITING, ENGINE_B, "0x2 3x27"),
+        stepping(ENGINE_A, 30),
+        stepping(ENGINE_B, 30),
+    ],
+    "alert_rule_test": [
+        check(HURTING, "13m"),
+        check(HURTING, "20m"),
+        check(COMBINED, "20m"),
+        check(
+            KV_PRESSURE,
+            "20m",
+            firing(KV_PRESSURE, ENGINE_A, f"{ON_A} uses 90% of its KV cache{KV_PRESSURE_TAIL}"),
+        ),
+    ],
+}
+
+
+@pytest.mark.e2e
+def test_kv_page_once_per_engine(tmp_path: Path) -> None:
+    run_promtool([tensor_parallel(2), tensor_parallel(8), DP_UNEQUAL], tmp_path)
