@@ -29,8 +29,8 @@ from servescope.runbooks.actions import (
     promql_string,
 )
 from servescope.runbooks.actions.changes import SilenceParams, silence_body
-from tests.runbook.fakes import Recorded, corpus, fake_http, fake_kubectl
-from tests.support import Served
+from tests.runbook.fakes import Recorded, corpus, fake_http, fake_kubectl, start_simulated_exporter
+from tests.support import Served, stop
 
 FAKE_DCGMI = str(Path(sys.executable).with_name("servescope-fake-dcgmi"))
 PACKAGE = Path(runbooks_package.__file__).resolve().parent
@@ -112,6 +112,7 @@ def test_nvlink_errors_per_gpu_by_default_and_the_dcgm_counters(ctx: RunContext)
     assert "1009/1010 are PCIe bytes/s" in result.output
 
 
+@pytest.mark.e2e
 def test_nvlink_errors_per_link_where_the_exporter_exports_them() -> None:
     served = start_simulated_exporter("--nvlink-per-link")
     try:
