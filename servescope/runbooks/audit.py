@@ -3,7 +3,9 @@
 Every request to run a change step is recorded, whether it was refused, dry-run, executed or failed:
 when (ISO-8601 UTC), who (client host and a fingerprint of the bearer token, never the token), what
 (alert, step, parameters, execute) and how it ended (`outcome`, `message`). Lines are fsync'ed as they
-are written, and a lock keeps the lines of concurrent requests whole.
+are written, and a lock keeps the lines of concurrent requests whole. A record is bounded (values
+clipped, at most `_MAX_ITEMS` labels, at most `MAX_RECORD_BYTES` a line), and a record that cannot be
+written raises AuditError: the caller must not act on a request it could not record.
 """
 
 from __future__ import annotations
@@ -18,9 +20,24 @@ from typing import Any, Literal
 
 DEFAULT_AUDIT_LOG = "servescope-audit.jsonl"
 Outcome = Literal[
-    "refused_no_token", "refused_bad_token", "refused_not_configured", "dry_run", "executed", "failed"
+    "refused_no_token",
+    "refused_bad_token",
+    "refused_not_configured",
+    "refused_target",
+    "malformed",
+    "unknown_step",
+    "accepted",
+    "dry_run",
+    "executed",
+    "failed",
 ]
 _MAX_VALUE = 200  # characters of a label value kept in a record (a hostile one may be 10 000)
+_MAX_ITEMS = 64  # labels or parameters kept in a record (a hostile request may send 50 000)
+MAX_RECORD_BYTES = 16_384
+
+
+class AuditError(OSError):
+    """The audit record could not be written; the message names the file and the reason."""
 
 
 def fingerprint(token: str | None) -> str | None:
@@ -34,9 +51,12 @@ def _clip(value: Any) -> Any:
     if isinstance(value, str) and len(value) > _MAX_VALUE:
         return value[:_MAX_VALUE] + f"... ({len(value)} characters)"
     if isinstance(value, dict):
-        return {str(_clip(k)): _clip(v) for k, v in value.items()}
+        kept = {str(_clip(k)): _clip(v) for k, v in list(value.items())[:_MAX_ITEMS]}
+        if len(value) > _MAX_ITEMS:
+            kept["..."] = f"{len(value) - _MAX_ITEMS} more not recorded"
+        return kept
     if isinstance(value, list):
-        return [_clip(v) for v in value]
+        return [_clip(v) for v in value[:_MAX_ITEMS]]
     return value
 
 
@@ -73,14 +93,24 @@ class AuditLog:
             "message": _clip(message),
         }
         line = json.dumps(entry, ensure_ascii=True, sort_keys=False) + "\n"
-        with self._lock:
-            if self.path.parent != Path():
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as handle:
-                handle.write(line)
-                handle.flush()
-                os.fsync(handle.fileno())
+        if len(line) > MAX_RECORD_BYTES:
+            entry.update(labels="(not recorded: too large)", parameters="(not recorded: too large)")
+            entry["message"] = str(entry["message"])[:_MAX_VALUE]
+            line = json.dumps(entry, ensure_ascii=True, sort_keys=False) + "\n"
+        self._append(line)
         return entry
+
+    def _append(self, line: str) -> None:
+        try:
+            with self._lock:
+                if self.path.parent != Path():
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                with self.path.open("a", encoding="utf-8") as handle:
+                    handle.write(line)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+        except OSError as exc:
+            raise AuditError(f"audit log {self.path}: cannot write: {exc.strerror or exc}") from None
 
     def records(self) -> list[dict[str, Any]]:
         """Every record in the file (for tests and tools)."""

@@ -52,8 +52,10 @@ def serve_runbooks(settings: RunbookSettings) -> None:
 
     from servescope.common.listen import ListenError, bind, bound_address, parse_listen
     from servescope.runbooks.audit import AuditLog
+    from servescope.runbooks.connections import server_config
     from servescope.runbooks.incidents import IncidentStore
-    from servescope.runbooks.server import create_runbook_app
+    from servescope.runbooks.server import create_runbook_app, wrapped
+    from servescope.runbooks.step_pool import StepPool
     from servescope.runbooks.webhook import incident_router
 
     folder, ctx = settings.folder.folder(), settings.steps.context()
@@ -63,14 +65,25 @@ def serve_runbooks(settings: RunbookSettings) -> None:
         sock = bind(parse_listen(settings.service.listen))
     except (TokenFileError, ListenError) as exc:
         usage_error(str(exc))
-    store = IncidentStore(settings.service.incidents_db)
-    webhook = incident_router(store, folder, lambda: ctx, auth=auth)
-    audit = AuditLog(settings.service.audit_log)
-    app = create_runbook_app(folder, ctx, token=token, audit=audit, incidents=store.latest)
+    service = settings.service
+    store = IncidentStore(service.incidents_db)
+    audit = AuditLog(service.audit_log)
+    webhook = incident_router(store, folder, lambda: ctx, auth=auth, audit=audit)
+    app = create_runbook_app(
+        folder,
+        ctx,
+        token=token,
+        audit=audit,
+        incidents=store.latest,
+        readiness=store.health,
+        pool=StepPool(service.step_workers, 4 * service.step_workers),
+        trusted_proxies=tuple(service.trusted_proxy),
+        api_docs=service.api_docs,
+    )
     # Alertmanager posts here; read steps of firing alerts run in the router's bounded pool.
     app.include_router(webhook)
-    config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=3
+    config = server_config(
+        wrapped(app), max_connections=service.max_connections, header_timeout=service.header_timeout_seconds
     )
     typer.echo(_banner(settings, str(bound_address(sock)), token, auth))
     sys.stdout.flush()

@@ -20,11 +20,11 @@ from servescope.runbooks.actions.base import (
     RunContext,
     StepResult,
     action,
-    http,
     run_argv,
     shown,
     tail,
 )
+from servescope.runbooks.actions.fetch import request
 from servescope.runbooks.actions.params import (
     Comment,
     HttpUrl,
@@ -218,7 +218,7 @@ def create_silence(params: SilenceParams, ctx: RunContext) -> StepResult:
     if not ctx.alertmanager_url:
         raise ActionError("no Alertmanager to create the silence in: pass --alertmanager-url")
     try:
-        response = http().post(url, json=body, timeout=ctx.timeout_seconds)
+        response = request("POST", url, body=body, timeout=ctx.timeout_seconds)
     except httpx.TransportError as exc:
         raise ActionError(f"cannot reach Alertmanager at {ctx.alertmanager_url}: {exc}") from None
     if response.status_code != 200:
