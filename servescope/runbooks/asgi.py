@@ -60,14 +60,15 @@ async def _answer(send: Send, status: int, message: str) -> None:
 
 
 class BodyLimit:
-    """413 for a declared Content-Length over `limit_for(path)`, before the app or the body is read."""
+    """413 for a declared Content-Length over `limit_for(path)`, before the app or the body is read;
+    a path whose limit is None is left to its route (which checks and records the request itself)."""
 
-    def __init__(self, app: ASGIApp, limit_for: Callable[[str], int]) -> None:
+    def __init__(self, app: ASGIApp, limit_for: Callable[[str], int | None]) -> None:
         self.app, self.limit_for = app, limit_for
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            limit = self.limit_for(scope["path"])
+        limit = self.limit_for(scope["path"]) if scope["type"] == "http" else None
+        if limit is not None:
             for name, value in scope["headers"]:
                 if name != b"content-length":
                     continue

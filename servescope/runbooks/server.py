@@ -6,6 +6,7 @@ incidents); this module puts them together for the standalone service and for th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from servescope.runbooks.step_pool import StepPool
 from servescope.runbooks.step_routes import add_step_routes
 from servescope.runbooks.webhook import WEBHOOK_PATH
 
+_RUN_PATH = re.compile(r"/runbooks/[^/]+/steps/[^/]+/run")
 Readiness = Callable[[], str | None]  # why the service is not ready, None when it is
 
 
@@ -64,8 +66,11 @@ def _health_routes(app: FastAPI, readiness: Readiness | None) -> None:
         return JSONResponse({"status": "ready"})
 
 
-def body_limit(path: str) -> int:
-    """The largest request body a route takes: the webhook's notifications, else a step run's JSON."""
+def body_limit(path: str) -> int | None:
+    """The largest request body a route takes: the webhook's notifications, else a step run's JSON;
+    None for the step-run route, which refuses a large body itself and audits the refusal."""
+    if _RUN_PATH.fullmatch(path):
+        return None
     return WEBHOOK_BODY_LIMIT if path == WEBHOOK_PATH else DEFAULT_BODY_LIMIT
 
 

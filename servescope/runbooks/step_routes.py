@@ -208,6 +208,9 @@ def add_step_routes(router: APIRouter, pages: Pages) -> None:
     async def run_step(alert: str, step_id: str, request: Request) -> JSONResponse:
         call = await _call(pages, alert, step_id, request)
         try:
-            return await pages.pool.run(handle, pages, call)
+            answer = await pages.pool.run(handle, pages, call)
         except PoolBusyError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "5"})
+        if call.body_status == 413:
+            answer.headers["Connection"] = "close"  # the rest of the body is never read
+        return answer
