@@ -81,13 +81,16 @@ def _read_banner(process: subprocess.Popen[str], timeout: float) -> str | None:
 
 
 @contextmanager
-def runbook_server(folder: Path, *args: str, kubectl: Path | None = None) -> Iterator[RunbookServer]:
-    """`servescope runbook-server` on a free loopback port over `fault_runbooks`, tokens in files 0600."""
+def runbook_server(
+    folder: Path, *args: str, kubectl: Path | None = None, token_mode: int = 0o600
+) -> Iterator[RunbookServer]:
+    """`servescope runbook-server` on a free loopback port over `fault_runbooks`, tokens in files
+    (`token_mode`, 0600 unless told)."""
     folder.mkdir(parents=True, exist_ok=True)
     runbooks = fault_runbooks(folder / "runbooks")
     argv = [
         SERVESCOPE, "runbook-server", "--listen", "127.0.0.1:0", "--runbooks", str(runbooks),
-        "--token-file", str(secret(folder / "token", TOKEN)),
+        "--token-file", str(secret(folder / "token", TOKEN, token_mode)),
         "--webhook-token-file", str(secret(folder / "webhook-token", WEBHOOK_TOKEN)),
         "--audit-log", str(folder / "audit.jsonl"), "--incidents-db", str(folder / "incidents.sqlite"),
         "--kubectl", str(kubectl or "/bin/false"), *args,
