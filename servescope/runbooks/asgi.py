@@ -10,11 +10,19 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+import anyio
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 DEFAULT_BODY_LIMIT = 65_536  # a step run's JSON: 64 labels of at most 1 KiB each fit
 WEBHOOK_BODY_LIMIT = 1_048_576
+
+
+BODY_TIMEOUT = 10.0  # seconds a client has to send a body once its headers are in
+
+
+class BodyTimeoutError(ValueError):
+    """A body not sent whole within BODY_TIMEOUT."""
 
 
 class BodyTooLargeError(ValueError):
@@ -35,16 +43,21 @@ def declared_length(request: Request) -> int | None:
     return int(value)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The body, refused (BodyTooLargeError) as soon as it passes `limit`, whatever Content-Length said."""
+async def read_body(request: Request, limit: int, timeout: float = BODY_TIMEOUT) -> bytes:
+    """The body, refused (BodyTooLargeError) as soon as it passes `limit`, whatever Content-Length said,
+    and (BodyTimeoutError) when it is not whole within `timeout` seconds."""
     declared = declared_length(request)
     if declared is not None and declared > limit:
         raise BodyTooLargeError(limit)
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise BodyTooLargeError(limit)
+    try:
+        with anyio.fail_after(timeout):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    raise BodyTooLargeError(limit)
+    except TimeoutError:
+        raise BodyTimeoutError(f"request body not sent within {timeout:g}s") from None
     return bytes(body)
 
 

@@ -98,7 +98,7 @@ class StepSettings(BaseSettings):
         "(up{job=...}, from --prometheus-url) may be asked by read steps.",
     )
     exporter_allow: list[str] = Field(
-        default_factory=list,
+        [],
         json_schema_extra={"cli": "--exporter-allow"},
         description="More instances read steps may ask, besides Prometheus' targets: a CIDR "
         "(10.0.0.0/8) or a host pattern (*.nodes.example); repeat for more. Link-local and metadata "
@@ -170,7 +170,7 @@ class ServiceSettings(BaseSettings):
     )
 
     trusted_proxy: list[str] = Field(
-        default_factory=list,
+        [],
         json_schema_extra={"cli": "--trusted-proxy"},
         description="IP address of a reverse proxy whose X-Forwarded-For names the client in the audit "
         "log (repeat for more); from anyone else the header is ignored.",

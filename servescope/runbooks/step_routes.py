@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from servescope.runbooks.actions import RunContext
-from servescope.runbooks.asgi import DEFAULT_BODY_LIMIT, BodyTooLargeError, read_body
+from servescope.runbooks.asgi import DEFAULT_BODY_LIMIT, BodyTimeoutError, BodyTooLargeError, read_body
 from servescope.runbooks.audit import AuditError, Outcome
 from servescope.runbooks.auth import NOT_CONFIGURED, Refusal, bearer, caller_host, refusal
 from servescope.runbooks.document import Runbook, RunbookError, Step, UnknownAlertError
@@ -187,6 +187,8 @@ async def _call(pages: Pages, alert: str, step_id: str, request: Request) -> Cal
         body: RunRequest | str = _parsed(await read_body(request, DEFAULT_BODY_LIMIT))
     except BodyTooLargeError as exc:
         body, status = str(exc), 413
+    except BodyTimeoutError as exc:
+        body, status = str(exc), 408
     except ValueError as exc:
         body = str(exc)
     ctx = pages.ctx_factory(request)
@@ -211,6 +213,6 @@ def add_step_routes(router: APIRouter, pages: Pages) -> None:
             answer = await pages.pool.run(handle, pages, call)
         except PoolBusyError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "5"})
-        if call.body_status == 413:
+        if call.body_status in (408, 413):
             answer.headers["Connection"] = "close"  # the rest of the body is never read
         return answer

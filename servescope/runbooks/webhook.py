@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from servescope.runbooks.actions import RunContext
 from servescope.runbooks.actions.trust import REGISTRY as TRUST_REGISTRY
+from servescope.runbooks.asgi import BodyTimeoutError, BodyTooLargeError, read_body
 from servescope.runbooks.audit import AuditLog
 from servescope.runbooks.auth import REALM, WebhookAuth
 from servescope.runbooks.incident_html import incident_html, incidents_html, wants_html
@@ -68,13 +69,14 @@ def _check_headers(request: Request, auth: WebhookAuth, max_body_bytes: int) -> 
 
 async def _payload(request: Request, max_body_bytes: int) -> AlertmanagerPayload:
     """The notification, read up to the limit whatever Content-Length said, and validated."""
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > max_body_bytes:
-            raise RefusedError(413, "too_large", f"body over the limit of {max_body_bytes} bytes")
     try:
-        document = json.loads(bytes(body))
+        body = await read_body(request, max_body_bytes)
+    except BodyTooLargeError:
+        raise RefusedError(413, "too_large", f"body over the limit of {max_body_bytes} bytes") from None
+    except BodyTimeoutError as exc:
+        raise RefusedError(408, "timeout", str(exc)) from None
+    try:
+        document = json.loads(body)
     except (ValueError, RecursionError) as exc:
         raise RefusedError(422, "invalid", f"invalid JSON: {exc}"[:300]) from None
     try:

@@ -169,3 +169,19 @@ def test_two_hundred_concurrent_page_requests_leave_health_quick(tmp_path: Path)
     assert all(code == 200 for _, code in health)
     assert set(statuses) <= {200, 503} and statuses.count(200) >= 300
     assert _p95(latencies) < 1.0  # the probe's timeout is 3 s; the CPU is shared with the 200 clients
+
+
+def test_a_body_sent_too_slowly_is_cut_off(tmp_path: Path) -> None:
+    run = f"/runbooks/{ALERT}/steps/cordon/run"
+    head = f"POST {run} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+    with runbook_server(tmp_path) as server:
+        host, port = server.base.removeprefix("http://").split(":")
+        started = time.monotonic()
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            sock.sendall(head.encode() + b'{"labels": ')
+            answer = sock.recv(4096).decode(errors="replace")
+        elapsed = time.monotonic() - started
+        outcomes = [r["outcome"] for r in server.audit()]
+    print(f"a body stalled after 11 bytes: {answer.splitlines()[0]} after {elapsed:.1f} s")
+    assert answer.startswith("HTTP/1.1 401")  # no token: refused, and the connection closed
+    assert 9 < elapsed < 15 and outcomes == ["refused_no_token"]
