@@ -216,3 +216,21 @@ def run_step(
         headers=headers,
         timeout=60,
     )
+
+
+class ParallelRuns:
+    """`count` read-step runs of `snapshot` in threads, started at once; `join()` waits for them."""
+
+    def __init__(self, base: str, count: int) -> None:
+        self.answers: list[httpx.Response] = []
+        self._threads = [
+            threading.Thread(target=lambda: self.answers.append(run_step(base, "snapshot", {"gpu": "0"})))
+            for _ in range(count)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def join(self) -> list[httpx.Response]:
+        for thread in self._threads:
+            thread.join(60)
+        return self.answers

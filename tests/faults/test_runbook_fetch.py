@@ -6,7 +6,6 @@ Rerun: .venv/bin/python -m pytest tests/faults/test_runbook_fetch.py -q -n 0
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from tests.faults.runbook_peers import (
     ALERT,
     NOT_FOUND,
     WEBHOOK_TOKEN,
+    ParallelRuns,
     fake_prometheus,
     hostile_peer,
     run_step,
@@ -118,18 +118,11 @@ def test_every_worker_reading_an_endless_answer_fits_the_memory_limit(tmp_path: 
     hook = {"Authorization": f"Bearer {WEBHOOK_TOKEN}"}
     with hostile_peer("endless") as peer, runbook_server(tmp_path, "--exporter-url", peer.url) as server:
         before = server.vm_hwm_kib()
-        answers: list[httpx.Response] = []
-        runs = [
-            threading.Thread(target=lambda: answers.append(run_step(server.base, "snapshot", {"gpu": "0"})))
-            for _ in range(8)
-        ]
-        for thread in runs:
-            thread.start()
+        runs = ParallelRuns(server.base, 8)
         for number in range(4):
             fired = alert(fingerprint=f"{number:016x}", alertname=ALERT)
             httpx.post(f"{server.base}/alertmanager/webhook", json=payload(fired), headers=hook)
-        for thread in runs:
-            thread.join(60)
+        answers = runs.join()
         time.sleep(3)  # the incidents' read steps finish too
         peak = server.vm_hwm_kib()
     print(f"12 endless answers at once: VmHWM {before // MIB} -> {peak // MIB} MiB")

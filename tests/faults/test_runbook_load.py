@@ -17,7 +17,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.faults.runbook_peers import ALERT, TOKEN, WEBHOOK_TOKEN, hostile_peer, run_step, runbook_server
+from tests.faults.runbook_peers import (
+    ALERT,
+    TOKEN,
+    WEBHOOK_TOKEN,
+    ParallelRuns,
+    hostile_peer,
+    runbook_server,
+)
 from tests.runbook.test_webhook import alert, payload
 
 pytestmark = pytest.mark.e2e
@@ -41,13 +48,7 @@ def test_forty_trickling_read_steps_leave_health_pages_and_webhook_answering(tmp
         runbook_server(tmp_path, "--exporter-url", peer.url, "--timeout", "3") as server,
         httpx.Client(base_url=server.base, timeout=10) as client,
     ):
-        answers: list[httpx.Response] = []
-        runs = [
-            threading.Thread(target=lambda: answers.append(run_step(server.base, "snapshot", {"gpu": "0"})))
-            for _ in range(40)
-        ]
-        for thread in runs:
-            thread.start()
+        runs = ParallelRuns(server.base, 40)
         time.sleep(1.0)  # every worker is now waiting on the trickling exporter
         health = [_timed(lambda: client.get("/healthz")) for _ in range(40)]
         others = [
@@ -57,8 +58,7 @@ def test_forty_trickling_read_steps_leave_health_pages_and_webhook_answering(tmp
             _timed(lambda: client.post("/alertmanager/webhook", json=payload(alert()), headers=hook)),
         ]
         busy = peer.connections
-        for thread in runs:
-            thread.join(60)
+        answers = runs.join()
     latencies = [seconds for seconds, _ in health]
     print(
         f"/healthz with {busy} step runs on the trickling exporter: "
