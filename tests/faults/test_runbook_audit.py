@@ -6,6 +6,7 @@ Rerun: .venv/bin/python -m pytest tests/faults/test_runbook_audit.py -q -n 0
 from __future__ import annotations
 
 import html
+import json
 import re
 from pathlib import Path
 from urllib.parse import urlencode
@@ -13,6 +14,7 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
+from servescope.runbooks.audit import MAX_RECORD_BYTES, AuditLog
 from tests.faults.runbook_peers import ALERT, TOKEN, run_step, runbook_server
 from tests.runbook.fakes import fake_kubectl
 from tests.runbook.test_browser import _chromium
@@ -103,3 +105,19 @@ def test_chromium_shows_the_bound_parameters_before_executing(tmp_path: Path) ->
     assert len(asked) == 1
     assert "cordon_node(node='prod-db-1')" in asked[0] and 'gpu="0"' in asked[0], asked[0]
     assert outcomes == [] and not marker.exists()  # dismissed: nothing was sent
+
+
+def test_the_audit_log_is_bounded_on_disk(tmp_path: Path) -> None:
+    audit = AuditLog(tmp_path / "audit.jsonl", max_file_bytes=65_536)
+    value = "v" * 10_000
+    hostile = dict.fromkeys((f"label{i}" for i in range(50_000)), value)
+    for _ in range(200):
+        written = audit.record(
+            host="127.0.0.1", token=None, alert=ALERT, step="cordon", parameters=None, labels=hostile,
+            execute=True, outcome="refused_no_token", message="x" * 100_000,
+        )  # fmt: skip
+        assert len(json.dumps(written)) <= MAX_RECORD_BYTES
+    files = sorted(tmp_path.glob("audit.jsonl*"))
+    assert [f.name for f in files] == ["audit.jsonl", "audit.jsonl.1"]
+    assert all(f.stat().st_size <= 65_536 + MAX_RECORD_BYTES for f in files)
+    assert json.loads(files[0].read_text().splitlines()[-1])["outcome"] == "refused_no_token"
