@@ -128,3 +128,21 @@ def test_every_worker_reading_an_endless_answer_fits_the_memory_limit(tmp_path: 
     print(f"12 endless answers at once: VmHWM {before // MIB} -> {peak // MIB} MiB")
     assert all("refused at the cap" in a.json()["output"] for a in answers)
     assert peak < 256 * MIB * 0.8  # the Deployment's limit (256 Mi), with 20 % to spare
+
+
+def test_without_an_answer_from_prometheus_no_instance_is_asked(tmp_path: Path) -> None:
+    port = _free_port_on("127.0.0.1", "127.0.0.2")
+    with (
+        hostile_peer("fixed", "127.0.0.2", port, NOT_FOUND) as stranger,
+        hostile_peer("trickle") as prometheus,
+        runbook_server(
+            tmp_path,
+            "--exporter-url", f"http://127.0.0.1:{port}", "--exporter-per-instance", "--timeout", "2",
+            "--prometheus-url", prometheus.url,
+        ) as server,
+    ):  # fmt: skip
+        answer = run_step(server.base, "snapshot", {"gpu": "0", "instance": f"127.0.0.2:{port}"}).json()
+        metrics = httpx.get(f"{server.base}/incidents/metrics").text
+    assert "cannot ask Prometheus" in answer["output"] and "total deadline" in answer["output"], answer
+    assert stranger.connections == 0
+    assert 'servescope_runbook_instance_refused_total{reason="targets_unknown"} 1.0' in metrics

@@ -104,10 +104,10 @@ class _Targets:
             answer = request("GET", url, params={"query": query}, timeout=ctx.timeout_seconds).json()
             rows = answer["data"]["result"]
             return frozenset(str(row["metric"]["instance"]) for row in rows if "instance" in row["metric"])
-        except ActionError:
-            raise
-        except Exception as exc:
-            raise ActionError(f"cannot ask Prometheus {url} for the exporter's targets: {exc}") from None
+        except Exception as exc:  # fail closed: no list of targets, no instance asked
+            raise RefusedTargetError(
+                "targets_unknown", f"cannot ask Prometheus {url} for the exporter's targets: {exc}"
+            ) from None
 
 
 TARGETS = _Targets()
