@@ -8,6 +8,7 @@ from typing import Any
 from servescope.deploy.names import (
     ALERTMANAGER_SECRETS_DIR,
     CHANGE_TOKEN_KEY,
+    EXPORTER,
     HTTP_PORT_NAME,
     NONROOT_UID,
     RUNBOOKS,
@@ -80,6 +81,9 @@ def _args(options: DeployOptions) -> list[str]:
         "--exporter-url",
         options.exporter_service_url(),
         "--exporter-per-instance",
+        # Only an instance Prometheus scrapes as the exporters' job is asked (or none, fail closed).
+        "--exporter-job",
+        EXPORTER,
         "--prometheus-url",
         options.prometheus_service_url(),
         "--alertmanager-url",
