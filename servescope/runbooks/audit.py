@@ -28,6 +28,7 @@ Outcome = Literal[
     "refused_bad_token",
     "refused_not_configured",
     "refused_target",
+    "refused_busy",
     "malformed",
     "unknown_step",
     "accepted",

@@ -18,6 +18,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from starlette.concurrency import run_in_threadpool
 
 from servescope.runbooks.actions import RunContext
 from servescope.runbooks.asgi import DEFAULT_BODY_LIMIT, BodyTimeoutError, BodyTooLargeError, read_body
@@ -212,6 +213,8 @@ def add_step_routes(router: APIRouter, pages: Pages) -> None:
         try:
             answer = await pages.pool.run(handle, pages, call)
         except PoolBusyError as exc:
+            # Recorded on the quick routes' threads: the step pool is the one that is full.
+            await run_in_threadpool(_record_refusal, pages, call, "refused_busy", str(exc))
             return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "5"})
         if call.body_status in (408, 413):
             answer.headers["Connection"] = "close"  # the rest of the body is never read

@@ -185,3 +185,17 @@ def test_a_body_sent_too_slowly_is_cut_off(tmp_path: Path) -> None:
     print(f"a body stalled after 11 bytes: {answer.splitlines()[0]} after {elapsed:.1f} s")
     assert answer.startswith("HTTP/1.1 401")  # no token: refused, and the connection closed
     assert 9 < elapsed < 15 and outcomes == ["refused_no_token"]
+
+
+def test_a_full_step_pool_answers_503_and_records_it(tmp_path: Path) -> None:
+    one_worker = ("--timeout", "2", "--step-workers", "1")
+    with (
+        hostile_peer("trickle") as peer,
+        runbook_server(tmp_path, "--exporter-url", peer.url, *one_worker) as server,
+    ):
+        answers = ParallelRuns(server.base, 8).join()
+        outcomes = [r["outcome"] for r in server.audit()]
+    statuses = sorted(answer.status_code for answer in answers)
+    # One running and four waiting (4 x --step-workers); the other three are refused at once.
+    assert statuses == [200] * 5 + [503] * 3, statuses
+    assert outcomes == ["refused_busy"] * 3
