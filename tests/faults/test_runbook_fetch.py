@@ -141,8 +141,13 @@ def test_without_an_answer_from_prometheus_no_instance_is_asked(tmp_path: Path) 
             "--prometheus-url", prometheus.url,
         ) as server,
     ):  # fmt: skip
-        answer = run_step(server.base, "snapshot", {"gpu": "0", "instance": f"127.0.0.2:{port}"}).json()
+        labels = {"gpu": "0", "instance": f"127.0.0.2:{port}"}
+        answer = run_step(server.base, "snapshot", labels).json()
+        started = time.monotonic()
+        again = run_step(server.base, "snapshot", labels).json()
+        elapsed = time.monotonic() - started
         metrics = httpx.get(f"{server.base}/incidents/metrics").text
     assert "cannot ask Prometheus" in answer["output"] and "total deadline" in answer["output"], answer
-    assert stranger.connections == 0
-    assert 'servescope_runbook_instance_refused_total{reason="targets_unknown"} 1.0' in metrics
+    assert again["output"] == answer["output"] and elapsed < 1  # the failure is remembered a while
+    assert stranger.connections == 0 and prometheus.connections == 1
+    assert 'servescope_runbook_instance_refused_total{reason="targets_unknown"} 2.0' in metrics

@@ -22,6 +22,7 @@ from servescope.runbooks.actions.fetch import request
 from servescope.runbooks.actions.promql import promql_string
 
 TARGETS_TTL = 30.0
+FAILURE_TTL = 5.0
 METADATA_NAMES = frozenset(
     {"metadata", "metadata.google.internal", "metadata.goog", "instance-data", "instance-data.ec2.internal"}
 )
@@ -83,21 +84,25 @@ class _Targets:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._cache: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
+        # The instances, or why Prometheus could not say (remembered a while too: the step workers
+        # would otherwise wait their turn on a slow Prometheus, one deadline each).
+        self._cache: dict[tuple[str, str], tuple[float, frozenset[str] | str]] = {}
 
     def of(self, ctx: RunContext) -> frozenset[str]:
         assert ctx.prometheus_url is not None
         key = (ctx.prometheus_url, ctx.exporter_job)
         with self._lock:
             found = self._cache.get(key)
-            if found is not None and found[0] > time.monotonic():
-                return found[1]
-            instances = self._ask(ctx)
-            self._cache = {key: (time.monotonic() + TARGETS_TTL, instances)}
-            return instances
+            if found is None or found[0] <= time.monotonic():
+                answer = self._ask(ctx)
+                ttl = TARGETS_TTL if isinstance(answer, frozenset) else FAILURE_TTL
+                found = self._cache[key] = (time.monotonic() + ttl, answer)
+        if isinstance(found[1], str):
+            raise RefusedTargetError("targets_unknown", found[1])
+        return found[1]
 
     @staticmethod
-    def _ask(ctx: RunContext) -> frozenset[str]:
+    def _ask(ctx: RunContext) -> frozenset[str] | str:
         query = "up{job=%s}" % promql_string(ctx.exporter_job)  # noqa: UP031 (PromQL braces)
         url = str(ctx.prometheus_url).rstrip("/") + "/api/v1/query"
         try:
@@ -105,9 +110,7 @@ class _Targets:
             rows = answer["data"]["result"]
             return frozenset(str(row["metric"]["instance"]) for row in rows if "instance" in row["metric"])
         except Exception as exc:  # fail closed: no list of targets, no instance asked
-            raise RefusedTargetError(
-                "targets_unknown", f"cannot ask Prometheus {url} for the exporter's targets: {exc}"
-            ) from None
+            return f"cannot ask Prometheus {url} for the exporter's targets: {exc}"
 
 
 TARGETS = _Targets()
