@@ -6,7 +6,7 @@ Its options are the runbook settings (every SERVESCOPE_RUNBOOK_* variable), thro
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from pydantic import BaseModel
@@ -22,6 +22,12 @@ from servescope.runbooks.settings import (
     StepSettings,
     TokenSettings,
 )
+
+if TYPE_CHECKING:  # imported when the server starts: `runbook --help` stays quick
+    from fastapi import FastAPI
+
+    from servescope.runbooks.incidents import IncidentStore
+    from servescope.runbooks.webhook import IncidentRouter
 
 
 def _settings(models: dict[type[BaseModel], BaseModel]) -> RunbookSettings:
@@ -46,26 +52,17 @@ def _banner(settings: RunbookSettings, address: str, token: str | None, auth: We
     )
 
 
-def serve_runbooks(settings: RunbookSettings) -> None:
-    """Bind, then serve until stopped; a token file that cannot be read is a usage error."""
-    import uvicorn
-
-    from servescope.common.listen import ListenError, bind, bound_address, parse_listen
+def _app(
+    settings: RunbookSettings, token: str | None, auth: WebhookAuth
+) -> tuple[FastAPI, IncidentRouter, IncidentStore]:
+    """The app over the settings' folder, store and audit log, with the webhook's routes."""
     from servescope.runbooks.audit import AuditLog
-    from servescope.runbooks.connections import server_config
     from servescope.runbooks.incidents import IncidentStore
-    from servescope.runbooks.server import create_runbook_app, wrapped
+    from servescope.runbooks.server import create_runbook_app
     from servescope.runbooks.step_pool import StepPool
     from servescope.runbooks.webhook import incident_router
 
-    folder, ctx = settings.folder.folder(), settings.steps.context()
-    try:
-        token = change_token(settings.tokens)
-        auth = WebhookAuth.from_settings(settings.tokens)
-        sock = bind(parse_listen(settings.service.listen))
-    except (TokenFileError, ListenError) as exc:
-        usage_error(str(exc))
-    service = settings.service
+    folder, ctx, service = settings.folder.folder(), settings.steps.context(), settings.service
     store = IncidentStore(service.incidents_db)
     audit = AuditLog(service.audit_log)
     webhook = incident_router(store, folder, lambda: ctx, auth=auth, audit=audit)
@@ -82,6 +79,25 @@ def serve_runbooks(settings: RunbookSettings) -> None:
     )
     # Alertmanager posts here; read steps of firing alerts run in the router's bounded pool.
     app.include_router(webhook)
+    return app, webhook, store
+
+
+def serve_runbooks(settings: RunbookSettings) -> None:
+    """Bind, then serve until stopped; a token file that cannot be read is a usage error."""
+    import uvicorn
+
+    from servescope.common.listen import ListenError, bind, bound_address, parse_listen
+    from servescope.runbooks.connections import server_config
+    from servescope.runbooks.server import wrapped
+
+    try:
+        token = change_token(settings.tokens)
+        auth = WebhookAuth.from_settings(settings.tokens)
+        sock = bind(parse_listen(settings.service.listen))
+    except (TokenFileError, ListenError) as exc:
+        usage_error(str(exc))
+    app, webhook, store = _app(settings, token, auth)
+    service = settings.service
     config = server_config(
         wrapped(app), max_connections=service.max_connections, header_timeout=service.header_timeout_seconds
     )
