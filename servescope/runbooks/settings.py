@@ -39,6 +39,11 @@ class FolderSettings(BaseSettings):
         description="Folder of <AlertName>.md runbooks. Empty: the runbooks shipped with servescope.",
     )
 
+    @field_validator("runbooks", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if value == "" else value  # SERVESCOPE_RUNBOOKS= means the shipped runbooks
+
     @field_validator("runbooks")
     @classmethod
     def _is_folder(cls, value: Path | None) -> Path | None:

@@ -16,8 +16,15 @@ from servescope.cli import app, register_subcommands
 from servescope.common.settings_cli import cli_flag, env_names
 from servescope.docs import settings_table
 from servescope.runbooks.auth import TokenFileError, change_token
+from servescope.runbooks.document import runbooks_dir
 from servescope.runbooks.server import mounted_router
-from servescope.runbooks.settings import RUNBOOK_AREAS, FolderSettings, StepSettings, TokenSettings
+from servescope.runbooks.settings import (
+    RUNBOOK_AREAS,
+    SHIPPED_RUNBOOKS,
+    FolderSettings,
+    StepSettings,
+    TokenSettings,
+)
 from tests.runbook.fakes import step, write_runbook
 
 register_subcommands()
@@ -102,6 +109,12 @@ def test_variables_set_the_step_context(monkeypatch: pytest.MonkeyPatch, tmp_pat
     assert ctx.prometheus_url == "http://prometheus.example:9090" and ctx.kubectl == "/opt/kubectl"
     assert not ctx.execute and StepSettings().context(execute=True).execute
     assert FolderSettings().folder() == tmp_path
+
+
+def test_an_empty_runbooks_variable_means_the_shipped_runbooks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SERVESCOPE_RUNBOOKS", "")
+    assert FolderSettings().folder() == SHIPPED_RUNBOOKS
+    assert runbooks_dir() == SHIPPED_RUNBOOKS
 
 
 def test_a_bad_variable_is_refused_naming_its_flag(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
