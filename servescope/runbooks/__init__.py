@@ -13,13 +13,17 @@ Where things are, from the Markdown to the browser:
     model.py, document.py,            a runbook file: its types; the file and the folder; one step block
       step_block.py, binding.py       and the `{{ labels.x }}` templates
     actions/                          the typed actions (params.py: the whitelists; base.py: context,
-                                      result, registry; text.py: how numbers are shown)
+                                      result, registry; text.py: how numbers are shown; fetch.py and
+                                      trust.py: every HTTP read bounded, and only of trusted hosts)
     runner.py                         binding a step to labels and running it
     cli.py, cli_output.py             `servescope runbook list|show|run`
     server_cli.py, server.py          `servescope runbook-server`, and the app (or the exporter's routes)
+    asgi.py, connections.py,          body limits and HEAD; the connection cap and header timeout; the
+      step_pool.py                    bounded pool step runs take their threads from
     runbook_routes.py, step_routes.py the pages and their Run buttons
-    webhook.py, payload.py,           Alertmanager's webhook, and the incidents it opens
-      incident_service.py, incidents.py
+    webhook.py, payload.py,           Alertmanager's webhook, and the incidents it opens (incident_db.py:
+      incident_service.py,            the SQLite file, moved aside when unusable)
+      incidents.py, incident_db.py
     shell.py, markdown.py,            the one HTML shell, the one Markdown renderer, the page bodies
       runbook_html.py, incident_html.py
     auth.py, audit.py                 the tokens (change steps, webhook) and the change-step audit log

@@ -22,10 +22,17 @@ class TokenFileError(ValueError):
 
 
 def read_token_file(path: Path, flag: str) -> str:
+    """The token in `path`; refused when the file is empty, unreadable, or readable by every user
+    (group-readable is allowed: Kubernetes mounts a Secret 0440 for the pod's fsGroup)."""
     try:
+        mode = path.stat().st_mode
         text = path.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as exc:
         raise TokenFileError(f"{flag} {path}: cannot read: {exc}") from None
+    if mode & 0o007:
+        raise TokenFileError(
+            f"{flag} {path}: other users may read or write it (mode {mode & 0o777:04o}): chmod o-rwx {path}"
+        )
     if not text:
         raise TokenFileError(f"{flag} {path}: the file is empty")
     return text
@@ -110,3 +117,12 @@ class WebhookAuth:
             password_ok = same_secret(password, self.password)
             return bool(sep) and user_ok and password_ok
         return False
+
+
+def caller_host(peer: str | None, forwarded_for: str | None, trusted_proxies: tuple[str, ...]) -> str | None:
+    """Who made a request: the socket peer, or the client a trusted proxy names (its X-Forwarded-For's
+    last entry); X-Forwarded-For from anyone else is ignored."""
+    if peer is None or peer not in trusted_proxies or not forwarded_for:
+        return peer
+    named = forwarded_for.split(",")[-1].strip()
+    return named[:64] or peer

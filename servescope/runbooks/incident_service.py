@@ -2,7 +2,9 @@
 
 A key (fingerprint, status, startsAt) already handled is a duplicate (the keys are kept in the store, so a
 re-send after a restart is one too). A firing alert opens an incident and its runbook's read steps are
-queued; when the queue is full QueueFullError tells the webhook to answer 503. Change steps never run here.
+queued; when the queue is full QueueFullError tells the webhook to answer 503, and when the store cannot
+write StoreError does the same (Alertmanager sends the group again). A queue slot is released on every
+path. Change steps never run here.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from servescope.runbooks.actions import RunContext
+from servescope.runbooks.audit import AuditError, AuditLog
 from servescope.runbooks.document import RunbookError, UnknownAlertError, load_runbook, runbooks_dir
-from servescope.runbooks.incidents import IncidentStore
+from servescope.runbooks.incidents import IncidentStore, StoreError
 from servescope.runbooks.payload import AlertmanagerPayload
 from servescope.runbooks.runner import bind_step, run_bound
 
@@ -72,6 +75,7 @@ class IncidentService:
         workers: int = 4,
         queue_size: int = 64,
         metrics: WebhookMetrics | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         if workers < 1 or queue_size < 0:
             raise ValueError("workers must be at least 1 and queue_size at least 0")
@@ -79,6 +83,7 @@ class IncidentService:
         self.runbooks = runbooks
         self.ctx_factory = ctx_factory
         self.metrics = metrics if metrics is not None else WebhookMetrics()
+        self.audit = audit  # where a read step refused an untrusted instance is recorded
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="runbook-step")
         self._slots = threading.BoundedSemaphore(workers + queue_size)
         self._handling = threading.Lock()  # one notification at a time: check, act, remember
@@ -123,15 +128,24 @@ class IncidentService:
         if not self._slots.acquire(blocking=False):
             self.store.set_note(incident_id, "read steps not queued yet: the worker queue was full")
             raise QueueFullError("the runbook worker queue is full")
-        self.store.set_note(incident_id, f"read steps of runbook {runbook.alert} queued")
         self.metrics.queue_depth.inc()
-        steps = list(runbook.read_steps)
         try:
-            self._pool.submit(self._run_steps, incident_id, steps, dict(labels))
-        except RuntimeError:  # the pool is shut down
+            self.store.set_note(incident_id, f"read steps of runbook {runbook.alert} queued")
+            self._pool.submit(self._run_steps, incident_id, list(runbook.read_steps), dict(labels))
+        except RuntimeError as exc:  # the pool is shut down, or the store cannot write (StoreError)
             self._done()
+            if isinstance(exc, StoreError):
+                raise
             raise QueueFullError("the runbook worker pool is shut down") from None
+        except BaseException:
+            self._done()
+            raise
         return 1
+
+    @property
+    def free_slots(self) -> int:
+        """Slots of the worker queue not taken (for tests and health: none may leak)."""
+        return self._slots._value
 
     def _done(self) -> None:
         self.metrics.queue_depth.dec()
@@ -143,6 +157,8 @@ class IncidentService:
             for step in steps:
                 self._run_step(incident_id, step, labels, ctx)
             self.store.set_note(incident_id, f"{len(steps)} read step(s) run")
+        except StoreError as exc:  # one line, not a traceback per incident while the disk is full
+            log.error("incident %s: %s", incident_id, exc)
         except Exception:
             log.exception("incident %s: running the read steps failed", incident_id)
         finally:
@@ -160,10 +176,30 @@ class IncidentService:
             self._failed(incident_id, step, "error", f"{type(exc).__name__}: {exc}", "exception")
             return
         self.metrics.step_runs.labels("ok" if result.ok else "failed").inc()
+        if result.data.get("refused"):
+            self._audit_refusal(step, labels, result.output)
         data = {**result.data, "params": result.params, "command": result.command}
         self.store.add_step_result(
             incident_id, step.id, result.ok, result.output, data, title=step.title, action=step.action
         )
+
+    def _audit_refusal(self, step: Any, labels: dict[str, str], message: str) -> None:
+        if self.audit is None:
+            return
+        try:
+            self.audit.record(
+                host="alertmanager webhook",
+                token=None,
+                alert=labels.get("alertname", ""),
+                step=step.id,
+                parameters=None,
+                labels=labels,
+                execute=False,
+                outcome="refused_target",
+                message=message,
+            )
+        except AuditError as exc:
+            log.error("%s (a refused read step of %s)", exc, step.id)
 
     def _failed(self, incident_id: int, step: Any, outcome: str, output: str, error: str) -> None:
         """A step that could not run: its parameters were refused, or running it raised."""

@@ -4,6 +4,11 @@ restart.
 
 Everything stored from an alert (labels, annotations) is untrusted text: it is stored as data (JSON) and
 only ever shown escaped.
+
+The store survives its disk: a database that cannot be opened at start (a bad header, not a database)
+is moved aside and a new one created, loudly; a write that fails raises StoreError and leaves `problem`
+set (readiness reports it) until a write succeeds again; a database deleted or replaced while running
+is noticed by `health()`.
 """
 
 from __future__ import annotations
@@ -12,53 +17,24 @@ import builtins
 import json
 import sqlite3
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS incidents (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    fingerprint TEXT NOT NULL,
-    alertname TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('firing', 'resolved')),
-    starts_at TEXT NOT NULL,
-    ends_at TEXT,
-    labels TEXT NOT NULL,
-    annotations TEXT NOT NULL,
-    note TEXT,
-    received_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    UNIQUE (fingerprint, starts_at)
-);
-CREATE INDEX IF NOT EXISTS incidents_alertname ON incidents (alertname, id);
-CREATE TABLE IF NOT EXISTS step_results (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    incident_id INTEGER NOT NULL REFERENCES incidents (id),
-    step_id TEXT NOT NULL,
-    title TEXT,
-    action TEXT,
-    ok INTEGER NOT NULL,
-    output TEXT NOT NULL,
-    data TEXT NOT NULL,
-    finished_at TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS step_results_incident ON step_results (incident_id, id);
-CREATE TABLE IF NOT EXISTS seen (
-    fingerprint TEXT NOT NULL,
-    status TEXT NOT NULL,
-    starts_at TEXT NOT NULL,
-    seen_at TEXT NOT NULL,
-    PRIMARY KEY (fingerprint, status, starts_at)
-);
-"""
+from servescope.runbooks.incident_db import open_db
 
 _INSERTED = (
     "fingerprint, alertname, status, starts_at, ends_at, labels, annotations, note, received_at, updated_at"
 )
 _COLUMNS = "id, " + _INSERTED
 NEVER = "0001-01-01T00:00:00Z"  # Alertmanager's endsAt while an alert fires
+MAX_ID = 2**63 - 1  # SQLite's largest integer: a larger id names no incident
+
+
+class StoreError(RuntimeError):
+    """A write to the incident store failed; the message names the file and the reason."""
 
 
 def _now() -> str:
@@ -75,17 +51,46 @@ class IncidentStore:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
-        self._db.row_factory = sqlite3.Row
-        with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.executescript(_SCHEMA)
+        self.problem: str | None = None  # why the last write failed, None once one succeeds
+        self._db = open_db(self.path)
+        self._inode = self._file_id()
+
+    def _file_id(self) -> tuple[int, int] | None:
+        try:
+            found = self.path.stat()
+        except OSError:
+            return None
+        return found.st_dev, found.st_ino
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """The connection, under the lock; a failed write sets `problem` and raises StoreError."""
+        with self._lock:
+            try:
+                yield self._db
+            except sqlite3.Error as exc:
+                self.problem = f"incidents DB {self.path}: cannot write: {exc}"
+                if self._db.in_transaction:  # a failed COMMIT leaves it open
+                    self._db.rollback()
+                raise StoreError(self.problem) from None
+            self.problem = None
+
+    def health(self) -> str | None:
+        """Why the store cannot keep incidents (deleted or replaced file, failing writes), None when it
+        can; while writes fail, each call tries one again (so the store recovers with its disk)."""
+        if self._file_id() != self._inode:
+            return f"incidents DB {self.path} was deleted or replaced while running: restart the service"
+        if self.problem is not None:
+            try:
+                with self._writing() as db:
+                    db.execute("PRAGMA user_version = 1")
+            except StoreError:
+                pass
+        return self.problem
 
     def journal_mode(self) -> str:
         with self._lock:
@@ -102,8 +107,8 @@ class IncidentStore:
 
     def remember(self, fingerprint: str, status: str, starts_at: str) -> bool:
         """Mark the key handled; False when it already was."""
-        with self._lock:
-            cursor = self._db.execute(
+        with self._writing() as db:
+            cursor = db.execute(
                 "INSERT OR IGNORE INTO seen (fingerprint, status, starts_at, seen_at) VALUES (?, ?, ?, ?)",
                 (fingerprint, status, starts_at, _now()),
             )
@@ -126,7 +131,7 @@ class IncidentStore:
         ends_at = alert.get("endsAt")
         ends_at = None if ends_at in (None, "", NEVER) else str(ends_at)
         now = _now()
-        with self._lock, self._db:
+        with self._writing(), self._db:
             self._db.execute("BEGIN IMMEDIATE")
             row = self._db.execute(
                 "SELECT id, status FROM incidents WHERE fingerprint = ? AND starts_at = ?",
@@ -158,8 +163,8 @@ class IncidentStore:
             return int(cursor.lastrowid), True
 
     def set_note(self, incident_id: int, note: str) -> None:
-        with self._lock:
-            self._db.execute(
+        with self._writing() as db:
+            db.execute(
                 "UPDATE incidents SET note = ?, updated_at = ? WHERE id = ?", (note, _now(), incident_id)
             )
 
@@ -174,8 +179,8 @@ class IncidentStore:
         title: str | None = None,
         action: str | None = None,
     ) -> None:
-        with self._lock:
-            self._db.execute(
+        with self._writing() as db:
+            db.execute(
                 "INSERT INTO step_results (incident_id, step_id, title, action, ok, output, data,"
                 " finished_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -192,6 +197,8 @@ class IncidentStore:
 
     def get(self, incident_id: int) -> dict[str, Any] | None:
         """The incident with its step results (`steps`, in the order they finished), or None."""
+        if not 0 <= incident_id <= MAX_ID:
+            return None
         with self._lock:
             row = self._db.execute(
                 f"SELECT {_COLUMNS} FROM incidents WHERE id = ?", (incident_id,)

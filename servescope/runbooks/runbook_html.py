@@ -31,30 +31,39 @@ def index_html(found: list[Runbook], errors: list[RunbookError]) -> str:
     )
 
 
-def _bound_call(step: Step, labels: dict[str, str]) -> str:
-    """The step's call with its parameters bound, or why they cannot be."""
+def _call_text(step: Step, labels: dict[str, str]) -> tuple[str, bool]:
+    """The step's call as text with its parameters bound (True), or as written and why not (False)."""
     missing = [name for name in step.labels if name not in labels]
     if missing:
         args = ", ".join(f"{k}={render(v)}" for k, v in step.params.items())
         names = ", ".join(f"'{m}'" for m in missing)
-        return (
-            f"<pre>{esc(step.action)}({esc(args)})</pre>"
-            f'<p class="missing">needs the alert label(s) {esc(names)}, not given</p>'
-        )
+        return f"{step.action}({args})\nneeds the alert label(s) {names}, not given", False
     try:
         bound = bind_step(step, labels)
     except ParamError as exc:
-        return f'<p class="missing">{esc(exc)}</p>'
-    values = bound.params.model_dump(mode="json", exclude_unset=True)
-    args = ", ".join(f"{k}={v!r}" for k, v in values.items())
-    return f"<pre>{esc(step.action)}({esc(args)})</pre>"
+        return str(exc), False
+    values = bound.params.model_dump(mode="json")
+    return f"{step.action}({', '.join(f'{k}={v!r}' for k, v in values.items())})", True
 
 
-def _controls(alert: str, step: Step) -> str:
+def _bound_call(step: Step, labels: dict[str, str]) -> str:
+    """The step's call with every parameter bound (defaults too), or why they cannot be."""
+    text, bound = _call_text(step, labels)
+    if bound:
+        return f"<pre>{esc(text)}</pre>"
+    call, _, why = text.rpartition("\n")
+    shown = f"<pre>{esc(call)}</pre>" if call else ""
+    return f'{shown}<p class="missing">{esc(why)}</p>'
+
+
+def _controls(alert: str, step: Step, labels: dict[str, str]) -> str:
     sid = esc(step.id)
     url = esc(f"{alert}/steps/{step.id}/run")
+    # What the Execute confirmation shows: the call with every bound parameter (a crafted link's too).
+    call = esc(_call_text(step, labels)[0])
     button = (
-        f'<button class="run" id="run-{sid}" data-step="{sid}" data-kind="{esc(step.kind)}" data-url="{url}">'
+        f'<button class="run" id="run-{sid}" data-step="{sid}" data-kind="{esc(step.kind)}" '
+        f'data-url="{url}" data-call="{call}">'
     )
     if step.kind == "change":
         return (
@@ -70,7 +79,7 @@ def step_html(alert: str, step: Step, labels: dict[str, str]) -> str:
     return (
         f'<div class="step {esc(step.kind)}" id="step-{sid}">'
         f'<h4><span class="kind">{esc(step.kind)}</span> {esc(step.title)} '
-        f"<small>({sid})</small></h4>{_bound_call(step, labels)}{_controls(alert, step)}"
+        f"<small>({sid})</small></h4>{_bound_call(step, labels)}{_controls(alert, step, labels)}"
         f'<pre class="output" id="out-{sid}" hidden></pre></div>'
     )
 

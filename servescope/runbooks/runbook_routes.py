@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from servescope.runbooks.document import (
 )
 from servescope.runbooks.runbook_html import index_html, runbook_html
 from servescope.runbooks.shell import esc, not_found, page
+from servescope.runbooks.step_pool import PoolBusyError, StepPool
 
 Incidents = Callable[[str], list[dict[str, Any]]]
 ContextFactory = Callable[[Request], RunContext]
@@ -45,13 +46,16 @@ _SVG_HEADERS = {
 
 @dataclass(frozen=True)
 class Pages:
-    """What the /runbooks routes serve from: the folder, the run context, the token and audit log."""
+    """What the /runbooks routes serve from: the folder, the run context, the token and audit log, the
+    pool step runs take their threads from, and the proxies whose X-Forwarded-For names the caller."""
 
     folder: Path
     ctx_factory: ContextFactory
     token: str | None
     audit: AuditLog
     incidents: Incidents | None = None
+    pool: StepPool = field(default_factory=StepPool)
+    trusted_proxies: tuple[str, ...] = ()
 
     def load(self, alert: str) -> Runbook:
         return load_runbook(self.folder, alert)
@@ -96,19 +100,29 @@ def add_page_routes(router: APIRouter, pages: Pages) -> None:
         return page(f"{runbook.alert} runbook", runbook_html(runbook, labels, latest, nonce), nonce=nonce)
 
     @router.get("/runbooks/{alert}/memory.svg", include_in_schema=False)
-    def memory_svg(alert: str, request: Request, gpu: str = "", window: str = "30m") -> Response:
+    async def memory_svg(alert: str, request: Request, gpu: str = "", window: str = "30m") -> Response:
+        # A read of the exporter: on the step pool, never the quick routes' threads.
+        ctx = pages.ctx_factory(request).model_copy(update={"execute": False})
         try:
-            pages.load(alert)
-        except (UnknownAlertError, RunbookError):
-            return _text(f"no runbook for alert {alert[:80]!r}", 404)
-        action = ACTIONS["memory_curve"]
-        try:
-            params = action.params.model_validate({"gpu": gpu, "window": window})
-        except ValidationError as exc:
-            return _text(
-                f"invalid gpu or window: {str(exc.errors()[0]['msg']).removeprefix('Value error, ')}", 422
-            )
-        result = action.run(params, pages.ctx_factory(request).model_copy(update={"execute": False}))
-        if not result.ok or result.svg is None:
-            return _text(result.output, 502)
-        return Response(result.svg, media_type="image/svg+xml", headers=_SVG_HEADERS)
+            return await pages.pool.run(_memory_svg, pages, alert, ctx, gpu, window)
+        except PoolBusyError as exc:
+            return _text(str(exc), 503)
+
+
+def _memory_svg(pages: Pages, alert: str, ctx: RunContext, gpu: str, window: str) -> Response:
+    """The GPU's memory curve as SVG, or a text answer saying why there is none."""
+    try:
+        pages.load(alert)
+    except (UnknownAlertError, RunbookError):
+        return _text(f"no runbook for alert {alert[:80]!r}", 404)
+    action = ACTIONS["memory_curve"]
+    try:
+        params = action.params.model_validate({"gpu": gpu, "window": window})
+    except ValidationError as exc:
+        return _text(
+            f"invalid gpu or window: {str(exc.errors()[0]['msg']).removeprefix('Value error, ')}", 422
+        )
+    result = action.run(params, ctx)
+    if not result.ok or result.svg is None:
+        return _text(result.output, 502)
+    return Response(result.svg, media_type="image/svg+xml", headers=_SVG_HEADERS)

@@ -6,7 +6,7 @@ Its options are the runbook settings (every SERVESCOPE_RUNBOOK_* variable), thro
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from pydantic import BaseModel
@@ -22,6 +22,12 @@ from servescope.runbooks.settings import (
     StepSettings,
     TokenSettings,
 )
+
+if TYPE_CHECKING:  # imported when the server starts: `runbook --help` stays quick
+    from fastapi import FastAPI
+
+    from servescope.runbooks.incidents import IncidentStore
+    from servescope.runbooks.webhook import IncidentRouter
 
 
 def _settings(models: dict[type[BaseModel], BaseModel]) -> RunbookSettings:
@@ -46,31 +52,54 @@ def _banner(settings: RunbookSettings, address: str, token: str | None, auth: We
     )
 
 
+def _app(
+    settings: RunbookSettings, token: str | None, auth: WebhookAuth
+) -> tuple[FastAPI, IncidentRouter, IncidentStore]:
+    """The app over the settings' folder, store and audit log, with the webhook's routes."""
+    from servescope.runbooks.audit import AuditLog
+    from servescope.runbooks.incidents import IncidentStore
+    from servescope.runbooks.server import create_runbook_app
+    from servescope.runbooks.step_pool import StepPool
+    from servescope.runbooks.webhook import incident_router
+
+    folder, ctx, service = settings.folder.folder(), settings.steps.context(), settings.service
+    store = IncidentStore(service.incidents_db)
+    audit = AuditLog(service.audit_log)
+    webhook = incident_router(store, folder, lambda: ctx, auth=auth, audit=audit)
+    app = create_runbook_app(
+        folder,
+        ctx,
+        token=token,
+        audit=audit,
+        incidents=store.latest,
+        readiness=store.health,
+        pool=StepPool(service.step_workers, 4 * service.step_workers),
+        trusted_proxies=tuple(service.trusted_proxy),
+        api_docs=service.api_docs,
+    )
+    # Alertmanager posts here; read steps of firing alerts run in the router's bounded pool.
+    app.include_router(webhook)
+    return app, webhook, store
+
+
 def serve_runbooks(settings: RunbookSettings) -> None:
     """Bind, then serve until stopped; a token file that cannot be read is a usage error."""
     import uvicorn
 
     from servescope.common.listen import ListenError, bind, bound_address, parse_listen
-    from servescope.runbooks.audit import AuditLog
-    from servescope.runbooks.incidents import IncidentStore
-    from servescope.runbooks.server import create_runbook_app
-    from servescope.runbooks.webhook import incident_router
+    from servescope.runbooks.connections import server_config
+    from servescope.runbooks.server import wrapped
 
-    folder, ctx = settings.folder.folder(), settings.steps.context()
     try:
         token = change_token(settings.tokens)
         auth = WebhookAuth.from_settings(settings.tokens)
         sock = bind(parse_listen(settings.service.listen))
     except (TokenFileError, ListenError) as exc:
         usage_error(str(exc))
-    store = IncidentStore(settings.service.incidents_db)
-    webhook = incident_router(store, folder, lambda: ctx, auth=auth)
-    audit = AuditLog(settings.service.audit_log)
-    app = create_runbook_app(folder, ctx, token=token, audit=audit, incidents=store.latest)
-    # Alertmanager posts here; read steps of firing alerts run in the router's bounded pool.
-    app.include_router(webhook)
-    config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=3
+    app, webhook, store = _app(settings, token, auth)
+    service = settings.service
+    config = server_config(
+        wrapped(app), max_connections=service.max_connections, header_timeout=service.header_timeout_seconds
     )
     typer.echo(_banner(settings, str(bound_address(sock)), token, auth))
     sys.stdout.flush()

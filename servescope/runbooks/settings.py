@@ -7,6 +7,7 @@ own address and files (`runbook-server`). The names of the variables are those o
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 from pydantic import AliasChoices, BaseModel, Field, field_validator
@@ -16,6 +17,7 @@ from servescope.common.listen import parse_listen
 from servescope.common.settings_cli import area_config
 from servescope.runbooks.actions.base import DEFAULT_EXPORTER_URL, RunContext
 from servescope.runbooks.actions.params import HttpUrl
+from servescope.runbooks.actions.trust import allow_entry
 from servescope.runbooks.audit import DEFAULT_AUDIT_LOG
 
 # The Markdown runbooks are package data: an installed servescope finds them without a checkout.
@@ -89,8 +91,29 @@ class StepSettings(BaseSettings):
         json_schema_extra={"cli": "--exporter-per-instance"},
         description="Ask the exporter named by the alert's `instance` label (host:port, on the "
         "--exporter-url port) instead of --exporter-url: what a central runbook service in front of a "
-        "DaemonSet needs.",
+        "DaemonSet needs. Only an instance Prometheus scrapes as --exporter-job, or one --exporter-allow "
+        "names, is asked.",
     )
+    exporter_job: str = Field(
+        "servescope",
+        min_length=1,
+        max_length=200,
+        json_schema_extra={"cli": "--exporter-job"},
+        description="The job label Prometheus scrapes the exporters as: an `instance` among its targets "
+        "(up{job=...}, from --prometheus-url) may be asked by read steps.",
+    )
+    exporter_allow: list[str] = Field(
+        [],
+        json_schema_extra={"cli": "--exporter-allow"},
+        description="More instances read steps may ask, besides Prometheus' targets: a CIDR "
+        "(10.0.0.0/8) or a host pattern (*.nodes.example); repeat for more. Link-local and metadata "
+        "addresses are refused whatever this says.",
+    )
+
+    @field_validator("exporter_allow")
+    @classmethod
+    def _allow_entries(cls, value: list[str]) -> list[str]:
+        return [allow_entry(entry) for entry in value]
 
     def context(self, *, execute: bool = False) -> RunContext:
         """The RunContext steps run with."""
@@ -150,6 +173,49 @@ class ServiceSettings(BaseSettings):
         json_schema_extra={"cli": "--incidents-db"},
         description="SQLite file (WAL) keeping incidents and their step outputs.",
     )
+
+    trusted_proxy: list[str] = Field(
+        [],
+        json_schema_extra={"cli": "--trusted-proxy"},
+        description="IP address of a reverse proxy whose X-Forwarded-For names the client in the audit "
+        "log (repeat for more); from anyone else the header is ignored.",
+    )
+    max_connections: int = Field(
+        200,
+        ge=1,
+        le=10_000,
+        json_schema_extra={"cli": "--max-connections"},
+        description="Open connections at most; one more is closed at once, and past this many requests "
+        "in flight the answer is 503.",
+    )
+    header_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        le=300,
+        json_schema_extra={"cli": "--header-timeout"},
+        description="Seconds a client has to send a request's headers (and its body) before the "
+        "connection is closed; idle keep-alive connections are closed after 5 s.",
+    )
+    step_workers: int = Field(
+        8,
+        ge=1,
+        le=64,
+        json_schema_extra={"cli": "--step-workers"},
+        description="Step runs from the pages at once, on threads of their own (4 times as many may "
+        "wait; more are answered 503): health and the webhook never wait behind them.",
+    )
+    api_docs: bool = Field(
+        False,
+        json_schema_extra={"cli": "--api-docs"},
+        description="Serve /docs and /openapi.json (off: the API is described in docs/runbooks.md).",
+    )
+
+    @field_validator("trusted_proxy")
+    @classmethod
+    def _addresses(cls, value: list[str]) -> list[str]:
+        for item in value:
+            ipaddress.ip_address(item)
+        return value
 
     @field_validator("listen")
     @classmethod

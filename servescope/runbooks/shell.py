@@ -34,7 +34,10 @@ for (const button of document.querySelectorAll("button.run")) {
     const out = document.getElementById("out-" + step);
     const box = document.getElementById("exec-" + step);
     const execute = box !== null && box.checked;
-    if (execute && !confirm("Execute step " + step + " for real?")) { return; }
+    const sent = Object.entries(labels).map(([k, v]) => "  " + k + "=" + JSON.stringify(v)).join("\\n");
+    const question = "Execute step " + step + " for real?\\n\\n" + button.dataset.call +
+      "\\n\\nwith the alert labels:\\n" + (sent || "  (none)");
+    if (execute && !confirm(question)) { return; }
     const headers = {"Content-Type": "application/json"};
     const token = document.getElementById("token").value.trim();
     if (button.dataset.kind === "change" && token) { headers["Authorization"] = "Bearer " + token; }

@@ -9,7 +9,8 @@ A notification is authenticated by a bearer token (the receiver's `credentials_f
 bounded in size, and split into its alerts (see `incident_service`): a firing alert opens an incident and
 its runbook's read steps run on a bounded pool; when the pool's queue is full the answer is 503 and
 Alertmanager sends the group again later. Change steps never run from here. A resolved alert resolves
-its incident.
+its incident. A notification the store cannot write is answered 503 (Alertmanager retries) and
+readiness reports why until the store writes again.
 
 Labels are untrusted: they are stored as data, shown escaped, and reach actions only through
 `bind_step`, whose typed parameters refuse anything else (a refusal is the step's failed result).
@@ -24,17 +25,20 @@ from typing import Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import ValidationError
-from starlette.concurrency import run_in_threadpool
 
 from servescope.runbooks.actions import RunContext
+from servescope.runbooks.actions.trust import REGISTRY as TRUST_REGISTRY
+from servescope.runbooks.asgi import BodyTimeoutError, BodyTooLargeError, read_body
+from servescope.runbooks.audit import AuditLog
 from servescope.runbooks.auth import REALM, WebhookAuth
 from servescope.runbooks.incident_html import incident_html, incidents_html, wants_html
 from servescope.runbooks.incident_service import IncidentService, QueueFullError, WebhookMetrics
-from servescope.runbooks.incidents import IncidentStore
+from servescope.runbooks.incidents import MAX_ID, IncidentStore, StoreError
 from servescope.runbooks.payload import AlertmanagerPayload, payload_error
 from servescope.runbooks.shell import not_found
+from servescope.runbooks.step_pool import PoolBusyError, StepPool
 
 WEBHOOK_PATH = "/alertmanager/webhook"
 
@@ -65,13 +69,14 @@ def _check_headers(request: Request, auth: WebhookAuth, max_body_bytes: int) -> 
 
 async def _payload(request: Request, max_body_bytes: int) -> AlertmanagerPayload:
     """The notification, read up to the limit whatever Content-Length said, and validated."""
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > max_body_bytes:
-            raise RefusedError(413, "too_large", f"body over the limit of {max_body_bytes} bytes")
     try:
-        document = json.loads(bytes(body))
+        body = await read_body(request, max_body_bytes)
+    except BodyTooLargeError:
+        raise RefusedError(413, "too_large", f"body over the limit of {max_body_bytes} bytes") from None
+    except BodyTimeoutError as exc:
+        raise RefusedError(408, "timeout", str(exc)) from None
+    try:
+        document = json.loads(body)
     except (ValueError, RecursionError) as exc:
         raise RefusedError(422, "invalid", f"invalid JSON: {exc}"[:300]) from None
     try:
@@ -80,20 +85,29 @@ async def _payload(request: Request, max_body_bytes: int) -> AlertmanagerPayload
         raise RefusedError(422, "invalid", payload_error(exc)[:500]) from None
 
 
+async def _handled(service: IncidentService, pool: StepPool, payload: AlertmanagerPayload) -> dict[str, int]:
+    """The notification handled on the webhook's own threads; a refusal to answer 503 with."""
+    retry = {"Retry-After": "10"}
+    try:
+        return await pool.run(service.handle, payload)
+    except (QueueFullError, PoolBusyError) as exc:
+        raise RefusedError(503, "queue_full", f"{exc}; retry later", retry) from None
+    except StoreError as exc:
+        raise RefusedError(503, "store_error", f"{exc}; retry later", retry) from None
+
+
 def _add_webhook_route(
     router: APIRouter, service: IncidentService, auth: WebhookAuth, max_body_bytes: int
 ) -> None:
     metrics = service.metrics
+    pool = StepPool(workers=2, waiting=16)  # handling is one notification at a time anyway
 
     @router.post(WEBHOOK_PATH)
     async def webhook(request: Request) -> Response:
         try:
             _check_headers(request, auth, max_body_bytes)
             payload = await _payload(request, max_body_bytes)
-            try:
-                summary = await run_in_threadpool(service.handle, payload)
-            except QueueFullError as exc:
-                raise RefusedError(503, "queue_full", f"{exc}; retry later", {"Retry-After": "10"}) from None
+            summary = await _handled(service, pool, payload)
         except RefusedError as refused:
             metrics.requests.labels(refused.outcome).inc()
             return JSONResponse(
@@ -108,7 +122,8 @@ def _add_incident_routes(router: APIRouter, service: IncidentService) -> None:
 
     @router.get("/incidents/metrics")
     def incident_metrics() -> Response:
-        return Response(service.metrics.text(), media_type=CONTENT_TYPE_LATEST)
+        text = service.metrics.text() + generate_latest(TRUST_REGISTRY)
+        return Response(text, media_type=CONTENT_TYPE_LATEST)
 
     @router.get("/incidents", response_model=None)
     def list_incidents(
@@ -120,10 +135,11 @@ def _add_incident_routes(router: APIRouter, service: IncidentService) -> None:
         return incidents_html(found) if wants_html(request) else JSONResponse(found)
 
     @router.get("/incidents/{incident_id}", response_model=None)
-    def show_incident(request: Request, incident_id: int) -> Response:
-        found = store.get(incident_id)
+    def show_incident(request: Request, incident_id: str) -> Response:
+        number = int(incident_id) if incident_id.isdigit() and len(incident_id) <= 19 else -1
+        found = store.get(number) if 0 <= number <= MAX_ID else None
         if found is None:
-            message = f"no incident {incident_id}"
+            message = f"no incident {incident_id[:40]}"
             if wants_html(request):
                 return not_found(message)
             return JSONResponse({"error": message}, status_code=404)
@@ -146,11 +162,18 @@ def incident_router(
     workers: int = 4,
     queue_size: int = 64,
     registry: CollectorRegistry | None = None,
+    audit: AuditLog | None = None,
 ) -> IncidentRouter:
     """The routes: POST /alertmanager/webhook, GET /incidents, /incidents/{id}, /incidents/metrics."""
     metrics = WebhookMetrics(registry)
     service = IncidentService(
-        store, runbooks_dir, ctx_factory, workers=workers, queue_size=queue_size, metrics=metrics
+        store,
+        runbooks_dir,
+        ctx_factory,
+        workers=workers,
+        queue_size=queue_size,
+        metrics=metrics,
+        audit=audit,
     )
     router = IncidentRouter()
     router.service = service

@@ -47,6 +47,7 @@ WEBHOOK_TOKEN = "webhook-test-token"
 def runbook_server(exporter: Served, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("runbook-server")
     (folder / "webhook-token").write_text(WEBHOOK_TOKEN + "\n")
+    (folder / "webhook-token").chmod(0o600)
     argv = [
         SERVESCOPE,
         "runbook-server",

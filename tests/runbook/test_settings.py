@@ -130,6 +130,7 @@ def test_the_change_token_file_wins_over_the_token(tmp_path: Path, monkeypatch: 
     assert change_token(TokenSettings()) == "from-the-variable"
     path = tmp_path / "token"
     path.write_text("from-the-file\n")
+    path.chmod(0o600)
     assert change_token(TokenSettings(token_file=path)) == "from-the-file"
     path.write_text("\n")
     with pytest.raises(TokenFileError, match=r"--token-file .*: the file is empty"):
@@ -149,6 +150,7 @@ def test_the_change_token_file_wins_over_the_token(tmp_path: Path, monkeypatch: 
 )
 def test_runbook_server_usage_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
     (tmp_path / "empty").write_text("")
+    (tmp_path / "empty").chmod(0o600)
     given = [arg.format(tmp=tmp_path) for arg in args]
     result = CliRunner().invoke(app, ["runbook-server", "--listen", "127.0.0.1:0", *given])
     assert result.exit_code == 2, result.output

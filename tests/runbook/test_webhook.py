@@ -324,11 +324,13 @@ def test_authentication(tmp_path: Path, runbooks: Path, exporter: FakeExporter) 
 def test_token_file_and_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "token"
     path.write_text(TOKEN + "\n")
+    path.chmod(0o640)
     assert WebhookAuth.from_token_file(path).allows(f"Bearer {TOKEN}")
     monkeypatch.setenv("SERVESCOPE_WEBHOOK_TOKEN", TOKEN)
     assert WebhookAuth.from_settings(TokenSettings()).allows(f"bearer {TOKEN}")
     other = tmp_path / "other"
     other.write_text("from-the-file\n")
+    other.chmod(0o600)
     assert WebhookAuth.from_settings(TokenSettings(webhook_token_file=other)).token == "from-the-file"
     monkeypatch.delenv("SERVESCOPE_WEBHOOK_TOKEN")
     assert not WebhookAuth.from_settings(TokenSettings()).allows("Bearer ")

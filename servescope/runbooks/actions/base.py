@@ -34,15 +34,20 @@ class RunContext(BaseModel):
     dcgmi: str = "dcgmi"
     timeout_seconds: float = Field(10.0, gt=0, le=600)
     execute: bool = False
-    # One exporter per node: a central runbook service asks the exporter the alert came from.
+    # One exporter per node: a central runbook service asks the exporter the alert came from, when it
+    # trusts it (trust.check_instance): a target of `exporter_job`, or named by `exporter_allow`.
     exporter_per_instance: bool = False
+    exporter_job: str = "servescope"
+    exporter_allow: tuple[str, ...] = ()
+    instance: str | None = None  # the alert's instance read steps ask, set by for_labels
 
     def for_labels(self, labels: Mapping[str, str]) -> RunContext:
         """This context, reading from the alert's own exporter when `exporter_per_instance` is on.
 
         The `instance` label (host:port, as Prometheus scraped it) replaces the exporter URL's host only
         when it is a plain host name or IP address and its port is the configured exporter's port: labels
-        are untrusted, and this keeps them from pointing requests anywhere but at exporters.
+        are untrusted, and this keeps them from pointing requests anywhere but at exporters. It is kept
+        in `instance`: the read checks it is a host the service trusts before asking it.
         """
         if not self.exporter_per_instance:
             return self
@@ -51,7 +56,11 @@ class RunContext(BaseModel):
         configured = urlsplit(self.exporter_url)
         if found is None or configured.port is None or int(found.group("port")) != configured.port:
             return self
-        return self.model_copy(update={"exporter_url": f"{configured.scheme}://{instance}"})
+        if instance == configured.netloc:
+            return self
+        return self.model_copy(
+            update={"exporter_url": f"{configured.scheme}://{instance}", "instance": instance}
+        )
 
 
 # host:port where host is a DNS name, an IPv4 address, or a bracketed IPv6 address.
@@ -79,6 +88,8 @@ class StepResult(BaseModel):
 class ActionError(Exception):
     """A read or change that could not be done; its message says why and what to check."""
 
+    refusal: str | None = None  # set when the service refused to do it (the result's data says why)
+
 
 P = TypeVar("P", bound=Params)
 
@@ -97,7 +108,8 @@ class Action(Generic[P]):
         try:
             result = self.function(params, ctx)
         except ActionError as exc:
-            result = StepResult(ok=False, title=title, output=str(exc))
+            data = {"refused": exc.refusal} if exc.refusal else {}
+            result = StepResult(ok=False, title=title, output=str(exc), data=data)
         except httpx.HTTPError as exc:
             where = f" ({exc.request.url})" if _has_request(exc) else ""
             result = StepResult(ok=False, title=title, output=f"HTTP error{where}: {exc}")

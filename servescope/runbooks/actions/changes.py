@@ -15,7 +15,8 @@ from typing import Annotated, Any
 import httpx
 from pydantic import Field, model_validator
 
-from servescope.runbooks.actions.base import ActionError, RunContext, StepResult, action, http
+from servescope.runbooks.actions.base import ActionError, RunContext, StepResult, action
+from servescope.runbooks.actions.fetch import request
 from servescope.runbooks.actions.kube import kubectl_change
 from servescope.runbooks.actions.params import (
     Comment,
@@ -145,7 +146,7 @@ def create_silence(params: SilenceParams, ctx: RunContext) -> StepResult:
     if not ctx.alertmanager_url:
         raise ActionError("no Alertmanager to create the silence in: pass --alertmanager-url")
     try:
-        response = http().post(url, json=body, timeout=ctx.timeout_seconds)
+        response = request("POST", url, body=body, timeout=ctx.timeout_seconds)
     except httpx.TransportError as exc:
         raise ActionError(f"cannot reach Alertmanager at {ctx.alertmanager_url}: {exc}") from None
     if response.status_code != 200:

@@ -10,23 +10,23 @@ from urllib.parse import quote
 import httpx
 
 from servescope.exporter.vllm.text_parser import ParsedSample, parse_exposition
-from servescope.runbooks.actions.base import ActionError, RunContext, http
+from servescope.runbooks.actions.base import ActionError, RunContext
+from servescope.runbooks.actions.fetch import Answer, request
+from servescope.runbooks.actions.trust import check_instance
 
-_MAX_BYTES = 64 * 2**20
 
-
-def _get(ctx: RunContext, path: str, params: dict[str, str] | None = None) -> httpx.Response:
+def _get(ctx: RunContext, path: str, params: dict[str, str] | None = None) -> Answer:
+    """The exporter's answer, asked only when it is a host the service trusts, within the bounds."""
+    if ctx.instance is not None:
+        check_instance(ctx, ctx.instance)
     url = ctx.exporter_url.rstrip("/") + path
     try:
-        response = http().get(url, params=params, timeout=ctx.timeout_seconds)
+        return request("GET", url, params=params, timeout=ctx.timeout_seconds)
     except httpx.TransportError as exc:
         raise ActionError(
             f"cannot reach the exporter at {ctx.exporter_url} ({type(exc).__name__}: {exc}); "
             "is it running, and is --exporter-url right?"
         ) from None
-    if len(response.content) > _MAX_BYTES:
-        raise ActionError(f"{url}: answer larger than {_MAX_BYTES} bytes")
-    return response
 
 
 def get_json(ctx: RunContext, path: str, params: dict[str, str] | None = None) -> Any:

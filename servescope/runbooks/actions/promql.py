@@ -15,7 +15,8 @@ from typing import Annotated, Any
 import httpx
 from pydantic import ConfigDict, Field, PlainValidator, model_validator
 
-from servescope.runbooks.actions.base import ActionError, RunContext, StepResult, action, http
+from servescope.runbooks.actions.base import ActionError, RunContext, StepResult, action
+from servescope.runbooks.actions.fetch import request
 from servescope.runbooks.actions.params import LabelName, LabelValue, LiteralOnly, Params
 from servescope.runbooks.actions.text import table
 
@@ -98,7 +99,7 @@ def _ask(ctx: RunContext, prometheus_url: str, query: str) -> dict[str, Any]:
     """The `data` of Prometheus' answer to an instant query; ActionError says why there is none."""
     url = prometheus_url.rstrip("/") + "/api/v1/query"
     try:
-        response = http().get(url, params={"query": query}, timeout=ctx.timeout_seconds)
+        response = request("GET", url, params={"query": query}, timeout=ctx.timeout_seconds)
     except httpx.TransportError as exc:
         raise ActionError(
             f"cannot reach Prometheus at {prometheus_url}: {exc}; is --prometheus-url right?"

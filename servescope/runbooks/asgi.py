@@ -1,0 +1,113 @@
+"""The runbook service's ASGI wrappers: a body limit decided before the body is read, HEAD as GET.
+
+`BodyLimit` answers 413 to a request whose Content-Length is over its route's limit without reading a
+byte of it; a body without a length (chunked) is capped while it is read, by `read_body`. `HeadAsGet`
+answers HEAD wherever GET is served: the GET's status and headers, no body.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import anyio
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+DEFAULT_BODY_LIMIT = 65_536  # a step run's JSON: 64 labels of at most 1 KiB each fit
+WEBHOOK_BODY_LIMIT = 1_048_576
+
+
+BODY_TIMEOUT = 10.0  # seconds a client has to send a body once its headers are in
+
+
+class BodyTimeoutError(ValueError):
+    """A body not sent whole within BODY_TIMEOUT."""
+
+
+class BodyTooLargeError(ValueError):
+    """A request body over its route's limit; the message names the limit."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"request body over the limit of {limit} bytes")
+        self.limit = limit
+
+
+def declared_length(request: Request) -> int | None:
+    """The Content-Length, None without one; ValueError when it is not a number."""
+    value = request.headers.get("content-length")
+    if value is None:
+        return None
+    if not value.strip().isdigit():
+        raise ValueError(f"invalid Content-Length {value[:40]!r}")
+    return int(value)
+
+
+async def read_body(request: Request, limit: int, timeout: float = BODY_TIMEOUT) -> bytes:
+    """The body, refused (BodyTooLargeError) as soon as it passes `limit`, whatever Content-Length said,
+    and (BodyTimeoutError) when it is not whole within `timeout` seconds."""
+    declared = declared_length(request)
+    if declared is not None and declared > limit:
+        raise BodyTooLargeError(limit)
+    body = bytearray()
+    try:
+        with anyio.fail_after(timeout):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    raise BodyTooLargeError(limit)
+    except TimeoutError:
+        raise BodyTimeoutError(f"request body not sent within {timeout:g}s") from None
+    return bytes(body)
+
+
+async def _answer(send: Send, status: int, message: str) -> None:
+    data = json.dumps({"detail": message}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(data)).encode()),
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
+
+
+class BodyLimit:
+    """413 for a declared Content-Length over `limit_for(path)`, before the app or the body is read;
+    a path whose limit is None is left to its route (which checks and records the request itself)."""
+
+    def __init__(self, app: ASGIApp, limit_for: Callable[[str], int | None]) -> None:
+        self.app, self.limit_for = app, limit_for
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        limit = self.limit_for(scope["path"]) if scope["type"] == "http" else None
+        if limit is not None:
+            for name, value in scope["headers"]:
+                if name != b"content-length":
+                    continue
+                if not value.strip().isdigit():
+                    await _answer(send, 400, "invalid Content-Length")
+                    return
+                if int(value) > limit:
+                    await _answer(send, 413, f"request body over the limit of {limit} bytes")
+                    return
+        await self.app(scope, receive, send)
+
+
+class HeadAsGet:
+    """HEAD served as GET, with the body dropped (its Content-Length kept)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def without_body(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        await self.app({**scope, "method": "GET"}, receive, without_body)
