@@ -18,11 +18,11 @@ from pydantic_settings import BaseSettings
 from servescope import __version__
 from servescope.common.listen import ListenError, bind, bound_address, parse_listen
 from servescope.common.settings_cli import area_config, settings_command, usage_error
+from servescope.exporter.k8s.settings import K8sSettings
 from servescope.exporter.settings import (
     AREAS,
     DcgmSettings,
     DerivedSettings,
-    K8sSettings,
     NodeSettings,
     NvmlSettings,
     ServerSettings,

@@ -12,8 +12,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from servescope.common.listen import parse_listen
 from servescope.common.settings_cli import ENV_PREFIX, area_config
-
-KUBELET_POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
+from servescope.exporter.k8s.settings import K8sSettings
 
 
 class ServerSettings(BaseSettings):
@@ -185,29 +184,6 @@ class VllmSettings(BaseSettings):
         if isinstance(items, list):
             return [part for item in items for part in str(item).replace(",", " ").split()]
         return value
-
-
-class K8sSettings(BaseSettings):
-    model_config = area_config("k8s")
-
-    pod_resources_socket: str = Field(
-        KUBELET_POD_RESOURCES_SOCKET,
-        json_schema_extra={"cli": "--pod-resources-socket"},
-        description="The kubelet's pod-resources gRPC socket: which pod and container holds each GPU "
-        "(servescope_gpu_pod_info). Mount it read-only; absent at this default path, attribution is off "
-        "(logged); absent at a path you set, the source reports `absent`.",
-    )
-    pod_resources_interval_seconds: float = Field(
-        15.0,
-        ge=1,
-        le=300,
-        json_schema_extra={"cli": "--pod-resources-interval"},
-        description="Seconds between two reads of the kubelet's pod-resources List.",
-    )
-
-    def socket_chosen(self) -> bool:
-        """True when the socket is not the kubelet's default path (then a missing one is reported)."""
-        return self.pod_resources_socket != KUBELET_POD_RESOURCES_SOCKET
 
 
 class DerivedSettings(BaseSettings):

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from servescope.exporter.k8s.settings import K8sSettings
 from servescope.exporter.nvml.library import NvmlLibrary
 from servescope.exporter.runtime import Hardware, build_runtime
-from servescope.exporter.settings import DcgmSettings, K8sSettings, NodeSettings, NvmlSettings, Settings
+from servescope.exporter.settings import DcgmSettings, NodeSettings, NvmlSettings, Settings
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.pynvml_module import SimulatedPynvml
