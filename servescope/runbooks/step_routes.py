@@ -129,14 +129,34 @@ def _find(pages: Pages, alert: str, step_id: str) -> tuple[Runbook, Step] | JSON
     return runbook, step
 
 
+def _token_refused(pages: Pages, call: Call) -> JSONResponse | None:
+    """The refusal of a change request whose token is missing or wrong (recorded), else None."""
+    refused = refusal(pages.token, call.presented)
+    if refused is None:
+        return None
+    status, message, authenticate = _REFUSALS[refused]
+    _record_refusal(pages, call, refused, message)
+    return _detail(message, status, authenticate)
+
+
+def refused_while_busy(pages: Pages, call: Call, message: str) -> JSONResponse:
+    """The answer when the step pool is full: a change step's bad token is still 401 (checked first in
+    every state), anything else 503 to retry; both recorded."""
+    found = _find(pages, call.alert, call.step_id)
+    if not isinstance(found, JSONResponse) and found[1].kind == "change":
+        refused = _token_refused(pages, call)
+        if refused is not None:
+            return refused
+    _record_refusal(pages, call, "refused_busy", message)
+    return JSONResponse({"detail": message}, status_code=503, headers={"Retry-After": "5"})
+
+
 def _change(pages: Pages, call: Call, step: Step) -> JSONResponse:
     """Token first (a wrong one is 401 whatever else is wrong), then the body, the parameters, the
     record of the accepted request, and only then the run."""
-    refused = refusal(pages.token, call.presented)
+    refused = _token_refused(pages, call)
     if refused is not None:
-        status, message, authenticate = _REFUSALS[refused]
-        _record_refusal(pages, call, refused, message)
-        return _detail(message, status, authenticate)
+        return refused
     if not isinstance(call.body, RunRequest):
         _record_refusal(pages, call, "malformed", call.body)
         return _detail(call.body, call.body_status)
@@ -213,9 +233,8 @@ def add_step_routes(router: APIRouter, pages: Pages) -> None:
         try:
             answer = await pages.pool.run(handle, pages, call)
         except PoolBusyError as exc:
-            # Recorded on the quick routes' threads: the step pool is the one that is full.
-            await run_in_threadpool(_record_refusal, pages, call, "refused_busy", str(exc))
-            return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "5"})
+            # Answered on the quick routes' threads: the step pool is the one that is full.
+            return await run_in_threadpool(refused_while_busy, pages, call, str(exc))
         if call.body_status in (408, 413):
             answer.headers["Connection"] = "close"  # the rest of the body is never read
         return answer
