@@ -102,9 +102,9 @@ def _args(options: DeployOptions) -> list[str]:
     ]
 
 
-def _probe(initial_delay: int) -> dict[str, Any]:
+def _probe(path: str, initial_delay: int) -> dict[str, Any]:
     return {
-        "httpGet": {"path": "/healthz", "port": HTTP_PORT_NAME},
+        "httpGet": {"path": path, "port": HTTP_PORT_NAME},
         "initialDelaySeconds": initial_delay,
         "periodSeconds": 10,
         "timeoutSeconds": 3,
@@ -120,8 +120,9 @@ def _container(options: DeployOptions) -> dict[str, Any]:
         "args": _args(options),
         "workingDir": "/tmp",
         "ports": [{"name": HTTP_PORT_NAME, "containerPort": RUNBOOKS_PORT, "protocol": "TCP"}],
-        "livenessProbe": _probe(10),
-        "readinessProbe": _probe(2),
+        "livenessProbe": _probe("/healthz", 10),
+        # /readyz fails while incidents cannot be written: Alertmanager's posts go to a replica that can.
+        "readinessProbe": _probe("/readyz", 2),
         # Measured (tests/faults): VmHWM 124 MiB in the worst case, all 12 step workers (8 for pages, 4
         # for incidents) streaming an endless answer to the 8 MiB cap at once; 58-62 MiB under the large
         # bodies, half-sent connections and 200 concurrent clients. 256Mi keeps twice that worst case.

@@ -66,8 +66,8 @@ def test_probes_ask_the_container_port_it_listens_on() -> None:
     runbooks = container(_deployment())
     assert {p["name"]: p["containerPort"] for p in runbooks["ports"]} == {"http": 9110}
     assert _arg(_deployment(), "--listen") == ":9110"
-    for probe in ("livenessProbe", "readinessProbe"):
-        assert runbooks[probe]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert runbooks["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert runbooks["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
