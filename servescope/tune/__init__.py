@@ -1,0 +1,1 @@
+"""Engine-parameter search: grid, random and Bayesian trials, each restarting the engine."""
