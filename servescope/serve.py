@@ -12,12 +12,12 @@ import sys
 from typing import Any, Literal
 
 import typer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 from pydantic_settings import BaseSettings
 
 from servescope import __version__
 from servescope.common.listen import ListenError, bind, bound_address, parse_listen
-from servescope.common.settings_cli import area_config, settings_command, usage_error
+from servescope.common.settings_cli import area_config, setting, settings_command, usage_error
 from servescope.exporter.k8s.settings import K8sSettings
 from servescope.exporter.settings import (
     AREAS,
@@ -36,50 +36,38 @@ class SimulationSettings(BaseSettings):
 
     model_config = area_config("sim")
 
-    enabled: bool = Field(
+    enabled: bool = setting(
         False,
-        json_schema_extra={"cli": "--simulate/--no-simulate"},
-        description="Serve a simulated GPU node instead of real NVML. Never turned on implicitly.",
+        "--simulate/--no-simulate",
+        "Serve a simulated GPU node instead of real NVML. Never turned on implicitly.",
     )
-    gpus: int = Field(
-        8, ge=0, le=1024, json_schema_extra={"cli": "--gpus"}, description="Number of simulated GPUs."
+    gpus: int = setting(8, "--gpus", "Number of simulated GPUs.", ge=0, le=1024)
+    gpu_model: str = setting(
+        "H200", "--gpu-model", "Simulated GPU model (`servescope sim models` lists them)."
     )
-    gpu_model: str = Field(
-        "H200",
-        json_schema_extra={"cli": "--gpu-model"},
-        description="Simulated GPU model (`servescope sim models` lists them).",
+    nvlinks: int = setting(
+        -1, "--nvlinks", "NVLinks per simulated GPU; -1 uses the model's count.", ge=-1, le=36
     )
-    nvlinks: int = Field(
-        -1,
-        ge=-1,
-        le=36,
-        json_schema_extra={"cli": "--nvlinks"},
-        description="NVLinks per simulated GPU; -1 uses the model's count.",
-    )
-    seed: int = Field(
-        1,
-        json_schema_extra={"cli": "--seed"},
-        description="Seed of the simulation; the same seed gives the same node.",
-    )
-    engines: int = Field(
+    seed: int = setting(1, "--seed", "Seed of the simulation; the same seed gives the same node.")
+    engines: int = setting(
         0,
+        "--engines",
+        "Simulated vLLM engines to start with --simulate, each serving a group of the GPUs from its own "
+        "process (found and joined like real ones).",
         ge=0,
         le=64,
-        json_schema_extra={"cli": "--engines"},
-        description="Simulated vLLM engines to start with --simulate, each serving a group of the GPUs "
-        "from its own process (found and joined like real ones).",
     )
-    scenario: str = Field(
+    scenario: str = setting(
         "none",
-        json_schema_extra={"cli": "--scenario"},
-        description="What the simulated node and engines go through; `none` is a slow daily-like load "
-        "wave. `servescope sim scenarios` lists every scenario with what it does.",
+        "--scenario",
+        "What the simulated node and engines go through; `none` is a slow daily-like load wave. `servescope "
+        "sim scenarios` lists every scenario with what it does.",
     )
-    scenario_pace: Literal["real", "demo"] = Field(
+    scenario_pace: Literal["real", "demo"] = setting(
         "real",
-        json_schema_extra={"cli": "--scenario-pace"},
-        description="real: the timings detectors are tested against (KV ramp 30 min, leak 40 MiB/min); "
-        "demo: compressed so faults show within minutes (KV ramp 90 s, leak 2 GiB/min, tour phases 4 min).",
+        "--scenario-pace",
+        "real: the timings detectors are tested against (KV ramp 30 min, leak 40 MiB/min); demo: compressed "
+        "so faults show within minutes (KV ramp 90 s, leak 2 GiB/min, tour phases 4 min).",
     )
 
 

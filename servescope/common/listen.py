@@ -5,6 +5,9 @@ from __future__ import annotations
 import errno
 import socket
 from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import AfterValidator
 
 
 class ListenError(Exception):
@@ -36,6 +39,15 @@ def parse_listen(text: str) -> ListenAddress:
     if not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ValueError(f"invalid listen address {text!r}: port must be a number from 0 to 65535")
     return ListenAddress(host or "0.0.0.0", int(port))
+
+
+def _valid_listen(text: str) -> str:
+    parse_listen(text)
+    return text
+
+
+ListenSetting = Annotated[str, AfterValidator(_valid_listen)]
+"""A settings field holding HOST:PORT: refused when the settings load if `parse_listen` refuses it."""
 
 
 def bind(address: ListenAddress) -> socket.socket:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
-from pydantic import AliasChoices, BaseModel, ValidationError
+from pydantic import AliasChoices, BaseModel, Field, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -24,6 +24,7 @@ from servescope.common.errors import validation_message
 
 ENV_PREFIX = "SERVESCOPE_"
 Model = TypeVar("Model", bound=BaseModel)
+Value = TypeVar("Value")
 
 
 def area_config(area: str) -> SettingsConfigDict:
@@ -32,6 +33,12 @@ def area_config(area: str) -> SettingsConfigDict:
     return SettingsConfigDict(
         env_prefix=f"{ENV_PREFIX}{area.upper()}_", extra="ignore", populate_by_name=True
     )
+
+
+def setting(default: Value, cli: str, description: str, **constraints: Any) -> Value:
+    """A settings field: its default, its command-line flag, its help text and pydantic's constraints."""
+    field: Value = Field(default, json_schema_extra={"cli": cli}, description=description, **constraints)
+    return field
 
 
 def cli_flag(model: type[BaseModel], field: str) -> str:

@@ -10,45 +10,37 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from servescope.common.listen import parse_listen
-from servescope.common.settings_cli import ENV_PREFIX, area_config
+from servescope.common.listen import ListenSetting
+from servescope.common.settings_cli import ENV_PREFIX, area_config, setting
 from servescope.exporter.k8s.settings import K8sSettings
 
 
 class ServerSettings(BaseSettings):
     model_config = area_config("server")
 
-    listen: str = Field(
+    listen: ListenSetting = setting(
         "127.0.0.1:9108",
-        json_schema_extra={"cli": "--listen"},
-        description="Address to serve /metrics, /healthz, /readyz and the APIs on, as HOST:PORT. "
-        "Use :9108 (all IPv4 interfaces) or [::]:9108 in a DaemonSet so Prometheus can reach it.",
+        "--listen",
+        "Address to serve /metrics, /healthz, /readyz and the APIs on, as HOST:PORT. Use :9108 (all IPv4 "
+        "interfaces) or [::]:9108 in a DaemonSet so Prometheus can reach it.",
     )
-    log_level: Literal["debug", "info", "warning", "error"] = Field(
-        "info", json_schema_extra={"cli": "--log-level"}, description="Log verbosity."
-    )
-    api_docs: bool = Field(
+    log_level: Literal["debug", "info", "warning", "error"] = setting("info", "--log-level", "Log verbosity.")
+    api_docs: bool = setting(
         False,
-        json_schema_extra={"cli": "--api-docs/--no-api-docs"},
-        description="Serve the HTTP API's OpenAPI schema and its pages (/openapi.json, /docs, /redoc).",
+        "--api-docs/--no-api-docs",
+        "Serve the HTTP API's OpenAPI schema and its pages (/openapi.json, /docs, /redoc).",
     )
-
-    @field_validator("listen")
-    @classmethod
-    def _valid_listen(cls, value: str) -> str:
-        parse_listen(value)
-        return value
 
 
 class NodeSettings(BaseSettings):
     model_config = area_config("node")
 
-    hostname: str = Field(
+    hostname: str = setting(
         "",
+        "--hostname",
+        "Value of the `hostname` label on every GPU series. Empty: NODE_NAME (set it from the downward API "
+        "in Kubernetes), else this machine's host name.",
         validation_alias=AliasChoices("SERVESCOPE_NODE_HOSTNAME", "NODE_NAME"),
-        json_schema_extra={"cli": "--hostname"},
-        description="Value of the `hostname` label on every GPU series. Empty: NODE_NAME (set it from "
-        "the downward API in Kubernetes), else this machine's host name.",
     )
 
     def resolved_hostname(self) -> str:
@@ -58,70 +50,62 @@ class NodeSettings(BaseSettings):
 class NvmlSettings(BaseSettings):
     model_config = area_config("nvml")
 
-    enabled: bool = Field(
-        True, json_schema_extra={"cli": "--nvml/--no-nvml"}, description="Collect GPU metrics through NVML."
+    enabled: bool = setting(True, "--nvml/--no-nvml", "Collect GPU metrics through NVML.")
+    interval_seconds: float = setting(
+        1.0, "--nvml-interval", "Seconds between NVML collections.", gt=0, le=300
     )
-    interval_seconds: float = Field(
-        1.0,
-        gt=0,
-        le=300,
-        json_schema_extra={"cli": "--nvml-interval"},
-        description="Seconds between NVML collections.",
+    xid_events: bool = setting(
+        True, "--xid-events/--no-xid-events", "Watch NVML for critical XID events in a background thread."
     )
-    xid_events: bool = Field(
-        True,
-        json_schema_extra={"cli": "--xid-events/--no-xid-events"},
-        description="Watch NVML for critical XID events in a background thread.",
-    )
-    nvlink_per_link: bool = Field(
+    nvlink_per_link: bool = setting(
         False,
-        json_schema_extra={"cli": "--nvlink-per-link/--no-nvlink-per-link"},
-        description="Also export NVLink state and error counters per link (servescope_gpu_nvlink_up, "
-        "servescope_gpu_nvlink_link_errors_total: up to 90 series per GPU). Off: links up and errors "
-        "summed per GPU only.",
+        "--nvlink-per-link/--no-nvlink-per-link",
+        "Also export NVLink state and error counters per link (servescope_gpu_nvlink_up, "
+        "servescope_gpu_nvlink_link_errors_total: up to 90 series per GPU). Off: links up and errors summed "
+        "per GPU only.",
     )
 
 
 class DcgmSettings(BaseSettings):
     model_config = area_config("dcgm")
 
-    enabled: bool = Field(
+    enabled: bool = setting(
         True,
-        json_schema_extra={"cli": "--dcgm/--no-dcgm"},
-        description="Collect DCGM fields (NVLink CRC errors, PCIe and NVLink traffic, profiling activity) "
-        "from a supervised `dcgmi dmon`, or from --dcgm-exporter-url.",
+        "--dcgm/--no-dcgm",
+        "Collect DCGM fields (NVLink CRC errors, PCIe and NVLink traffic, profiling activity) from a "
+        "supervised `dcgmi dmon`, or from --dcgm-exporter-url.",
     )
-    dcgmi: str = Field(
+    dcgmi: str = setting(
         "",
-        json_schema_extra={"cli": "--dcgmi"},
-        description="Path of the dcgmi executable. Empty: `dcgmi` from PATH, or the bundled "
-        "servescope-fake-dcgmi with --simulate.",
+        "--dcgmi",
+        "Path of the dcgmi executable. Empty: `dcgmi` from PATH, or the bundled servescope-fake-dcgmi with "
+        "--simulate.",
     )
-    interval_seconds: float = Field(
+    interval_seconds: float = setting(
         1.0,
+        "--dcgm-interval",
+        "dcgmi dmon's sampling delay (-d); a child silent for 3 delays is killed and restarted.",
         ge=0.1,
         le=60,
-        json_schema_extra={"cli": "--dcgm-interval"},
-        description="dcgmi dmon's sampling delay (-d); a child silent for 3 delays is killed and restarted.",
     )
-    counters: str = Field(
+    counters: str = setting(
         "",
-        json_schema_extra={"cli": "--dcgm-counters"},
-        description="Counters file choosing the DCGM fields and their metric names; empty: the default set "
-        "(`servescope dcgm fields` prints it).",
+        "--dcgm-counters",
+        "Counters file choosing the DCGM fields and their metric names; empty: the default set (`servescope "
+        "dcgm fields` prints it).",
     )
-    na_rows: int = Field(
+    na_rows: int = setting(
         5,
+        "--dcgm-na-rows",
+        "A field N/A for this many consecutive rows on a GPU is reported unsupported there.",
         ge=1,
         le=1000,
-        json_schema_extra={"cli": "--dcgm-na-rows"},
-        description="A field N/A for this many consecutive rows on a GPU is reported unsupported there.",
     )
-    exporter_url: str = Field(
+    exporter_url: str = setting(
         "",
-        json_schema_extra={"cli": "--dcgm-exporter-url"},
-        description="Scrape this dcgm-exporter /metrics instead of running dcgmi (clusters with the GPU "
-        "Operator already run one).",
+        "--dcgm-exporter-url",
+        "Scrape this dcgm-exporter /metrics instead of running dcgmi (clusters with the GPU Operator "
+        "already run one).",
     )
 
 
@@ -134,46 +118,40 @@ class VllmSettings(BaseSettings):
         description="Serving endpoints' /metrics URLs (repeat the flag; in the environment, separate with "
         "spaces or commas). Empty: discover the engines on this node.",
     )
-    discovery: bool = Field(
+    discovery: bool = setting(
         True,
-        json_schema_extra={"cli": "--discovery/--no-discovery"},
-        description="With no --vllm-url, find serving engines from NVML's GPU processes and their listening "
-        "ports, every minute.",
+        "--discovery/--no-discovery",
+        "With no --vllm-url, find serving engines from NVML's GPU processes and their listening ports, "
+        "every minute.",
     )
-    interval_seconds: float = Field(
-        5.0,
-        ge=0.5,
-        le=300,
-        json_schema_extra={"cli": "--vllm-interval"},
-        description="Seconds between scrapes.",
-    )
-    timeout_seconds: float = Field(
+    interval_seconds: float = setting(5.0, "--vllm-interval", "Seconds between scrapes.", ge=0.5, le=300)
+    timeout_seconds: float = setting(
         2.0,
+        "--vllm-timeout",
+        "Total seconds one endpoint's scrape may take, however slowly it sends; past it the endpoint is "
+        "down with reason timeout and the others are published without waiting for it.",
         gt=0,
         le=60,
-        json_schema_extra={"cli": "--vllm-timeout"},
-        description="Total seconds one endpoint's scrape may take, however slowly it sends; past it the "
-        "endpoint is down with reason timeout and the others are published without waiting for it.",
     )
-    max_bytes: int = Field(
+    max_bytes: int = setting(
         4 * 1024 * 1024,
+        "--vllm-max-bytes",
+        "Larger responses (counted decompressed) are refused, reason too_large, as soon as they pass it. "
+        "Beyond 256 KiB one page at a time is fetched and parsed; the DaemonSet's memory limit is sized for "
+        "the default.",
         ge=1024,
         le=64 * 1024 * 1024,
-        json_schema_extra={"cli": "--vllm-max-bytes"},
-        description="Larger responses (counted decompressed) are refused, reason too_large, as soon as they "
-        "pass it. Beyond 256 KiB one page at a time is fetched and parsed; the DaemonSet's memory limit is "
-        "sized for the default.",
     )
-    passthrough: bool = Field(
+    passthrough: bool = setting(
         True,
-        json_schema_extra={"cli": "--passthrough/--no-passthrough"},
-        description="Also re-export each engine's own series (vllm:*, sglang:*) with an `endpoint` label.",
+        "--passthrough/--no-passthrough",
+        "Also re-export each engine's own series (vllm:*, sglang:*) with an `endpoint` label.",
     )
-    procfs: str = Field(
+    procfs: str = setting(
         "/proc",
-        json_schema_extra={"cli": "--procfs"},
-        description="Where /proc is: the engine-GPU join reads listening sockets and process trees there "
-        "(in a container, mount the host's and use hostPID).",
+        "--procfs",
+        "Where /proc is: the engine-GPU join reads listening sockets and process trees there (in a "
+        "container, mount the host's and use hostPID).",
     )
 
     @field_validator("urls", mode="before")
@@ -189,68 +167,62 @@ class VllmSettings(BaseSettings):
 class DerivedSettings(BaseSettings):
     model_config = area_config("derived")
 
-    interval_seconds: float = Field(
+    interval_seconds: float = setting(
         5.0,
+        "--derived-interval",
+        "Seconds between updates of the derived signals (peaks, exhaustion, KV headroom, advice); growth "
+        "rates and leak verdicts are refit every 30 s.",
         ge=1,
         le=60,
-        json_schema_extra={"cli": "--derived-interval"},
-        description="Seconds between updates of the derived signals (peaks, exhaustion, KV headroom, "
-        "advice); growth rates and leak verdicts are refit every 30 s.",
     )
-    retention_seconds: float = Field(
+    retention_seconds: float = setting(
         3600.0,
+        "--memory-retention",
+        "Seconds of 1 s memory samples kept per GPU and per GPU process (16 bytes a sample: 57.6 KB per "
+        "curve for an hour). At least 1800, the longest trend window.",
         ge=1800,
         le=86400,
-        json_schema_extra={"cli": "--memory-retention"},
-        description="Seconds of 1 s memory samples kept per GPU and per GPU process (16 bytes a sample: "
-        "57.6 KB per curve for an hour). At least 1800, the longest trend window.",
     )
-    peak_window_seconds: float = Field(
+    peak_window_seconds: float = setting(
         60.0,
+        "--memory-peak-window",
+        "The peak and minimum memory series cover this many seconds of 1 s samples; keep it at least your "
+        "scrape interval plus --derived-interval so no spike falls between two scrapes.",
         ge=1,
         le=3600,
-        json_schema_extra={"cli": "--memory-peak-window"},
-        description="The peak and minimum memory series cover this many seconds of 1 s samples; keep it at "
-        "least your scrape interval plus --derived-interval so no spike falls between two scrapes.",
     )
-    advisor_latency: Literal["ttft", "itl", "e2e"] = Field(
+    advisor_latency: Literal["ttft", "itl", "e2e"] = setting(
         "ttft",
-        json_schema_extra={"cli": "--advisor-latency"},
-        description="Latency histogram whose window P99 the batch-size advisor holds to the SLO: time to "
-        "first token, inter-token latency or end-to-end request latency.",
+        "--advisor-latency",
+        "Latency histogram whose window P99 the batch-size advisor holds to the SLO: time to first token, "
+        "inter-token latency or end-to-end request latency.",
     )
-    advisor_slo_seconds: float = Field(
-        0.5,
-        gt=0,
-        json_schema_extra={"cli": "--advisor-slo"},
-        description="P99 latency objective of the batch-size advisor, in seconds.",
+    advisor_slo_seconds: float = setting(
+        0.5, "--advisor-slo", "P99 latency objective of the batch-size advisor, in seconds.", gt=0
     )
-    advisor_low_utilisation: float = Field(
+    advisor_low_utilisation: float = setting(
         0.5,
+        "--advisor-low-utilisation",
+        "GPU utilisation (0-1) under which the advisor recommends a larger batch.",
         ge=0,
         le=1,
-        json_schema_extra={"cli": "--advisor-low-utilisation"},
-        description="GPU utilisation (0-1) under which the advisor recommends a larger batch.",
     )
-    advisor_max_num_seqs: int = Field(
+    advisor_max_num_seqs: int = setting(
         256,
+        "--advisor-max-num-seqs",
+        "The max_num_seqs your engines run with (vLLM does not export it); the advisor steps from it, or "
+        "from the largest running batch seen if that is higher.",
         ge=1,
-        json_schema_extra={"cli": "--advisor-max-num-seqs"},
-        description="The max_num_seqs your engines run with (vLLM does not export it); the advisor steps "
-        "from it, or from the largest running batch seen if that is higher.",
     )
-    advisor_max_seqs: int = Field(
-        1024,
-        ge=1,
-        json_schema_extra={"cli": "--advisor-max-seqs"},
-        description="Upper bound of the advisor's recommendation.",
+    advisor_max_seqs: int = setting(
+        1024, "--advisor-max-seqs", "Upper bound of the advisor's recommendation.", ge=1
     )
-    advisor_window_seconds: float = Field(
+    advisor_window_seconds: float = setting(
         60.0,
+        "--advisor-window",
+        "Window of the advisor's P99 (from histogram deltas) and mean GPU utilisation.",
         ge=10,
         le=3600,
-        json_schema_extra={"cli": "--advisor-window"},
-        description="Window of the advisor's P99 (from histogram deltas) and mean GPU utilisation.",
     )
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 
-from pydantic import AliasChoices, BaseModel, Field, field_validator
+from pydantic import AliasChoices, BaseModel, field_validator
 from pydantic_settings import BaseSettings
 
-from servescope.common.listen import parse_listen
-from servescope.common.settings_cli import area_config
+from servescope.common.listen import ListenSetting
+from servescope.common.settings_cli import area_config, setting
 from servescope.runbooks.actions.base import DEFAULT_EXPORTER_URL, RunContext
 from servescope.runbooks.actions.params import HttpUrl
 from servescope.runbooks.actions.trust import allow_entry
@@ -32,11 +32,11 @@ class FolderSettings(BaseSettings):
 
     model_config = area_config("runbook")
 
-    runbooks: Path | None = Field(
+    runbooks: Path | None = setting(
         None,
+        "--runbooks",
+        "Folder of <AlertName>.md runbooks. Empty: the runbooks shipped with servescope.",
         validation_alias=AliasChoices(ENV_RUNBOOKS),
-        json_schema_extra={"cli": "--runbooks"},
-        description="Folder of <AlertName>.md runbooks. Empty: the runbooks shipped with servescope.",
     )
 
     @field_validator("runbooks", mode="before")
@@ -60,54 +60,39 @@ class StepSettings(BaseSettings):
 
     model_config = area_config("runbook")
 
-    exporter_url: HttpUrl = Field(
-        DEFAULT_EXPORTER_URL,
-        json_schema_extra={"cli": "--exporter-url"},
-        description="The servescope exporter read actions ask.",
+    exporter_url: HttpUrl = setting(
+        DEFAULT_EXPORTER_URL, "--exporter-url", "The servescope exporter read actions ask."
     )
-    prometheus_url: HttpUrl | None = Field(
-        None, json_schema_extra={"cli": "--prometheus-url"}, description="Prometheus for promql steps."
+    prometheus_url: HttpUrl | None = setting(None, "--prometheus-url", "Prometheus for promql steps.")
+    alertmanager_url: HttpUrl | None = setting(
+        None, "--alertmanager-url", "Alertmanager for create_silence steps."
     )
-    alertmanager_url: HttpUrl | None = Field(
-        None,
-        json_schema_extra={"cli": "--alertmanager-url"},
-        description="Alertmanager for create_silence steps.",
+    kubectl: str = setting("kubectl", "--kubectl", "kubectl to run change steps with.")
+    dcgmi: str = setting("dcgmi", "--dcgmi", "dcgmi for dcgm_sample steps.")
+    timeout_seconds: float = setting(
+        10.0, "--timeout", "Seconds each request or command of a step may take (at most 600).", gt=0, le=600
     )
-    kubectl: str = Field(
-        "kubectl", json_schema_extra={"cli": "--kubectl"}, description="kubectl to run change steps with."
-    )
-    dcgmi: str = Field(
-        "dcgmi", json_schema_extra={"cli": "--dcgmi"}, description="dcgmi for dcgm_sample steps."
-    )
-    timeout_seconds: float = Field(
-        10.0,
-        gt=0,
-        le=600,
-        json_schema_extra={"cli": "--timeout"},
-        description="Seconds each request or command of a step may take (at most 600).",
-    )
-    exporter_per_instance: bool = Field(
+    exporter_per_instance: bool = setting(
         False,
-        json_schema_extra={"cli": "--exporter-per-instance"},
-        description="Ask the exporter named by the alert's `instance` label (host:port, on the "
-        "--exporter-url port) instead of --exporter-url: what a central runbook service in front of a "
-        "DaemonSet needs. Only an instance Prometheus scrapes as --exporter-job, or one --exporter-allow "
-        "names, is asked.",
+        "--exporter-per-instance",
+        "Ask the exporter named by the alert's `instance` label (host:port, on the --exporter-url port) "
+        "instead of --exporter-url: what a central runbook service in front of a DaemonSet needs. Only an "
+        "instance Prometheus scrapes as --exporter-job, or one --exporter-allow names, is asked.",
     )
-    exporter_job: str = Field(
+    exporter_job: str = setting(
         "servescope",
+        "--exporter-job",
+        "The job label Prometheus scrapes the exporters as: an `instance` among its targets (up{job=...}, "
+        "from --prometheus-url) may be asked by read steps.",
         min_length=1,
         max_length=200,
-        json_schema_extra={"cli": "--exporter-job"},
-        description="The job label Prometheus scrapes the exporters as: an `instance` among its targets "
-        "(up{job=...}, from --prometheus-url) may be asked by read steps.",
     )
-    exporter_allow: list[str] = Field(
+    exporter_allow: list[str] = setting(
         [],
-        json_schema_extra={"cli": "--exporter-allow"},
-        description="More instances read steps may ask, besides Prometheus' targets: a CIDR "
-        "(10.0.0.0/8) or a host pattern (*.nodes.example); repeat for more. Link-local and metadata "
-        "addresses are refused whatever this says.",
+        "--exporter-allow",
+        "More instances read steps may ask, besides Prometheus' targets: a CIDR (10.0.0.0/8) or a host "
+        "pattern (*.nodes.example); repeat for more. Link-local and metadata addresses are refused whatever "
+        "this says.",
     )
 
     @field_validator("exporter_allow")
@@ -125,31 +110,31 @@ class TokenSettings(BaseSettings):
 
     model_config = area_config("runbook")
 
-    token_file: Path | None = Field(
+    token_file: Path | None = setting(
         None,
-        json_schema_extra={"cli": "--token-file"},
-        description="File holding the bearer token change steps need (else --token; with neither, "
-        "change steps are refused).",
+        "--token-file",
+        "File holding the bearer token change steps need (else --token; with neither, change steps are "
+        "refused).",
     )
-    token: str | None = Field(
+    token: str | None = setting(
         None,
+        "--token",
+        "The bearer token change steps need, when there is no --token-file. Prefer the file or the "
+        "variable: a command line is visible to every user of the machine.",
         repr=False,
-        json_schema_extra={"cli": "--token"},
-        description="The bearer token change steps need, when there is no --token-file. Prefer the file "
-        "or the variable: a command line is visible to every user of the machine.",
     )
-    webhook_token_file: Path | None = Field(
+    webhook_token_file: Path | None = setting(
         None,
-        json_schema_extra={"cli": "--webhook-token-file"},
-        description="File holding the bearer token Alertmanager sends (else --webhook-token; with "
-        "neither, the webhook refuses every post).",
+        "--webhook-token-file",
+        "File holding the bearer token Alertmanager sends (else --webhook-token; with neither, the webhook "
+        "refuses every post).",
     )
-    webhook_token: str | None = Field(
+    webhook_token: str | None = setting(
         None,
+        "--webhook-token",
+        "The bearer token Alertmanager sends, when there is no --webhook-token-file.",
         repr=False,
         validation_alias=AliasChoices(ENV_WEBHOOK_TOKEN),
-        json_schema_extra={"cli": "--webhook-token"},
-        description="The bearer token Alertmanager sends, when there is no --webhook-token-file.",
     )
 
 
@@ -158,56 +143,52 @@ class ServiceSettings(BaseSettings):
 
     model_config = area_config("runbook")
 
-    listen: str = Field(
+    listen: ListenSetting = setting(
         "127.0.0.1:9110",
-        json_schema_extra={"cli": "--listen"},
-        description="HOST:PORT the runbook service serves on ([IPv6]:PORT, :PORT for all interfaces).",
+        "--listen",
+        "HOST:PORT the runbook service serves on ([IPv6]:PORT, :PORT for all interfaces).",
     )
-    audit_log: Path = Field(
-        Path(DEFAULT_AUDIT_LOG),
-        json_schema_extra={"cli": "--audit-log"},
-        description="JSON Lines file recording every change-step request.",
+    audit_log: Path = setting(
+        Path(DEFAULT_AUDIT_LOG), "--audit-log", "JSON Lines file recording every change-step request."
     )
-    incidents_db: Path = Field(
+    incidents_db: Path = setting(
         Path("servescope-incidents.sqlite"),
-        json_schema_extra={"cli": "--incidents-db"},
-        description="SQLite file (WAL) keeping incidents and their step outputs.",
+        "--incidents-db",
+        "SQLite file (WAL) keeping incidents and their step outputs.",
     )
 
-    trusted_proxy: list[str] = Field(
+    trusted_proxy: list[str] = setting(
         [],
-        json_schema_extra={"cli": "--trusted-proxy"},
-        description="IP address of a reverse proxy whose X-Forwarded-For names the client in the audit "
-        "log (repeat for more); from anyone else the header is ignored.",
+        "--trusted-proxy",
+        "IP address of a reverse proxy whose X-Forwarded-For names the client in the audit log (repeat for "
+        "more); from anyone else the header is ignored.",
     )
-    max_connections: int = Field(
+    max_connections: int = setting(
         200,
+        "--max-connections",
+        "Open connections at most; one more is closed at once, and past this many requests in flight the "
+        "answer is 503.",
         ge=1,
         le=10_000,
-        json_schema_extra={"cli": "--max-connections"},
-        description="Open connections at most; one more is closed at once, and past this many requests "
-        "in flight the answer is 503.",
     )
-    header_timeout_seconds: float = Field(
+    header_timeout_seconds: float = setting(
         10.0,
+        "--header-timeout",
+        "Seconds a client has to send a request's headers (and its body) before the connection is closed; "
+        "idle keep-alive connections are closed after 5 s.",
         gt=0,
         le=300,
-        json_schema_extra={"cli": "--header-timeout"},
-        description="Seconds a client has to send a request's headers (and its body) before the "
-        "connection is closed; idle keep-alive connections are closed after 5 s.",
     )
-    step_workers: int = Field(
+    step_workers: int = setting(
         8,
+        "--step-workers",
+        "Step runs from the pages at once, on threads of their own (4 times as many may wait; more are "
+        "answered 503): health and the webhook never wait behind them.",
         ge=1,
         le=64,
-        json_schema_extra={"cli": "--step-workers"},
-        description="Step runs from the pages at once, on threads of their own (4 times as many may "
-        "wait; more are answered 503): health and the webhook never wait behind them.",
     )
-    api_docs: bool = Field(
-        False,
-        json_schema_extra={"cli": "--api-docs"},
-        description="Serve /docs and /openapi.json (off: the API is described in docs/runbooks.md).",
+    api_docs: bool = setting(
+        False, "--api-docs", "Serve /docs and /openapi.json (off: the API is described in docs/runbooks.md)."
     )
 
     @field_validator("trusted_proxy")
@@ -215,12 +196,6 @@ class ServiceSettings(BaseSettings):
     def _addresses(cls, value: list[str]) -> list[str]:
         for item in value:
             ipaddress.ip_address(item)
-        return value
-
-    @field_validator("listen")
-    @classmethod
-    def _valid_listen(cls, value: str) -> str:
-        parse_listen(value)
         return value
 
 

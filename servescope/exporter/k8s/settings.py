@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field
 from pydantic_settings import BaseSettings
 
-from servescope.common.settings_cli import area_config
+from servescope.common.settings_cli import area_config, setting
 
 KUBELET_POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 
@@ -13,19 +12,19 @@ KUBELET_POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 class K8sSettings(BaseSettings):
     model_config = area_config("k8s")
 
-    pod_resources_socket: str = Field(
+    pod_resources_socket: str = setting(
         KUBELET_POD_RESOURCES_SOCKET,
-        json_schema_extra={"cli": "--pod-resources-socket"},
-        description="The kubelet's pod-resources gRPC socket: which pod and container holds each GPU "
+        "--pod-resources-socket",
+        "The kubelet's pod-resources gRPC socket: which pod and container holds each GPU "
         "(servescope_gpu_pod_info). Mount it read-only; absent at this default path, attribution is off "
         "(logged); absent at a path you set, the source reports `absent`.",
     )
-    pod_resources_interval_seconds: float = Field(
+    pod_resources_interval_seconds: float = setting(
         15.0,
+        "--pod-resources-interval",
+        "Seconds between two reads of the kubelet's pod-resources List.",
         ge=1,
         le=300,
-        json_schema_extra={"cli": "--pod-resources-interval"},
-        description="Seconds between two reads of the kubelet's pod-resources List.",
     )
 
     def socket_chosen(self) -> bool:
