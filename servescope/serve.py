@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 from pydantic import BaseModel
 from pydantic_settings import BaseSettings
 
 from servescope import __version__
-from servescope.common.listen import ListenError, bind, bound_address, parse_listen
+from servescope.common.listen import ListenAddress, ListenError, bind, bound_address, parse_listen
 from servescope.common.settings_cli import area_config, setting, settings_command, usage_error
 from servescope.exporter.k8s.settings import K8sSettings
 from servescope.exporter.settings import (
@@ -29,6 +29,9 @@ from servescope.exporter.settings import (
     Settings,
     VllmSettings,
 )
+
+if TYPE_CHECKING:
+    from servescope.exporter.runtime import Runtime
 
 
 class SimulationSettings(BaseSettings):
@@ -116,8 +119,6 @@ serve = settings_command(
 def run_server(settings: Settings, simulation: SimulationSettings) -> None:
     from servescope.common.http_server import BoundedServer, bounded_config
     from servescope.exporter.app import create_app
-    from servescope.exporter.dcgm.counters import CountersError
-    from servescope.exporter.runtime import build_runtime
 
     logging.basicConfig(
         level=settings.server.log_level.upper(),
@@ -131,18 +132,7 @@ def run_server(settings: Settings, simulation: SimulationSettings) -> None:
     except ListenError as exc:
         usage_error(str(exc), 1)
     address = bound_address(sock)
-    try:
-        if simulation.enabled:
-            from servescope.sim.wiring import SimulationError, simulated_runtime
-
-            try:
-                runtime = simulated_runtime(settings, simulation)
-            except SimulationError as exc:
-                usage_error(str(exc), 1)
-        else:
-            runtime = build_runtime(settings)
-    except CountersError as exc:
-        usage_error(str(exc), 1)
+    runtime = _runtime(settings, simulation)
     config = bounded_config(
         create_app(runtime, routers=_runbook_pages(), api_docs=settings.server.api_docs),
         log_level="warning",
@@ -151,17 +141,40 @@ def run_server(settings: Settings, simulation: SimulationSettings) -> None:
         # Nothing proxies a node's exporter: the peer's address is the client's, never a header's.
         proxy_headers=False,
     )
+    _announce(address, simulated=simulation.enabled)
+    BoundedServer(config).run(sockets=[sock])
+
+
+def _runtime(settings: Settings, simulation: SimulationSettings) -> Runtime:
+    """The real node's runtime, or with --simulate the simulator's (imported only then)."""
+    from servescope.exporter.dcgm.counters import CountersError
+    from servescope.exporter.runtime import build_runtime
+
+    try:
+        if not simulation.enabled:
+            return build_runtime(settings)
+        from servescope.sim.wiring import SimulationError, simulated_runtime
+
+        try:
+            return simulated_runtime(settings, simulation)
+        except SimulationError as exc:
+            usage_error(str(exc), 1)
+    except CountersError as exc:
+        usage_error(str(exc), 1)
+
+
+def _announce(address: ListenAddress, *, simulated: bool) -> None:
+    """Where the exporter serves, printed once it listens (an address a browser can open)."""
     shown = f"[{address.host}]" if ":" in address.host else address.host
     if shown in ("0.0.0.0", "[::]"):
         shown = "127.0.0.1"
-    mode = " (simulated fleet)" if simulation.enabled else ""
+    mode = " (simulated fleet)" if simulated else ""
     typer.echo(
         f"servescope {__version__} serving{mode} on {address}\n"
         f"  metrics:   http://{shown}:{address.port}/metrics\n"
         f"  readiness: http://{shown}:{address.port}/readyz"
     )
     sys.stdout.flush()
-    BoundedServer(config).run(sockets=[sock])
 
 
 def _runbook_pages() -> list[Any]:

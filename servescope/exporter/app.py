@@ -84,6 +84,12 @@ def create_app(
     app.include_router(nvlink_router(runtime.nvlinks))
     for router in routers:
         app.include_router(router)
+    _add_own_routes(app, runtime)
+    return app
+
+
+def _add_own_routes(app: FastAPI, runtime: Runtime) -> None:
+    """/metrics, the probes, the sources' report and the index page."""
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics(request: Request) -> Response:
@@ -120,5 +126,3 @@ def create_app(
     async def index() -> HTMLResponse:
         mode = "SIMULATED fleet: not real data." if runtime.simulated else "Real NVML."
         return HTMLResponse(_INDEX.format(version=__version__, mode=mode))
-
-    return app

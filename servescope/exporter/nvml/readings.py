@@ -66,6 +66,27 @@ class GpuReader:
 
     def read_gpu(self, gpu: Gpu, out: list[Sample]) -> None:
         g = gpu.labels
+        self._read_memory_and_utilization(gpu, out)
+        for spec, field, call in (
+            (c.TEMPERATURE, "temperature", self._lib.temperature_celsius),
+            (c.POWER, "power", self._lib.power_watts),
+            (c.POWER_LIMIT, "power_limit", self._lib.power_limit_watts),
+            (c.ENERGY, "energy", self._lib.energy_joules),
+            (c.PCIE_REPLAY, "pcie_replay", self._lib.pcie_replay_counter),
+        ):
+            value = self.read(gpu, field, call)
+            if value is not None:
+                out.append(Sample(spec, g, value))
+        link = self.read(gpu, "pcie_link", self._lib.pcie_link)
+        if link is not None:
+            out += pcie_link_samples(g, link)
+        self._read_clocks(gpu, out)
+        self._read_memory_health(gpu, out)
+        self._read_nvlinks(gpu, out)
+        self._read_processes(gpu, out)
+
+    def _read_memory_and_utilization(self, gpu: Gpu, out: list[Sample]) -> None:
+        g = gpu.labels
         mem = self._memory(gpu)
         if mem is not None:
             out += [
@@ -88,23 +109,6 @@ class GpuReader:
                 total=mem.total,
                 utilization=None if util is None else util[0],
             )
-        for spec, field, call in (
-            (c.TEMPERATURE, "temperature", self._lib.temperature_celsius),
-            (c.POWER, "power", self._lib.power_watts),
-            (c.POWER_LIMIT, "power_limit", self._lib.power_limit_watts),
-            (c.ENERGY, "energy", self._lib.energy_joules),
-            (c.PCIE_REPLAY, "pcie_replay", self._lib.pcie_replay_counter),
-        ):
-            value = self.read(gpu, field, call)
-            if value is not None:
-                out.append(Sample(spec, g, value))
-        link = self.read(gpu, "pcie_link", self._lib.pcie_link)
-        if link is not None:
-            out += pcie_link_samples(g, link)
-        self._read_clocks(gpu, out)
-        self._read_memory_health(gpu, out)
-        self._read_nvlinks(gpu, out)
-        self._read_processes(gpu, out)
 
     def _memory(self, gpu: Gpu) -> nv.MemoryInfo | None:
         if gpu.uuid not in self._v1_memory:
