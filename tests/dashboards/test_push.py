@@ -7,7 +7,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from typer.testing import CliRunner, Result
 
 from servescope.cli import app, register_subcommands
 from servescope.dashboards.build import write
+from tests.support.http_fakes import QuietHandler, loopback_http
 
 register_subcommands()  # the CLI imports subcommands when they run; these tests drive them directly
 
@@ -83,27 +84,13 @@ class FakeGrafana:
 
 
 def _handler(fake: FakeGrafana) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def _serve(self, method: str) -> None:
+    class Handler(QuietHandler):
+        def answer(self, method: str) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             body = json.loads(raw) if raw else None
             status, payload = fake.handle(method, self.path, self.headers.get("Authorization", ""), body)
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self) -> None:
-            self._serve("GET")
-
-        def do_POST(self) -> None:
-            self._serve("POST")
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
+            self.reply(status, json.dumps(payload).encode(), "application/json")
 
     return Handler
 
@@ -111,16 +98,9 @@ def _handler(fake: FakeGrafana) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture
 def grafana() -> Iterator[FakeGrafana]:
     fake = FakeGrafana()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
-    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with loopback_http(_handler(fake)) as url:
+        fake.url = url
         yield fake
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 def _dashboard(uid: str, title: str) -> dict[str, Any]:

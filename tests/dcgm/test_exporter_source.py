@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import http.server
-import threading
 from collections.abc import Iterator
 
 import pytest
@@ -13,6 +11,7 @@ from servescope.exporter.dcgm.counters import load_counters
 from servescope.exporter.dcgm.exporter_source import MAX_BYTES, DcgmExporterSource, read_exporter, to_samples
 from servescope.exporter.sources.base import SourceError
 from tests.helpers import SAMPLES, values
+from tests.support.http_fakes import QuietHandler, loopback_http
 
 MODERN = """# HELP DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL Total number of NVLink flow-control CRC errors.
 # TYPE DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL counter
@@ -54,29 +53,19 @@ def test_real_dcgm_exporter_2x_sample() -> None:
     assert len(found) == 8
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     body = b""
     status = 200
 
-    def do_GET(self) -> None:
-        self.send_response(self.status)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.end_headers()
-        self.wfile.write(self.body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+    def answer(self, method: str) -> None:
+        self.reply(self.status, self.body, "text/plain; version=0.0.4")
 
 
 @pytest.fixture
 def server() -> Iterator[tuple[str, type[_Handler]]]:
     handler = type("Handler", (_Handler,), {})
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/metrics", handler
-    httpd.shutdown()
-    httpd.server_close()
+    with loopback_http(handler) as base:
+        yield f"{base}/metrics", handler
 
 
 @pytest.mark.e2e

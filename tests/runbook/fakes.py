@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -18,6 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 
 from tests.support import Served, start_servescope, stop
+from tests.support.http_fakes import QuietHandler, loopback_http
 
 FRONT = """---
 alert: {alert}
@@ -93,36 +92,19 @@ Reply = Callable[[Recorded], tuple[int, Any]]
 def fake_http(reply: Reply) -> Iterator[FakeHttp]:
     holder: dict[str, FakeHttp] = {}
 
-    class Handler(BaseHTTPRequestHandler):
-        def _answer(self) -> None:
+    class Handler(QuietHandler):
+        def answer(self, method: str) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             parts = urlsplit(self.path)
             body = self.rfile.read(length)
-            request = Recorded(self.command, parts.path, parse_qs(parts.query), body, dict(self.headers))
+            request = Recorded(method, parts.path, parse_qs(parts.query), body, dict(self.headers))
             holder["fake"].requests.append(request)
             status, payload = reply(request)
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.reply(status, json.dumps(payload).encode(), "application/json")
 
-        do_GET = _answer  # noqa: N815 (http.server's names)
-        do_POST = _answer  # noqa: N815
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    holder["fake"] = FakeHttp(f"http://127.0.0.1:{server.server_address[1]}")
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with loopback_http(Handler) as base:
+        holder["fake"] = FakeHttp(base)
         yield holder["fake"]
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def start_simulated_exporter(*extra: str) -> Served:

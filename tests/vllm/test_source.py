@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import gzip
-import http.server
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,14 +16,15 @@ from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.scrape import Scraper
 from servescope.exporter.vllm.source import VllmSource
 from tests.helpers import SAMPLES, values
+from tests.support.http_fakes import QuietHandler, loopback_http
 
 GOOD = (SAMPLES / "vllm-0.32-cpu-idle.txt").read_bytes()
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
+class Handler(QuietHandler):
     protocol_version = "HTTP/1.1"
 
-    def do_GET(self) -> None:
+    def answer(self, method: str) -> None:
         path = self.path.strip("/").split("/")[0]
         if path == "slow":
             time.sleep(1.0)
@@ -67,25 +66,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         headers: dict[str, str] | None = None,
         content_type: str = "text/plain; version=0.0.4; charset=utf-8",
     ) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.reply(status, body, content_type, headers)
 
 
 @pytest.fixture(scope="module")
 def base() -> Iterator[str]:
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with loopback_http(Handler) as url:
+        yield url
 
 
 def refused_url() -> str:
