@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
+from servescope.runbooks.actions import ACTIONS, RunContext, StepResult
 from tests.support import Served, start_servescope, stop
 from tests.support.http_fakes import QuietHandler, loopback_http
 
@@ -66,6 +67,49 @@ def write_runbook(folder: Path, alert: str = "TestAlert", **kwargs: Any) -> Path
     path = folder / f"{alert}.md"
     path.write_text(runbook_text(alert, **kwargs), encoding="utf-8")
     return path
+
+
+VECTOR = {
+    "status": "success",
+    "data": {
+        "resultType": "vector",
+        "result": [{"metric": {"__name__": "up", "gpu": "0"}, "value": [1, "1"]}],
+    },
+}
+
+
+def go_unquote(literal: str) -> str:
+    """Decode a PromQL (Go) double-quoted literal; fails if a quote inside is not escaped."""
+    assert literal[0] == '"' and literal[-1] == '"'
+    out, i = [], 1
+    simple = {"\\": "\\", '"': '"', "n": "\n", "r": "\r", "t": "\t"}
+    while i < len(literal) - 1:
+        ch = literal[i]
+        assert ch != '"', f"unescaped quote at {i} in {literal!r}"
+        assert ch not in "\n\r\x00", f"raw control character at {i}"
+        if ch == "\\":
+            code = literal[i + 1]
+            if code == "u":
+                out.append(chr(int(literal[i + 2 : i + 6], 16)))
+                i += 6
+                continue
+            out.append(simple[code])
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def run(name: str, ctx: RunContext, **params: Any) -> StepResult:
+    """Run the registered action `name` with `params` validated as a runbook step's would be."""
+    action = ACTIONS[name]
+    return action.run(action.params.model_validate(params), ctx)
+
+
+def recorded(marker: Path) -> list[list[str]]:
+    """The argv lists the fake kubectl recorded in `marker`, in order."""
+    return [json.loads(line) for line in marker.read_text().splitlines()] if marker.exists() else []
 
 
 @dataclass

@@ -6,7 +6,6 @@ executed, and never when a read says it must not.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,8 @@ from pydantic import ValidationError
 
 from servescope.runbooks.actions import ACTIONS, RunContext, StepResult
 from servescope.runbooks.document import RunbookError, parse_runbook
-from tests.runbook.fakes import step, write_runbook
+from tests.runbook.fakes import recorded, step, write_runbook
+from tests.runbook.fakes import run as run_action
 from tests.runbook.kube_fakes import autoscaler, budget, deployment, fake_cluster_kubectl, listing, pod
 
 pytestmark = pytest.mark.e2e
@@ -27,12 +27,7 @@ PDB_GET = ["get", "poddisruptionbudgets.policy", "--namespace=serving", "--outpu
 
 
 def run(name: str, execute: bool, **params: Any) -> StepResult:
-    action = ACTIONS[name]
-    return action.run(action.params.model_validate(params), RunContext(execute=execute))
-
-
-def recorded(marker: Path) -> list[list[str]]:
-    return [json.loads(line) for line in marker.read_text().splitlines()] if marker.exists() else []
+    return run_action(name, RunContext(execute=execute), **params)
 
 
 def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **state: Any) -> Path:
