@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from typer.testing import CliRunner
 
-from servescope.cli import app, register_subcommands
-from servescope.runbooks.actions import RunContext
-from servescope.runbooks.document import ENV_RUNBOOKS, SHIPPED_RUNBOOKS, load_runbooks
-from servescope.runbooks.runner import run
+from servescope.cli import app
+from servescope.runbooks.document import ENV_RUNBOOKS, SHIPPED_RUNBOOKS
+from tests.runbook.cli_peers import invoke, label_args
 from tests.runbook.fakes import corpus, fake_http, fake_kubectl, step, write_runbook
 from tests.support import Served
-
-register_subcommands()  # the CLI imports subcommands when they run; these tests drive them directly
 
 REAL_RUNBOOKS = SHIPPED_RUNBOOKS
 
@@ -56,14 +51,6 @@ class Env:
     marker: Path
     exporter: str
     labels: dict[str, str]
-
-
-def invoke(*args: str) -> Any:
-    return CliRunner().invoke(app, ["runbook", *args], env={"COLUMNS": "200"})
-
-
-def label_args(labels: dict[str, str]) -> list[str]:
-    return [arg for k, v in labels.items() for arg in ("--label", f"{k}={v}")]
 
 
 @pytest.fixture(scope="module")
@@ -142,41 +129,41 @@ def test_show_prints_prose_and_steps_with_bound_params(env: Env) -> None:
 
 
 # --- run: usage errors exit 2 before anything is read ----------------------------------------------
+USAGE_ERRORS = [
+    (["run", "NoSuchAlert"], "no runbook for alert 'NoSuchAlert'"),
+    (["run", "TestAlert", "--step", "nope"], "TestAlert has no step 'nope' (steps: gpu-snapshot (read)"),
+    (
+        ["run", "TestAlert"],
+        "step gpu-snapshot: parameter 'gpu' takes the alert label 'gpu', which was not given",
+    ),
+    (
+        ["run", "TestAlert", "--label", "gpu=0", "--label", "uuid=GPU-1", "--label", "model_name=m;ls"],
+        "step engines: invalid parameter 'model_name' (from label 'model_name' = 'm;ls'): "
+        "expected a model name",
+    ),
+    (["run", "TestAlert", "--step", "cordon"], "parameter 'node' takes the alert label 'hostname'"),
+    (
+        ["run", "TestAlert", "--step", "scale", "--label", "deployment=../../etc/passwd"],
+        "invalid parameter 'deployment' (from label 'deployment' = '../../etc/passwd'): "
+        "expected a Kubernetes name",
+    ),
+    (["run", "TestAlert", "--execute"], "--execute acts on one change step: name it with --step ID"),
+    (["run", "TestAlert", "--label", "gpu"], "--label 'gpu': expected name=value"),
+    (["run", "TestAlert", "--label", "9x=1"], "--label '9x=1': expected name=value"),
+    (["run", "TestAlert", "--label", "gpu=0", "--label", "gpu=1"], "--label gpu: given twice"),
+    (
+        ["run", "TestAlert", "--exporter-url", "file:///etc/passwd"],
+        "invalid value for --exporter-url: expected an http:// or https:// URL, got 'file:///etc/passwd'",
+    ),
+    (
+        ["run", "TestAlert", "--timeout", "0"],
+        "invalid value for --timeout: Input should be greater than 0",
+    ),
+]
+
+
 @pytest.mark.e2e
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["run", "NoSuchAlert"], "no runbook for alert 'NoSuchAlert'"),
-        (["run", "TestAlert", "--step", "nope"], "TestAlert has no step 'nope' (steps: gpu-snapshot (read)"),
-        (
-            ["run", "TestAlert"],
-            "step gpu-snapshot: parameter 'gpu' takes the alert label 'gpu', which was not given",
-        ),
-        (
-            ["run", "TestAlert", "--label", "gpu=0", "--label", "uuid=GPU-1", "--label", "model_name=m;ls"],
-            "step engines: invalid parameter 'model_name' (from label 'model_name' = 'm;ls'): "
-            "expected a model name",
-        ),
-        (["run", "TestAlert", "--step", "cordon"], "parameter 'node' takes the alert label 'hostname'"),
-        (
-            ["run", "TestAlert", "--step", "scale", "--label", "deployment=../../etc/passwd"],
-            "invalid parameter 'deployment' (from label 'deployment' = '../../etc/passwd'): "
-            "expected a Kubernetes name",
-        ),
-        (["run", "TestAlert", "--execute"], "--execute acts on one change step: name it with --step ID"),
-        (["run", "TestAlert", "--label", "gpu"], "--label 'gpu': expected name=value"),
-        (["run", "TestAlert", "--label", "9x=1"], "--label '9x=1': expected name=value"),
-        (["run", "TestAlert", "--label", "gpu=0", "--label", "gpu=1"], "--label gpu: given twice"),
-        (
-            ["run", "TestAlert", "--exporter-url", "file:///etc/passwd"],
-            "invalid value for --exporter-url: expected an http:// or https:// URL, got 'file:///etc/passwd'",
-        ),
-        (
-            ["run", "TestAlert", "--timeout", "0"],
-            "invalid value for --timeout: Input should be greater than 0",
-        ),
-    ],
-)
+@pytest.mark.parametrize(("args", "message"), USAGE_ERRORS)
 def test_run_usage_errors_exit_2_and_read_nothing(tmp_path: Path, args: list[str], message: str) -> None:
     write_runbook(tmp_path, "TestAlert", steps=DIAGNOSIS, mitigation=MITIGATION)
     kubectl, marker = fake_kubectl(tmp_path)
@@ -293,53 +280,3 @@ def test_hostile_labels_are_refused_before_anything_runs(env: Env, tmp_path: Pat
                 assert f"from label '{label}'" in result.stderr or "expected name=value" in result.stderr
         assert not exporter.requests
     assert not env.marker.exists() and not sentinel.exists()
-
-
-# --- the real runbooks -------------------------------------------------------------------------
-@pytest.mark.e2e
-@pytest.mark.skipif(not REAL_RUNBOOKS.is_dir(), reason="no runbooks/ folder in this checkout yet")
-def test_every_read_step_of_the_real_runbooks_runs_green(
-    exporter: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Bound from labels as the simulated node's alerts would carry them; PromQL answered by a fake
-    Prometheus, dcgmi by the bundled fake (paced at 1 ms so `count: 5` takes no time)."""
-    monkeypatch.setenv("SERVESCOPE_FAKE_DCGMI_GPUS", "4")
-    dcgmi = tmp_path / "dcgmi"
-    dcgmi.write_text(
-        f"#!{sys.executable}\nimport sys\nfrom servescope.sim.fake_dcgmi import main\n"
-        "sys.exit(main(sys.argv[1:] + ['-d', '1']))\n"
-    )
-    dcgmi.chmod(0o755)
-    metrics = httpx.get(f"{exporter}/metrics").text
-    engine = next(line for line in metrics.splitlines() if line.startswith("servescope_engine_gpu_info{"))
-    endpoint = engine.split('endpoint="')[1].split('"')[0]
-    gpu = engine.split('gpu="')[1].split('"')[0]
-    uuid = engine.split('uuid="')[1].split('"')[0]
-    labels = {
-        "instance": exporter.removeprefix("http://"),
-        "job": "servescope",
-        "hostname": "vm",
-        "gpu": gpu,
-        "uuid": uuid,
-        "xid": "79",
-        "model_name": "deepseek-ai/DeepSeek-V3",
-        "engine": "0",
-        "endpoint": endpoint,
-        "source": "nvml",
-    }
-    found, errors = load_runbooks(REAL_RUNBOOKS)
-    assert not errors, errors
-    empty = {"status": "success", "data": {"resultType": "vector", "result": []}}
-    failures = []
-    with fake_http(lambda r: (200, empty)) as prometheus:
-        ctx = RunContext(exporter_url=exporter, prometheus_url=prometheus.base, dcgmi=str(dcgmi))
-        for runbook in found:
-            for result in run(runbook, labels, ctx).results:
-                if not result.ok:
-                    failures.append(f"{runbook.alert} {result.step}: {result.output[:300]}")
-    assert not failures, "\n".join(failures)
-    result = invoke(
-        "run", "ServescopeGpuSaturated", *label_args(labels), "--exporter-url", exporter, "--json"
-    )
-    assert result.exit_code in (0, 1), result.output  # promql steps fail here: no --prometheus-url
-    assert json.loads(result.stdout)["alert"] == "ServescopeGpuSaturated"
