@@ -164,14 +164,8 @@ def _stop(process: subprocess.Popen[str]) -> None:
         process.stdout.close()
 
 
-@pytest.fixture(scope="module")
-def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backends]:
-    prometheus = shutil.which("prometheus")
-    if prometheus is None:
-        pytest.fail("prometheus is needed: `make test` installs it")
-    folder = tmp_path_factory.mktemp("backends")
-    exporter, base = _serve(["servescope", "serve", "--simulate", "--hostname", "node-a"], ROOT)
-    port = base.rsplit(":", 1)[1]
+def _prometheus_scraping(prometheus: str, folder: Path, port: str) -> tuple[subprocess.Popen[str], str]:
+    """A real Prometheus scraping the exporter on `port` every second; its process and URL."""
     config = folder / "prometheus.yml"
     config.write_text(
         "global: {scrape_interval: 1s}\n"
@@ -190,7 +184,17 @@ def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backends]:
         stderr=subprocess.DEVNULL,
         text=True,
     )
-    prom_url = f"http://127.0.0.1:{prom_port}"
+    return prom, f"http://127.0.0.1:{prom_port}"
+
+
+@pytest.fixture(scope="module")
+def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backends]:
+    prometheus = shutil.which("prometheus")
+    if prometheus is None:
+        pytest.fail("prometheus is needed: `make test` installs it")
+    folder = tmp_path_factory.mktemp("backends")
+    exporter, base = _serve(["servescope", "serve", "--simulate", "--hostname", "node-a"], ROOT)
+    prom, prom_url = _prometheus_scraping(prometheus, folder, base.rsplit(":", 1)[1])
     cluster = {"pods": listing(pod("vllm-a", gpus=8)), "poddisruptionbudgets.policy": listing(budget(1))}
     kubectl, _, _ = fake_cluster_kubectl(folder, cluster)
     try:

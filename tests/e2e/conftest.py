@@ -7,14 +7,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support import Served, start_servescope, stop
+from tests.support import Served, servescope_serving
 
 
 @pytest.fixture(scope="session")
 def simulated() -> Iterator[Served]:
-    served = start_servescope("--simulate", "--seed", "1", "--hostname", "golden-node")
-    yield served
-    stop(served)
+    with servescope_serving("--simulate", "--seed", "1", "--hostname", "golden-node") as served:
+        yield served
 
 
 @pytest.fixture(scope="session")

@@ -10,18 +10,17 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.support import Served, start_servescope, stop
+from tests.support import Served, servescope_serving
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
 def with_engines() -> Iterator[Served]:
-    served = start_servescope(
+    with servescope_serving(
         "--simulate", "--gpus", "4", "--engines", "2", "--vllm-interval", "1", "--hostname", "sim-node"
-    )
-    yield served
-    stop(served)
+    ) as served:
+        yield served
 
 
 def joined_exposition(base: str) -> str:

@@ -7,15 +7,16 @@ the browser Playwright would download is not used.
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import httpx
 import pytest
 
-from tests.support import SERVESCOPE, Served, start_child, start_servescope, stop
+from tests.runbook.webhook.peers import alert, payload
+from tests.support import SERVESCOPE, Served, servescope_serving, start_child, stop, wait_for
 
 LISTENING = r"servescope runbook server on 127\.0\.0\.1:(\d+)"
 
@@ -33,11 +34,10 @@ def _chromium() -> str:
 
 @pytest.fixture(scope="module")
 def exporter() -> Iterator[Served]:
-    served = start_servescope(
+    with servescope_serving(
         "--simulate", "--gpus", "2", "--engines", "1", "--seed", "5", "--derived-interval", "1"
-    )
-    yield served
-    stop(served)
+    ) as served:
+        yield served
 
 
 WEBHOOK_TOKEN = "webhook-test-token"
@@ -122,41 +122,20 @@ def test_alertmanager_webhook_makes_an_incident_shown_on_the_runbook_page(
         "gpu": "0",
         "uuid": uuid,
     }
-    alert = {
-        "status": "firing",
-        "labels": labels,
-        "annotations": {"summary": "GPU memory grows steadily while the load is flat."},
-        "startsAt": "2026-11-29T10:00:00Z",
-        "endsAt": "0001-01-01T00:00:00Z",
-        "generatorURL": "http://prometheus/graph",
-        "fingerprint": "a1b2c3d4e5f60718",
-    }
-    payload = {
-        "version": "4",
-        "groupKey": '{}:{alertname="ServescopeGpuMemoryLeakSuspected"}',
-        "truncatedAlerts": 0,
-        "status": "firing",
-        "receiver": "servescope-runbooks",
-        "groupLabels": {"alertname": labels["alertname"]},
-        "commonLabels": labels,
-        "commonAnnotations": {},
-        "externalURL": "http://alertmanager",
-        "alerts": [alert],
-    }
+    body = payload(alert(starts_at="2026-11-29T10:00:00Z", **labels))
     url = f"{runbook_server}/alertmanager/webhook"
-    assert httpx.post(url, json=payload).status_code == 401
+    assert httpx.post(url, json=body).status_code == 401
     headers = {"Authorization": f"Bearer {WEBHOOK_TOKEN}"}
-    assert httpx.post(url, json=payload, headers=headers).status_code == 200
-    assert httpx.post(url, json=payload, headers=headers).status_code == 200  # Alertmanager re-sends
+    assert httpx.post(url, json=body, headers=headers).status_code == 200
+    assert httpx.post(url, json=body, headers=headers).status_code == 200  # Alertmanager re-sends
     incidents = httpx.get(f"{runbook_server}/incidents").json()
     (incident,) = [i for i in incidents if i["alertname"] == labels["alertname"]]
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        detail = httpx.get(f"{runbook_server}/incidents/{incident['id']}").json()
-        if detail.get("steps"):
-            break
-        time.sleep(0.5)
-    assert detail["steps"], "the read steps of the firing alert never ran"
+
+    def steps_ran() -> dict[str, Any] | None:
+        detail: dict[str, Any] = httpx.get(f"{runbook_server}/incidents/{incident['id']}").json()
+        return detail if detail.get("steps") else None
+
+    detail = wait_for("the read steps of the firing alert", steps_ran, 30, every=0.5)
     assert any(step["ok"] for step in detail["steps"])
     page = httpx.get(f"{runbook_server}/runbooks/ServescopeGpuMemoryLeakSuspected", params=labels).text
     assert f"/incidents/{incident['id']}" in page

@@ -16,7 +16,7 @@ from servescope.runbooks.audit import AuditLog, fingerprint
 from servescope.runbooks.document import load_runbooks, runbooks_dir
 from servescope.runbooks.markdown import markdown
 from servescope.runbooks.server import create_runbook_app, runbook_router
-from tests.support import Served, start_servescope, stop
+from tests.support import Served, servescope_serving
 
 from .fakes import corpus, fake_kubectl, step, write_runbook
 
@@ -34,9 +34,8 @@ READ = step("snapshot", "read", "gpu_snapshot", 'gpu: "{{ labels.gpu }}"', title
 
 @pytest.fixture(scope="module")
 def exporter() -> Iterator[Served]:
-    served = start_servescope("--simulate", "--gpus", "2", "--engines", "1", "--seed", "3")
-    yield served
-    stop(served)
+    with servescope_serving("--simulate", "--gpus", "2", "--engines", "1", "--seed", "3") as served:
+        yield served
 
 
 @pytest.fixture

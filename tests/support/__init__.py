@@ -4,7 +4,7 @@ it answers, stopped for sure), the real exporter on a free port, free ports, and
 from __future__ import annotations
 
 from servescope.common.processes import Child, ChildFailedError, free_port
-from tests.support.servers import SERVESCOPE, Served, start_child, start_servescope, stop
+from tests.support.servers import SERVESCOPE, Served, servescope_serving, start_child, start_servescope, stop
 from tests.support.waiting import wait_for
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "ChildFailedError",
     "Served",
     "free_port",
+    "servescope_serving",
     "start_child",
     "start_servescope",
     "stop",

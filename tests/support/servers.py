@@ -6,6 +6,8 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +57,16 @@ def start_servescope(*args: str, timeout: float = 15.0) -> Served:
     """`servescope serve --listen 127.0.0.1:0 ARGS`, once /readyz answers 200."""
     argv = [SERVESCOPE, "serve", "--listen", "127.0.0.1:0", *args]
     return start_child("servescope", argv, LISTENING, timeout, ready="/readyz")
+
+
+@contextmanager
+def servescope_serving(*args: str, timeout: float = 15.0) -> Iterator[Served]:
+    """`start_servescope(ARGS)` for the length of a `with`: stopped on the way out, also on failure."""
+    served = start_servescope(*args, timeout=timeout)
+    try:
+        yield served
+    finally:
+        stop(served)
 
 
 def stop(served: Served) -> None:

@@ -59,25 +59,30 @@ def test_firing_then_duplicate_then_resolved(
     assert len(store.list()) == 1
     assert metric(http, "servescope_webhook_dedup_hits_total") == 1
 
+    assert_resolved(http, store, incident["id"])
+    assert metric(http, 'servescope_webhook_requests_total{outcome="ok"}') == 3
+    assert metric(http, 'servescope_runbook_step_runs_total{outcome="ok"}') == 2
+    assert metric(http, "servescope_webhook_queue_depth") == 0
+    assert http.get("/incidents/999").status_code == 404
+
+
+def assert_resolved(http: TestClient, store: IncidentStore, incident_id: int) -> None:
+    """Alertmanager's resolved notice closes the incident, which is then listed as resolved."""
     resolved = post(http, payload(alert("resolved"), status="resolved"))
     assert resolved.json() == {"received": 1, "new": 1, "duplicates": 0, "queued": 0}
     [done] = store.list()
     assert done["status"] == "resolved" and done["ends_at"] == "2025-03-01T10:30:00Z"
     assert store.list(status="firing") == []
-    assert http.get("/incidents", params={"status": "resolved"}).json()[0]["id"] == incident["id"]
+    assert http.get("/incidents", params={"status": "resolved"}).json()[0]["id"] == incident_id
     assert store.latest("TestAlert") == [
         {
-            "id": incident["id"],
+            "id": incident_id,
             "status": "resolved",
             "starts_at": "2025-03-01T10:00:00.123Z",
             "labels": done["labels"],
-            "url": f"/incidents/{incident['id']}",
+            "url": f"/incidents/{incident_id}",
         }
     ]
-    assert metric(http, 'servescope_webhook_requests_total{outcome="ok"}') == 3
-    assert metric(http, 'servescope_runbook_step_runs_total{outcome="ok"}') == 2
-    assert metric(http, "servescope_webhook_queue_depth") == 0
-    assert http.get("/incidents/999").status_code == 404
 
 
 def test_incident_pages_are_served_in_the_runbook_pages_shell(
