@@ -11,7 +11,7 @@ import typer
 
 from servescope.runbooks.binding import render
 from servescope.runbooks.document import Runbook, RunbookError, Step
-from servescope.runbooks.runner import ParamError, Report, bind_step
+from servescope.runbooks.runner import Report, preview
 
 
 def print_list(found: list[Runbook], errors: list[RunbookError]) -> None:
@@ -28,17 +28,13 @@ def print_list(found: list[Runbook], errors: list[RunbookError]) -> None:
 def step_line(step: Step, labels: dict[str, str]) -> tuple[str, bool]:
     """`[kind] id: title` and its bound call; False when a given label is invalid for it."""
     head = f"  [{step.kind}] {step.id}: {step.title}"
-    missing = [name for name in step.labels if name not in labels]
-    if missing:
-        args = ", ".join(f"{k}={render(v)}" for k, v in step.params.items())
-        need = " ".join(f"--label {m}=..." for m in missing)
-        return f"{head}\n      {step.action}({args})   # needs {need}", True
-    try:
-        bound = bind_step(step, labels)
-    except ParamError as exc:
-        return f"{head}\n      ! {exc}", False
-    args = ", ".join(f"{k}={v!r}" for k, v in bound.params.model_dump(exclude_unset=True).items())
-    return f"{head}\n      {step.action}({args})", True
+    call = preview(step, labels)
+    if call.missing:
+        need = " ".join(f"--label {m}=..." for m in call.missing)
+        return f"{head}\n      {call.written()}   # needs {need}", True
+    if call.params is None:
+        return f"{head}\n      ! {call.error}", False
+    return f"{head}\n      {call.bound(call.params.model_dump(exclude_unset=True))}", True
 
 
 def _print_steps(steps: list[Step], labels: dict[str, str]) -> bool:

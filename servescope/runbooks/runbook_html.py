@@ -6,10 +6,9 @@ import json
 from typing import Any
 from urllib.parse import quote
 
-from servescope.runbooks.binding import render
 from servescope.runbooks.document import Runbook, RunbookError, Step
 from servescope.runbooks.markdown import markdown
-from servescope.runbooks.runner import ParamError, bind_step
+from servescope.runbooks.runner import preview
 from servescope.runbooks.shell import RUNBOOK_SCRIPT, esc
 
 
@@ -33,17 +32,13 @@ def index_html(found: list[Runbook], errors: list[RunbookError]) -> str:
 
 def _call_text(step: Step, labels: dict[str, str]) -> tuple[str, bool]:
     """The step's call as text with its parameters bound (True), or as written and why not (False)."""
-    missing = [name for name in step.labels if name not in labels]
-    if missing:
-        args = ", ".join(f"{k}={render(v)}" for k, v in step.params.items())
-        names = ", ".join(f"'{m}'" for m in missing)
-        return f"{step.action}({args})\nneeds the alert label(s) {names}, not given", False
-    try:
-        bound = bind_step(step, labels)
-    except ParamError as exc:
-        return str(exc), False
-    values = bound.params.model_dump(mode="json")
-    return f"{step.action}({', '.join(f'{k}={v!r}' for k, v in values.items())})", True
+    call = preview(step, labels)
+    if call.missing:
+        names = ", ".join(f"'{m}'" for m in call.missing)
+        return f"{call.written()}\nneeds the alert label(s) {names}, not given", False
+    if call.params is None:
+        return call.error, False
+    return call.bound(call.params.model_dump(mode="json")), True
 
 
 def _bound_call(step: Step, labels: dict[str, str]) -> str:

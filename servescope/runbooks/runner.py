@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from servescope.runbooks.actions import ACTIONS, Action, Params, RunContext, StepResult
-from servescope.runbooks.binding import BindingError, Template, bind
+from servescope.runbooks.binding import BindingError, Template, bind, render
 from servescope.runbooks.document import Runbook, Step
 
 
@@ -72,6 +72,36 @@ def bind_step(step: Step, labels: Mapping[str, str]) -> Bound:
     except ValidationError as exc:
         raise ParamError(describe(step, exc, values)) from None
     return Bound(step, action, params)
+
+
+@dataclass(frozen=True)
+class CallPreview:
+    """A step's call as shown before it runs: bound to the labels, or as written and why not."""
+
+    step: Step
+    missing: tuple[str, ...] = ()
+    params: Params | None = None
+    error: str = ""
+
+    def written(self) -> str:
+        """The call with its templates as the runbook writes them."""
+        args = ", ".join(f"{k}={render(v)}" for k, v in self.step.params.items())
+        return f"{self.step.action}({args})"
+
+    def bound(self, values: Mapping[str, Any]) -> str:
+        """The call with these bound values."""
+        return f"{self.step.action}({', '.join(f'{k}={v!r}' for k, v in values.items())})"
+
+
+def preview(step: Step, labels: Mapping[str, str]) -> CallPreview:
+    """The labels the step needs and lacks, else its bound parameters, else why a label is invalid."""
+    missing = tuple(name for name in step.labels if name not in labels)
+    if missing:
+        return CallPreview(step, missing=missing)
+    try:
+        return CallPreview(step, params=bind_step(step, labels).params)
+    except ParamError as exc:
+        return CallPreview(step, error=str(exc))
 
 
 def run_bound(bound: Bound, ctx: RunContext) -> StepResult:
