@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import platform
 import sys
 from typing import Annotated
@@ -20,95 +21,34 @@ app = typer.Typer(
 )
 
 
-def _alerts() -> None:
-    from servescope.alerts.cli import app as alerts_app
-
-    app.add_typer(alerts_app, name="alerts")
-
-
-def _dashboards() -> None:
-    from servescope.dashboards.cli import app as dashboards_app
-
-    app.add_typer(dashboards_app, name="dashboards")
-
-
-def _dcgm() -> None:
-    from servescope.exporter.dcgm.cli import app as dcgm_app
-
-    app.add_typer(dcgm_app, name="dcgm")
-
-
-def _vllm() -> None:
-    from servescope.exporter.vllm.cli import app as vllm_app
-
-    app.add_typer(vllm_app, name="vllm")
-
-
-def _advise() -> None:
-    from servescope.advisor.cli import app as advise_app
-
-    app.add_typer(advise_app, name="advise")
-
-
-def _runbook() -> None:
-    from servescope.runbooks.cli import app as runbook_app
-
-    app.add_typer(runbook_app, name="runbook")
-
-
-def _runbook_server() -> None:
-    from servescope.runbooks.server_cli import server_command
-
-    app.command("runbook-server")(server_command)
-
-
-def _demo() -> None:
-    from servescope.demo.cli import demo
-
-    app.command("demo")(demo)
-
-
-def _serve() -> None:
-    from servescope.serve import serve
-
-    app.command("serve")(serve)
-
-
-def _sim() -> None:
-    from servescope.sim.cli import app as sim_app
-
-    app.add_typer(sim_app, name="sim")
-
-
-def _deploy() -> None:
-    from servescope.deploy.cli import app as deploy_app
-
-    app.add_typer(deploy_app, name="deploy")
-
-
 # Subcommands are imported only when they run: `serve`, the long-running one, then does not carry the
 # alert, dashboard, deploy and demo code (about 5 MiB of resident memory per exporter).
-SUBCOMMANDS = {
-    "serve": _serve,
-    "dcgm": _dcgm,
-    "vllm": _vllm,
-    "advise": _advise,
-    "alerts": _alerts,
-    "dashboards": _dashboards,
-    "runbook": _runbook,
-    "runbook-server": _runbook_server,
-    "demo": _demo,
-    "deploy": _deploy,
-    "sim": _sim,
+# name -> (module, attribute): a Typer is added as a group of commands, a function as one command.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("servescope.serve", "serve"),
+    "dcgm": ("servescope.exporter.dcgm.cli", "app"),
+    "vllm": ("servescope.exporter.vllm.cli", "app"),
+    "advise": ("servescope.advisor.cli", "app"),
+    "alerts": ("servescope.alerts.cli", "app"),
+    "dashboards": ("servescope.dashboards.cli", "app"),
+    "runbook": ("servescope.runbooks.cli", "app"),
+    "runbook-server": ("servescope.runbooks.server_cli", "server_command"),
+    "demo": ("servescope.demo.cli", "demo"),
+    "deploy": ("servescope.deploy.cli", "app"),
+    "sim": ("servescope.sim.cli", "app"),
 }
 _registered: set[str] = set()
 
 
 def register_subcommands(only: str | None = None) -> None:
     """Add the subcommand `only` to the app, or every subcommand (for --help and for tests)."""
-    for name, register in SUBCOMMANDS.items():
+    for name, (module, attribute) in SUBCOMMANDS.items():
         if (only is None or name == only) and name not in _registered:
-            register()
+            found = getattr(importlib.import_module(module), attribute)
+            if isinstance(found, typer.Typer):
+                app.add_typer(found, name=name)
+            else:
+                app.command(name)(found)
             _registered.add(name)
 
 

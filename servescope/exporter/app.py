@@ -7,9 +7,9 @@ from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from servescope import __version__
+from servescope.common.head import HeadAsGet
 from servescope.exporter.exposition import CONTENT_TYPE
 from servescope.exporter.memory_api import MemoryApi
 from servescope.exporter.nvlink_api import nvlink_router
@@ -25,25 +25,6 @@ _INDEX = """<!doctype html><html><head><meta charset="utf-8"><title>servescope</
 <code>/api/v1/gpus/0/memory?window=10m</code> (1 s samples) and
 <a href="/api/v1/gpus/0/memory.svg">/api/v1/gpus/0/memory.svg</a> (the curve)</li>
 </ul></body></html>"""
-
-
-class HeadAsGet:
-    """HEAD answered wherever GET is: the GET route runs, its headers are sent, its body is not."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self._app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "HEAD":
-            await self._app(scope, receive, send)
-            return
-
-        async def headers_only(message: Message) -> None:
-            if message["type"] == "http.response.body":
-                message = {**message, "body": b"", "more_body": message.get("more_body", False)}
-            await send(message)
-
-        await self._app({**scope, "method": "GET"}, receive, headers_only)
 
 
 def create_app(

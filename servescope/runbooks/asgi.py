@@ -1,8 +1,7 @@
-"""The runbook service's ASGI wrappers: a body limit decided before the body is read, HEAD as GET.
+"""The runbook service's ASGI wrapper: a body limit decided before the body is read.
 
 `BodyLimit` answers 413 to a request whose Content-Length is over its route's limit without reading a
-byte of it; a body without a length (chunked) is capped while it is read, by `read_body`. `HeadAsGet`
-answers HEAD wherever GET is served: the GET's status and headers, no body.
+byte of it; a body without a length (chunked) is capped while it is read, by `read_body`.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from collections.abc import Callable
 
 import anyio
 from starlette.requests import Request
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 DEFAULT_BODY_LIMIT = 65_536  # a step run's JSON: 64 labels of at most 1 KiB each fit
 WEBHOOK_BODY_LIMIT = 1_048_576
@@ -92,22 +91,3 @@ class BodyLimit:
                     await _answer(send, 413, f"request body over the limit of {limit} bytes")
                     return
         await self.app(scope, receive, send)
-
-
-class HeadAsGet:
-    """HEAD served as GET, with the body dropped (its Content-Length kept)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "HEAD":
-            await self.app(scope, receive, send)
-            return
-
-        async def without_body(message: Message) -> None:
-            if message["type"] == "http.response.body":
-                message = {**message, "body": b""}
-            await send(message)
-
-        await self.app({**scope, "method": "GET"}, receive, without_body)

@@ -15,8 +15,9 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp
 
+from servescope.common.head import HeadAsGet
 from servescope.runbooks.actions import RunContext
-from servescope.runbooks.asgi import DEFAULT_BODY_LIMIT, WEBHOOK_BODY_LIMIT, BodyLimit, HeadAsGet
+from servescope.runbooks.asgi import DEFAULT_BODY_LIMIT, WEBHOOK_BODY_LIMIT, BodyLimit
 from servescope.runbooks.audit import DEFAULT_AUDIT_LOG, AuditLog
 from servescope.runbooks.document import UnknownAlertError, runbooks_dir
 from servescope.runbooks.runbook_routes import ContextFactory, Incidents, Pages, add_page_routes
