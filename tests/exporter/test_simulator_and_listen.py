@@ -63,15 +63,15 @@ def test_memory_leak_grows_until_the_engine_dies_of_oom() -> None:
     assert gpu.used_bytes == gpu.model.reserved_bytes
 
 
-@pytest.mark.parametrize(
-    ("text", "address"),
-    [
-        ("127.0.0.1:9108", ListenAddress("127.0.0.1", 9108)),
-        (":9108", ListenAddress("0.0.0.0", 9108)),
-        ("[::]:9108", ListenAddress("::", 9108)),
-        ("localhost:0", ListenAddress("localhost", 0)),
-    ],
-)
+LISTEN_ADDRESSES = [
+    ("127.0.0.1:9108", ListenAddress("127.0.0.1", 9108)),
+    (":9108", ListenAddress("0.0.0.0", 9108)),
+    ("[::]:9108", ListenAddress("::", 9108)),
+    ("localhost:0", ListenAddress("localhost", 0)),
+]
+
+
+@pytest.mark.parametrize(("text", "address"), LISTEN_ADDRESSES)
 def test_parse_listen(text: str, address: ListenAddress) -> None:
     assert parse_listen(text) == address
 

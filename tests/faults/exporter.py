@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import subprocess
 import time
@@ -15,19 +14,7 @@ from pathlib import Path
 import httpx
 
 from tests.support import SERVESCOPE
-
-
-def announced_base(process: subprocess.Popen[str], deadline: float) -> str | None:
-    """The base URL `serve` prints on its stdout once it listens; None if it never does by `deadline`."""
-    assert process.stdout is not None
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            return None
-        found = re.search(r"serving.* on 127\.0\.0\.1:(\d+)", line)
-        if found:
-            return f"http://127.0.0.1:{found.group(1)}"
-    return None
+from tests.support.servers import LISTENING, announced_base
 
 
 @dataclass
@@ -74,7 +61,7 @@ def exporter(*args: str, log: Path, env: dict[str, str] | None = None) -> Iterat
 
 
 def _base_url(process: subprocess.Popen[str], log: Path) -> str:
-    base = announced_base(process, time.monotonic() + 20)
+    base = announced_base(process, LISTENING, time.monotonic() + 20)
     if base is None:
         raise AssertionError(f"servescope did not start: {log.read_text()[-2000:]}")
     return base

@@ -22,6 +22,7 @@ import httpx
 
 from tests.runbook.fakes import step, write_runbook
 from tests.support import SERVESCOPE
+from tests.support.servers import RUNBOOK_LISTENING, announced_base
 
 ALERT = "FaultAlert"
 TOKEN = "change-token-for-faults"
@@ -67,19 +68,6 @@ def secret(path: Path, text: str, mode: int = 0o600) -> Path:
     return path
 
 
-def _read_banner(process: subprocess.Popen[str], timeout: float) -> str | None:
-    assert process.stdout is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            return None
-        found = re.search(r"servescope runbook server on 127\.0\.0\.1:(\d+)", line)
-        if found:
-            return f"http://127.0.0.1:{found.group(1)}"
-    return None
-
-
 @contextmanager
 def runbook_server(
     folder: Path, *args: str, kubectl: Path | None = None, token_mode: int = 0o600
@@ -103,7 +91,7 @@ def runbook_server(
         cwd=folder,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    base = _read_banner(process, 20)
+    base = announced_base(process, RUNBOOK_LISTENING, time.monotonic() + 20)
     if base is None:
         process.kill()
         raise AssertionError(f"the runbook server did not start: {process.communicate()[1]}")

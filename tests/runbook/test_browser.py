@@ -17,8 +17,7 @@ import pytest
 
 from tests.runbook.webhook.peers import alert, payload
 from tests.support import SERVESCOPE, Served, servescope_serving, start_child, stop, wait_for
-
-LISTENING = r"servescope runbook server on 127\.0\.0\.1:(\d+)"
+from tests.support.servers import RUNBOOK_LISTENING
 
 pytestmark = pytest.mark.e2e
 ALERT = "ServescopeGpuMemoryLeakSuspected"
@@ -60,7 +59,7 @@ def runbook_server(exporter: Served, tmp_path_factory: pytest.TempPathFactory) -
         "--webhook-token-file",
         str(folder / "webhook-token"),
     ]
-    served = start_child("runbook-server", argv, LISTENING, 20, cwd=folder)
+    served = start_child("runbook-server", argv, RUNBOOK_LISTENING, 20, cwd=folder)
     try:
         yield served.base
     finally:

@@ -139,15 +139,15 @@ def test_the_change_token_file_wins_over_the_token(tmp_path: Path, monkeypatch: 
     assert change_token(TokenSettings()) is None
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--token-file", "{tmp}/missing"], "--token-file {tmp}/missing: cannot read"),
-        (["--webhook-token-file", "{tmp}/empty"], "--webhook-token-file {tmp}/empty: the file is empty"),
-        (["--listen", "nonsense"], "invalid value for --listen: "),
-        (["--runbooks", "{tmp}/missing"], "invalid value for --runbooks: {tmp}/missing: not a folder"),
-    ],
-)
+BAD_OPTIONS = [
+    (["--token-file", "{tmp}/missing"], "--token-file {tmp}/missing: cannot read"),
+    (["--webhook-token-file", "{tmp}/empty"], "--webhook-token-file {tmp}/empty: the file is empty"),
+    (["--listen", "nonsense"], "invalid value for --listen: "),
+    (["--runbooks", "{tmp}/missing"], "invalid value for --runbooks: {tmp}/missing: not a folder"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_OPTIONS)
 def test_runbook_server_usage_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
     (tmp_path / "empty").write_text("")
     (tmp_path / "empty").chmod(0o600)

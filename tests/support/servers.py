@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,6 +18,7 @@ from servescope.common.processes import Child, ChildFailedError
 
 SERVESCOPE = str(Path(sys.executable).with_name("servescope"))
 LISTENING = r"serving.* on 127\.0\.0\.1:(\d+)"
+RUNBOOK_LISTENING = r"servescope runbook server on 127\.0\.0\.1:(\d+)"
 STOP_GRACE_SECONDS = 10.0
 
 
@@ -25,6 +29,20 @@ class Served:
 
     def log(self) -> str:
         return self.child.log_path.read_text(errors="replace")
+
+
+def announced_base(process: subprocess.Popen[str], listening: str, deadline: float) -> str | None:
+    """The base URL of the first stdout line matching `listening` (its group 1 the port); None when
+    the process ends or `deadline` (monotonic) passes first."""
+    assert process.stdout is not None
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            return None
+        found = re.search(listening, line)
+        if found:
+            return f"http://127.0.0.1:{found.group(1)}"
+    return None
 
 
 def start_child(
