@@ -10,13 +10,20 @@ from typing import Any
 
 from servescope import catalog as c
 from servescope.catalog import derived as d
-from servescope.dashboards.common import ALERTS, ENGINE, heatmap, m, make_dashboard, ts
+from servescope.dashboards.common import (
+    ALERTS,
+    ENGINE,
+    ENGINE_LEGEND,
+    heatmap,
+    m,
+    make_dashboard,
+    ts,
+)
 from servescope.exporter.settings import DerivedSettings
 
 RATE = "[$__rate_interval]"
 # One engine: endpoints are node-local URLs (127.0.0.1:8000 on every node), so instance keeps them apart.
 BY_ENGINE = "instance, model_name, engine, endpoint"
-ENGINE_LEGEND = "{{model_name}} {{instance}} {{endpoint}} [{{engine}}]"
 STEPS = c.ITERATION_TOKENS.name
 # vLLM does not export max_num_seqs; the advisor steps from this setting (--advisor-max-num-seqs).
 CONFIGURED_MAX_NUM_SEQS = DerivedSettings.model_fields["advisor_max_num_seqs"].default

@@ -44,6 +44,24 @@ def m(metric: str, *matchers: str) -> str:
     return f"{metric}{{{inner}}}" if inner else metric
 
 
+# The legends of per-GPU and per-engine series.
+ON_GPU = "{{hostname}} GPU {{gpu}}"
+ENGINE_LEGEND = "{{model_name}} {{instance}} {{endpoint}} [{{engine}}]"
+
+
+def per_gpu(*metrics: str, legends: Sequence[str] = ("",)) -> list[tuple[str, str]]:
+    """One target per metric on the selected GPUs, legended by host and GPU (and its word in `legends`)."""
+    return [
+        (m(metric, GPU), f"{ON_GPU} {legend}" if legend else ON_GPU)
+        for metric, legend in zip(metrics, legends, strict=True)
+    ]
+
+
+def per_engine(metric: str) -> list[tuple[str, str]]:
+    """The metric of the selected engines, one series an engine."""
+    return [(m(metric, ENGINE), ENGINE_LEGEND)]
+
+
 @dataclass
 class Panel:
     """A panel before layout: what grafanalib needs, plus the width it wants."""
@@ -66,6 +84,11 @@ def ts(title: str, targets: Sequence[tuple[str, str]], unit: str, **kwargs: Any)
 
 def stat(title: str, targets: Sequence[tuple[str, str]], unit: str, **kwargs: Any) -> Panel:
     return Panel("stat", title, list(targets), unit, instant=True, **kwargs)
+
+
+def count_stat(title: str, count: str, legend: str, *, alarm: bool = True, **kwargs: Any) -> Panel:
+    """A stat of a count that reads 0, not "no data", when nothing matches; red from 1 when `alarm`."""
+    return stat(title, [(f"{count} or vector(0)", legend)], "none", thresholds=[1] if alarm else [], **kwargs)
 
 
 def heatmap(title: str, expr: str, unit: str, *, legend: str = "{{le}}", **kwargs: Any) -> Panel:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from servescope.dashboards.common import ALERTS, GPU, m, make_dashboard, stat, ts
+from servescope.dashboards.common import ALERTS, GPU, ON_GPU, count_stat, m, make_dashboard, per_gpu, stat, ts
 
 RATE = "[$__rate_interval]"
-ON_GPU = "{{hostname}} GPU {{gpu}}"
 ECC = "servescope_gpu_ecc_errors_total"
 NOT_IDLE = 'reason!="gpu_idle"'  # an idle GPU's clocks are down, but it is not throttled
 
@@ -37,18 +36,17 @@ dashboard = make_dashboard(
             width=8,
             description="GPUs whose every NVML lifecycle call succeeded in the last cycle.",
         ),
-        stat(
+        count_stat(
             "GPUs down",
-            [(f"count({m('servescope_gpu_up', GPU)} == 0) or vector(0)", "down")],
-            "none",
+            f"count({m('servescope_gpu_up', GPU)} == 0)",
+            "down",
             width=8,
-            thresholds=[1],
             description="GPUs lost, needing a reset or gone from the bus (servescope_gpu_up == 0); "
             "ServescopeGpuLost fires on any. Their engines are down.",
         ),
         ts(
             "GPU up, per GPU",
-            [(m("servescope_gpu_up", GPU), ON_GPU)],
+            per_gpu("servescope_gpu_up"),
             "none",
             width=24,
             height=6,
@@ -57,7 +55,7 @@ dashboard = make_dashboard(
         ),
         ts(
             "Utilisation per GPU",
-            [(m("servescope_gpu_utilization_ratio", GPU), ON_GPU)],
+            per_gpu("servescope_gpu_utilization_ratio"),
             "percentunit",
             thresholds=[ALERTS.gpu_saturated_ratio],
             description="Share of time a kernel ran (NVML). Sustained above the red line "
@@ -66,10 +64,11 @@ dashboard = make_dashboard(
         ),
         ts(
             "Memory used vs total, per GPU",
-            [
-                (m("servescope_gpu_memory_used_bytes", GPU), ON_GPU + " used"),
-                (m("servescope_gpu_memory_total_bytes", GPU), ON_GPU + " total"),
-            ],
+            per_gpu(
+                "servescope_gpu_memory_used_bytes",
+                "servescope_gpu_memory_total_bytes",
+                legends=("used", "total"),
+            ),
             "bytes",
             description="Device memory in use against the memory installed. A serving GPU sits near "
             "vLLM's gpu_memory_utilization by design; slow growth on top of it is the leak signature "
@@ -77,17 +76,16 @@ dashboard = make_dashboard(
         ),
         ts(
             "Temperature per GPU",
-            [(m("servescope_gpu_temperature_celsius", GPU), ON_GPU)],
+            per_gpu("servescope_gpu_temperature_celsius"),
             "celsius",
             description="GPU core temperature. Read it with the throttling panel: heat matters when a "
             "thermal reason holds the clocks down.",
         ),
         ts(
             "Power vs power limit, per GPU",
-            [
-                (m("servescope_gpu_power_watts", GPU), ON_GPU + " draw"),
-                (m("servescope_gpu_power_limit_watts", GPU), ON_GPU + " limit"),
-            ],
+            per_gpu(
+                "servescope_gpu_power_watts", "servescope_gpu_power_limit_watts", legends=("draw", "limit")
+            ),
             "watt",
             description="Board power draw against the enforced limit. Draw pinned at the limit with "
             "sw_power_cap active means throughput is bounded by power, not by batch size.",
@@ -129,17 +127,18 @@ dashboard = make_dashboard(
         ),
         ts(
             "Compute processes per GPU",
-            [(m("servescope_gpu_compute_processes", GPU), ON_GPU)],
+            per_gpu("servescope_gpu_compute_processes"),
             "none",
             description="Compute processes NVML sees on each GPU. A serving GPU normally runs one engine "
             "worker; 0 means the engine is gone, more than one means something shares the GPU.",
         ),
         ts(
             "SM active and tensor active (DCGM)",
-            [
-                (m("servescope_dcgm_sm_active_ratio", GPU), ON_GPU + " SM active"),
-                (m("servescope_dcgm_tensor_active_ratio", GPU), ON_GPU + " tensor active"),
-            ],
+            per_gpu(
+                "servescope_dcgm_sm_active_ratio",
+                "servescope_dcgm_tensor_active_ratio",
+                legends=("SM active", "tensor active"),
+            ),
             "percentunit",
             width=24,
             description="DCGM profiling: share of cycles an SM had a warp assigned (1002) and the tensor "
@@ -177,10 +176,11 @@ dashboard = make_dashboard(
         ),
         ts(
             "Row remapping pending / failed",
-            [
-                (m("servescope_gpu_remapped_rows_pending", GPU), ON_GPU + " pending"),
-                (m("servescope_gpu_remapped_rows_failed", GPU), ON_GPU + " failed"),
-            ],
+            per_gpu(
+                "servescope_gpu_remapped_rows_pending",
+                "servescope_gpu_remapped_rows_failed",
+                legends=("pending", "failed"),
+            ),
             "none",
             thresholds=[1],
             description="1 when a row remap waits for a GPU reset (drain and reset it when convenient) or "

@@ -7,7 +7,7 @@ rate, the time to exhaustion and a leak verdict. This dashboard draws those with
 
 from __future__ import annotations
 
-from servescope.dashboards.common import ALERTS, GPU, heatmap, m, make_dashboard, stat, ts
+from servescope.dashboards.common import ALERTS, GPU, count_stat, heatmap, m, make_dashboard, stat, ts
 
 USED = "servescope_gpu_memory_used_bytes"
 TOTAL = "servescope_gpu_memory_total_bytes"
@@ -138,12 +138,11 @@ dashboard = make_dashboard(
     f"gpu_memory_utilization budget. The exporter draws the 1 s curve itself at {SVG}; the JSON behind it "
     "(with the leak verdict's reason) is /api/v1/gpus/<gpu>/memory.",
     [
-        stat(
+        count_stat(
             "GPUs with a suspected leak",
-            [(f"count({m(LEAK, GPU)} == 1) or vector(0)", "leaking")],
-            "none",
+            f"count({m(LEAK, GPU)} == 1)",
+            "leaking",
             width=6,
-            thresholds=[1],
             description="GPUs whose memory grew steadily for 30 min while load and KV usage stayed flat. "
             f"The alert fires after {ALERTS.leak_for} of it.",
         ),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from servescope.dashboards.common import make_dashboard, stat, ts
+from servescope.dashboards.common import count_stat, make_dashboard, stat, ts
 
 dashboard = make_dashboard(
     "health",
@@ -10,25 +10,26 @@ dashboard = make_dashboard(
     "The exporter's own health: which sources collect, how long a cycle takes, what fails and why.",
     [
         stat("Sources up", [("sum(servescope_source_up)", "up")], "none", width=6),
-        stat(
+        count_stat(
             "Sources down",
-            [("count(servescope_source_up == 0) or vector(0)", "down")],
-            "none",
+            "count(servescope_source_up == 0)",
+            "down",
             width=6,
-            thresholds=[1],
         ),
-        stat(
+        count_stat(
             "Exporters scraped",
-            [('count(up{job=~".*servescope.*"} == 1) or vector(0)', "up")],
-            "none",
+            'count(up{job=~".*servescope.*"} == 1)',
+            "up",
             width=6,
+            alarm=False,
         ),
-        stat(
+        count_stat(
             "Simulated exporters",
-            [("sum(servescope_simulated) or vector(0)", "simulated")],
-            "none",
+            "sum(servescope_simulated)",
+            "simulated",
             width=6,
             description="Exporters serving a simulated fleet (--simulate): never real data.",
+            alarm=False,
         ),
         ts(
             "Source up, by source and endpoint",

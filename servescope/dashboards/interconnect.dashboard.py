@@ -8,11 +8,10 @@ the operators watched "for NVLink CRC errors", are PCIe bytes per second: they a
 
 from __future__ import annotations
 
-from servescope.dashboards.common import ALERTS, GPU, m, make_dashboard, stat, ts
+from servescope.dashboards.common import ALERTS, GPU, ON_GPU, count_stat, m, make_dashboard, per_gpu, stat, ts
 
 RATE = "[$__rate_interval]"
 W = ALERTS.hardware_window
-ON_GPU = "{{hostname}} GPU {{gpu}}"
 NVLINK_ERRORS = "servescope_gpu_nvlink_errors_total"
 LINKS, LINKS_UP = "servescope_gpu_nvlink_links", "servescope_gpu_nvlink_links_up"
 CRC = 'type=~"crc_flit|crc_data"'
@@ -48,12 +47,11 @@ dashboard = make_dashboard(
             width=8,
             description="Active NVLink links over the selected GPUs (NVML).",
         ),
-        stat(
+        count_stat(
             "NVLink links down",
-            [(f"sum({m(LINKS, GPU)} - {m(LINKS_UP, GPU)}) or vector(0)", "down")],
-            "none",
+            f"sum({m(LINKS, GPU)} - {m(LINKS_UP, GPU)})",
+            "down",
             width=8,
-            thresholds=[1],
             description="Links NVML reports inactive. A link down on a GPU whose peers' are up forces its "
             "traffic over fewer links or PCIe.",
         ),
@@ -176,20 +174,22 @@ dashboard = make_dashboard(
         ),
         ts(
             "NVLink traffic per GPU (DCGM 1011/1012)",
-            [
-                (m("servescope_dcgm_nvlink_tx_bytes_per_second", GPU), ON_GPU + " tx"),
-                (m("servescope_dcgm_nvlink_rx_bytes_per_second", GPU), ON_GPU + " rx"),
-            ],
+            per_gpu(
+                "servescope_dcgm_nvlink_tx_bytes_per_second",
+                "servescope_dcgm_nvlink_rx_bytes_per_second",
+                legends=("tx", "rx"),
+            ),
             "Bps",
             description="NVLink transmit and receive throughput (DCGM 1011/1012, bytes/s): tensor-parallel "
             "all-reduce traffic. Compare GPUs of one engine: they should move about the same.",
         ),
         ts(
             "PCIe traffic per GPU (DCGM 1009/1010)",
-            [
-                (m("servescope_dcgm_pcie_tx_bytes_per_second", GPU), ON_GPU + " tx"),
-                (m("servescope_dcgm_pcie_rx_bytes_per_second", GPU), ON_GPU + " rx"),
-            ],
+            per_gpu(
+                "servescope_dcgm_pcie_tx_bytes_per_second",
+                "servescope_dcgm_pcie_rx_bytes_per_second",
+                legends=("tx", "rx"),
+            ),
             "Bps",
             description="PCIe transmit and receive throughput (bytes/s). " + NOT_CRC + " High PCIe "
             "upstream traffic comes with wide beam search, host offload or a tensor-parallel group "

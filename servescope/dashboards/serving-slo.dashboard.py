@@ -10,12 +10,21 @@ from __future__ import annotations
 from servescope import catalog as c
 from servescope.alerts.rules_slo import LONG_LOOKBACK, LONG_WINDOWS, PAGE, error_ratio
 from servescope.catalog import derived as d
-from servescope.dashboards.common import ALERTS, ENGINE, Panel, m, make_dashboard, stat, ts
+from servescope.dashboards.common import (
+    ALERTS,
+    ENGINE,
+    ENGINE_LEGEND,
+    Panel,
+    m,
+    make_dashboard,
+    per_engine,
+    stat,
+    ts,
+)
 
 RATE = "[$__rate_interval]"
 # One engine: endpoints are node-local URLs (127.0.0.1:8000 on every node), so instance keeps them apart.
 BY_ENGINE = "instance, model_name, engine, endpoint"
-ENGINE_LEGEND = "{{model_name}} {{instance}} {{endpoint}} [{{engine}}]"
 BUDGET = f"{ALERTS.error_budget:g}"
 LE = ALERTS.slo_latency_le
 E2E_LE = ALERTS.slo_e2e_latency_le
@@ -189,7 +198,7 @@ dashboard = make_dashboard(
         burn_panel("e2e", "End-to-end"),
         ts(
             "KV cache usage",
-            [(m(c.KV_USAGE.name, ENGINE), ENGINE_LEGEND)],
+            per_engine(c.KV_USAGE.name),
             "percentunit",
             thresholds=[ALERTS.kv_pressure_ratio],
             description=f"Share of each engine's KV cache in use. Above {ALERTS.kv_pressure_ratio:.0%} (red "
@@ -208,7 +217,7 @@ dashboard = make_dashboard(
         ),
         ts(
             "KV cache free tokens",
-            [(m(d.KV_FREE_TOKENS.name, ENGINE), ENGINE_LEGEND)],
+            per_engine(d.KV_FREE_TOKENS.name),
             "none",
             width=8,
             description="Tokens still free in each engine's KV cache (capacity x (1 - usage)): the absolute "
@@ -216,7 +225,7 @@ dashboard = make_dashboard(
         ),
         ts(
             "Free max-length requests",
-            [(m(d.KV_FREE_REQUESTS.name, ENGINE), ENGINE_LEGEND)],
+            per_engine(d.KV_FREE_REQUESTS.name),
             "none",
             width=8,
             description="How many more requests of the engine's max_model_len would fit in the free KV cache "
@@ -225,7 +234,7 @@ dashboard = make_dashboard(
         ),
         ts(
             "Time to KV saturation",
-            [(m(d.KV_SATURATION.name, ENGINE), ENGINE_LEGEND)],
+            per_engine(d.KV_SATURATION.name),
             "s",
             width=8,
             description="Seconds until KV usage reaches 100% at its 5-minute trend; +Inf (no point drawn "

@@ -69,6 +69,7 @@ LISTEN_ADDRESSES = [
     ("[::]:9108", ListenAddress("::", 9108)),
     ("localhost:0", ListenAddress("localhost", 0)),
 ]
+NOT_LISTEN_ADDRESSES = ["9108", "host:port", "1.2.3.4:70000", "::1:9108", "[::1]9108", ""]
 
 
 @pytest.mark.parametrize(("text", "address"), LISTEN_ADDRESSES)
@@ -76,7 +77,7 @@ def test_parse_listen(text: str, address: ListenAddress) -> None:
     assert parse_listen(text) == address
 
 
-@pytest.mark.parametrize("text", ["9108", "host:port", "1.2.3.4:70000", "::1:9108", "[::1]9108", ""])
+@pytest.mark.parametrize("text", NOT_LISTEN_ADDRESSES)
 def test_parse_listen_rejects_with_an_example(text: str) -> None:
     with pytest.raises(ValueError, match=r"e\.g\.|port must be"):
         parse_listen(text)

@@ -1,5 +1,4 @@
-"""The Alertmanager webhook makes incidents: read steps run, dedup holds, pages show them; hostile labels
-stay data."""
+"""The Alertmanager webhook makes incidents: read steps run, dedup holds across restarts, pages show them."""
 
 from __future__ import annotations
 

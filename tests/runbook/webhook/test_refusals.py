@@ -1,4 +1,5 @@
-"""What the webhook refuses: bad credentials, wrong content types, large bodies, a full queue."""
+"""What the webhook refuses (bad credentials, wrong content types, large bodies, a full queue), and
+hostile labels staying data."""
 
 from __future__ import annotations
 
