@@ -16,6 +16,12 @@ def _location(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc) or "value"
 
 
+def first_reason(exc: Errors) -> str:
+    """The first error's message, without pydantic's `Value error, ` prefix."""
+    errors = exc.errors()
+    return str(errors[0]["msg"]).removeprefix("Value error, ") if errors else "invalid value"
+
+
 def validation_message(
     exc: Errors, name_of: Callable[[tuple[int | str, ...]], str] = _location, *, prefix: str = ""
 ) -> str:
@@ -25,6 +31,6 @@ def validation_message(
     if not errors:
         return f"{prefix}invalid value"
     first = errors[0]
-    reason = str(first["msg"]).removeprefix("Value error, ")
+    reason = first_reason(exc)
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{prefix}invalid value for {name_of(tuple(first['loc']))}: {reason}{more}"

@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from servescope.common.errors import first_reason
 from servescope.runbooks.actions import ACTIONS, Action
 from servescope.runbooks.binding import LABEL_NAME, Template
 from servescope.runbooks.markdown import FENCE, HEADING
@@ -162,8 +163,7 @@ def runbooks_dir(option: Path | None = None) -> Path:
     try:
         settings = FolderSettings() if option is None else FolderSettings(runbooks=option)
     except ValidationError as exc:
-        reason = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
-        raise UnknownAlertError(f"--runbooks {reason}") from None
+        raise UnknownAlertError(f"--runbooks {first_reason(exc)}") from None
     return settings.folder()
 
 

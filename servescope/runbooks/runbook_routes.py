@@ -20,6 +20,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 
+from servescope.common.errors import first_reason
 from servescope.runbooks.actions import ACTIONS, RunContext
 from servescope.runbooks.audit import AuditLog
 from servescope.runbooks.document import (
@@ -119,9 +120,7 @@ def _memory_svg(pages: Pages, alert: str, ctx: RunContext, gpu: str, window: str
     try:
         params = action.params.model_validate({"gpu": gpu, "window": window})
     except ValidationError as exc:
-        return _text(
-            f"invalid gpu or window: {str(exc.errors()[0]['msg']).removeprefix('Value error, ')}", 422
-        )
+        return _text(f"invalid gpu or window: {first_reason(exc)}", 422)
     result = action.run(params, ctx)
     if not result.ok or result.svg is None:
         return _text(result.output, 502)

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from servescope.common.errors import first_reason
 from servescope.runbooks.actions import ACTIONS, Action, Params, RunContext, StepResult
 from servescope.runbooks.binding import BindingError, Template, bind, render
 from servescope.runbooks.document import Runbook, Step
@@ -42,7 +43,7 @@ def describe(step: Step, exc: ValidationError, bound: Mapping[str, Any]) -> str:
     """One line naming the parameter, the label it came from and what was wrong."""
     error = exc.errors()[0]
     loc = [str(p) for p in error["loc"]]
-    message = str(error["msg"]).removeprefix("Value error, ")
+    message = first_reason(exc)
     if not loc:
         return f"step {step.id}: invalid parameters: {message}"
     name = loc[0]

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
+from servescope.common.errors import first_reason
 from servescope.runbooks.actions import Action, LiteralOnly
 from servescope.runbooks.binding import TemplateError, parse_value, templates_in
 from servescope.runbooks.model import STEP_ID, RunbookError, Step
@@ -116,10 +117,8 @@ def parse_step(
 
 
 def _error_text(exc: ValidationError) -> str:
-    error = exc.errors()[0]
-    where = ".".join(str(p) for p in error["loc"])
-    message = str(error["msg"]).removeprefix("Value error, ")
-    return f"{where}: {message}" if where else message
+    where = ".".join(str(p) for p in exc.errors()[0]["loc"])
+    return f"{where}: {first_reason(exc)}" if where else first_reason(exc)
 
 
 def _field_type(info: FieldInfo) -> Any:

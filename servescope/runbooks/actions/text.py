@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from servescope.common.durations import human_duration
+
 
 def table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> str:
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
@@ -25,15 +27,10 @@ def percent(value: float | None) -> str:
 
 
 def duration(seconds: float | None) -> str:
-    if seconds is None or not math.isfinite(seconds):
-        return "never (not rising)"
-    if seconds >= 86400:
-        return f"{seconds / 86400:.1f} d"
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    if seconds >= 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds:.0f} s"
+    """Time left, for people: seconds under a minute, else as the exporter's API words it."""
+    if seconds is not None and math.isfinite(seconds) and seconds < 60:
+        return f"{seconds:.0f} s"
+    return human_duration(seconds, never="never (not rising)")
 
 
 def number(value: float | None) -> str:
