@@ -22,8 +22,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,10 +29,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from servescope.demo.children import free_port
 from servescope.sim.wiring import fake_dcgmi_path
 from tests.runbook.kube_fakes import budget, fake_cluster_kubectl, listing, pod
-from tests.support import wait_for
+from tests.support import Child, Served, free_port, start_child, stop, wait_for
+from tests.support.servers import LISTENING
 
 pytestmark = pytest.mark.e2e
 
@@ -123,48 +121,16 @@ class Backends:
     env: dict[str, str]
 
 
-def _serve(
-    argv: list[str], cwd: Path, env: dict[str, str] | None = None
-) -> tuple[subprocess.Popen[str], str]:
-    """Start a `servescope serve` line on a free loopback port; (process, base URL) once it listens."""
+def _serve(argv: list[str], cwd: Path) -> Served:
+    """Start a `servescope serve` line on a free loopback port, once it says where it listens."""
     args = argv[1:]
     if "--listen" in args:
         del args[args.index("--listen") : args.index("--listen") + 2]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "servescope", *args, "--listen", "127.0.0.1:0"],
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-    )
-    assert process.stdout is not None
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        found = re.search(r"serving.* on 127\.0\.0\.1:(\d+)", line)
-        if found:
-            # Keep reading what it logs, so a full pipe never blocks it.
-            threading.Thread(target=process.stdout.read, daemon=True).start()
-            return process, f"http://127.0.0.1:{found.group(1)}"
-    _stop(process)
-    raise AssertionError(f"{shlex.join(argv)}: never said where it serves")
+    command = [sys.executable, "-m", "servescope", *args, "--listen", "127.0.0.1:0"]
+    return start_child("servescope", command, LISTENING, 30, cwd=cwd)
 
 
-def _stop(process: subprocess.Popen[str]) -> None:
-    process.terminate()
-    try:
-        process.wait(15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    if process.stdout is not None:
-        process.stdout.close()
-
-
-def _prometheus_scraping(prometheus: str, folder: Path, port: str) -> tuple[subprocess.Popen[str], str]:
+def _prometheus_scraping(prometheus: str, folder: Path, port: str) -> tuple[Child, str]:
     """A real Prometheus scraping the exporter on `port` every second; its process and URL."""
     config = folder / "prometheus.yml"
     config.write_text(
@@ -172,18 +138,15 @@ def _prometheus_scraping(prometheus: str, folder: Path, port: str) -> tuple[subp
         f"scrape_configs: [{{job_name: servescope, static_configs: [{{targets: ['127.0.0.1:{port}']}}]}}]\n"
     )
     prom_port = free_port()
-    prom = subprocess.Popen(
-        [
-            prometheus,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={folder / 'data'}",
-            f"--web.listen-address=127.0.0.1:{prom_port}",
-            "--log.level=warn",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    argv = [
+        prometheus,
+        f"--config.file={config}",
+        f"--storage.tsdb.path={folder / 'data'}",
+        f"--web.listen-address=127.0.0.1:{prom_port}",
+        "--log.level=warn",
+    ]
+    prom = Child("prometheus", argv, folder / "prometheus.log")
+    prom.start()
     return prom, f"http://127.0.0.1:{prom_port}"
 
 
@@ -193,7 +156,8 @@ def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backends]:
     if prometheus is None:
         pytest.fail("prometheus is needed: `make test` installs it")
     folder = tmp_path_factory.mktemp("backends")
-    exporter, base = _serve(["servescope", "serve", "--simulate", "--hostname", "node-a"], ROOT)
+    exporter = _serve(["servescope", "serve", "--simulate", "--hostname", "node-a"], ROOT)
+    base = exporter.base
     prom, prom_url = _prometheus_scraping(prometheus, folder, base.rsplit(":", 1)[1])
     cluster = {"pods": listing(pod("vllm-a", gpus=8)), "poddisruptionbudgets.policy": listing(budget(1))}
     kubectl, _, _ = fake_cluster_kubectl(folder, cluster)
@@ -211,8 +175,8 @@ def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backends]:
             }
         )
     finally:
-        _stop(prom)
-        _stop(exporter)
+        prom.stop()
+        stop(exporter)
 
 
 @pytest.fixture
@@ -237,7 +201,8 @@ def test_the_documents_show_every_kind_of_command_and_each_runs_or_says_why_not(
 
 
 def _check_server(argv: list[str], cwd: Path) -> None:
-    process, base = _serve(argv, cwd)
+    served = _serve(argv, cwd)
+    base = served.base
     try:
         simulated = "--simulate" in argv
         # A real node without a GPU driver still serves, and says so (README: "keeps running").
@@ -247,9 +212,10 @@ def _check_server(argv: list[str], cwd: Path) -> None:
         assert "servescope_build_info{" in metrics
         assert f"servescope_simulated {1 if simulated else 0}" in metrics
     finally:
-        _stop(process)
+        stop(served)
     # Stopped by SIGTERM without needing SIGKILL.
-    assert process.returncode in (0, -signal.SIGTERM), f"{shlex.join(argv)} exited {process.returncode}"
+    code = served.child.process.returncode if served.child.process is not None else None
+    assert code in (0, -signal.SIGTERM), f"{shlex.join(argv)} exited {code}"
 
 
 @pytest.mark.parametrize("line", RUNNABLE)
