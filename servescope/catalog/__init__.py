@@ -12,140 +12,121 @@ from servescope.catalog.spec import gauge as _gauge
 
 G = GPU_LABELS
 
+
+def _nvml_gauge(name: str, help_: str, labels: tuple[str, ...] = G) -> MetricSpec:
+    return _gauge(name, help_, labels, "nvml")
+
+
+def _nvml_counter(name: str, help_: str, labels: tuple[str, ...] = G) -> MetricSpec:
+    return _counter(name, help_, labels, "nvml")
+
+
 # The sections below live in their own modules; importing them in this order keeps the catalog's order.
 from servescope.catalog.core import *  # noqa: E402, F403
 
 # --- NVML: one series per GPU --------------------------------------------------------------------
-GPU_INFO = _gauge(
+GPU_INFO = _nvml_gauge(
     "servescope_gpu_info",
     "Static facts about a GPU (value is always 1). model_name is kept for the served LLM.",
     (*G, "gpu_model", "pci_bus_id", "driver_version", "mig_mode"),
-    "nvml",
 )
-GPU_UP = _gauge(
+GPU_UP = _nvml_gauge(
     "servescope_gpu_up",
     "1 when every lifecycle call to this GPU succeeded in the last cycle; "
     "0 when it is lost, needs a reset or vanished from the bus.",
-    G,
-    "nvml",
 )
-GPU_FIELD_SUPPORTED = _gauge(
+GPU_FIELD_SUPPORTED = _nvml_gauge(
     "servescope_gpu_field_supported",
     "1 when the field was read from this GPU, 0 when NVML answered NotSupported/NoPermission/"
     "FunctionNotFound (the field's series are then absent, not zero).",
     (*G, "field"),
-    "nvml",
 )
-MEMORY_USED = _gauge(
-    "servescope_gpu_memory_used_bytes", "Device memory in use (NVML v2 memory info).", G, "nvml"
-)
-MEMORY_FREE = _gauge("servescope_gpu_memory_free_bytes", "Device memory free.", G, "nvml")
-MEMORY_RESERVED = _gauge(
+MEMORY_USED = _nvml_gauge("servescope_gpu_memory_used_bytes", "Device memory in use (NVML v2 memory info).")
+MEMORY_FREE = _nvml_gauge("servescope_gpu_memory_free_bytes", "Device memory free.")
+MEMORY_RESERVED = _nvml_gauge(
     "servescope_gpu_memory_reserved_bytes",
     "Device memory reserved by the driver and firmware (absent on drivers without the v2 memory call).",
-    G,
-    "nvml",
 )
-MEMORY_TOTAL = _gauge("servescope_gpu_memory_total_bytes", "Device memory installed.", G, "nvml")
-UTILIZATION = _gauge(
+MEMORY_TOTAL = _nvml_gauge("servescope_gpu_memory_total_bytes", "Device memory installed.")
+UTILIZATION = _nvml_gauge(
     "servescope_gpu_utilization_ratio",
     "Fraction of the last sample period (1/6 s to 1 s) in which a kernel ran (0-1). Not on MIG GPUs.",
-    G,
-    "nvml",
 )
-MEMORY_UTILIZATION = _gauge(
+MEMORY_UTILIZATION = _nvml_gauge(
     "servescope_gpu_memory_utilization_ratio",
     "Fraction of the last sample period in which device memory was read or written (0-1); "
     "bandwidth activity, not capacity.",
-    G,
-    "nvml",
 )
-TEMPERATURE = _gauge("servescope_gpu_temperature_celsius", "GPU core temperature.", G, "nvml")
-POWER = _gauge("servescope_gpu_power_watts", "Board power draw.", G, "nvml")
-POWER_LIMIT = _gauge("servescope_gpu_power_limit_watts", "Enforced power limit.", G, "nvml")
-ENERGY = _counter(
-    "servescope_gpu_energy_joules_total", "Energy consumed since the driver was loaded.", G, "nvml"
-)
-CLOCK = _gauge("servescope_gpu_clock_hertz", "Current clock frequency.", (*G, "clock"), "nvml")
-CLOCK_EVENT = _gauge(
+TEMPERATURE = _nvml_gauge("servescope_gpu_temperature_celsius", "GPU core temperature.")
+POWER = _nvml_gauge("servescope_gpu_power_watts", "Board power draw.")
+POWER_LIMIT = _nvml_gauge("servescope_gpu_power_limit_watts", "Enforced power limit.")
+ENERGY = _nvml_counter("servescope_gpu_energy_joules_total", "Energy consumed since the driver was loaded.")
+CLOCK = _nvml_gauge("servescope_gpu_clock_hertz", "Current clock frequency.", (*G, "clock"))
+CLOCK_EVENT = _nvml_gauge(
     "servescope_gpu_clock_event_reason_active",
     "1 while the named clock event (throttle) reason holds clocks down, else 0.",
     (*G, "reason"),
-    "nvml",
 )
-PCIE_REPLAY = _counter(
-    "servescope_gpu_pcie_replay_errors_total", "PCIe replay counter (link retransmissions).", G, "nvml"
+PCIE_REPLAY = _nvml_counter(
+    "servescope_gpu_pcie_replay_errors_total", "PCIe replay counter (link retransmissions)."
 )
-ECC_ERRORS = _counter(
+ECC_ERRORS = _nvml_counter(
     "servescope_gpu_ecc_errors_total",
     "ECC errors by type (corrected|uncorrected) and scope (volatile: since driver load; "
     "aggregate: lifetime).",
     (*G, "type", "scope"),
-    "nvml",
 )
-RETIRED_PAGES = _gauge(
+RETIRED_PAGES = _nvml_gauge(
     "servescope_gpu_retired_pages",
     "Pages retired by cause (pre-Ampere GPUs; Ampere and later remap rows).",
     (*G, "cause"),
-    "nvml",
 )
-RETIRED_PAGES_PENDING = _gauge(
-    "servescope_gpu_retired_pages_pending", "1 when a page retirement waits for a reset.", G, "nvml"
+RETIRED_PAGES_PENDING = _nvml_gauge(
+    "servescope_gpu_retired_pages_pending", "1 when a page retirement waits for a reset."
 )
-REMAPPED_ROWS = _gauge(
-    "servescope_gpu_remapped_rows",
-    "Memory rows remapped, by type (correctable|uncorrectable).",
-    (*G, "type"),
-    "nvml",
+REMAPPED_ROWS = _nvml_gauge(
+    "servescope_gpu_remapped_rows", "Memory rows remapped, by type (correctable|uncorrectable).", (*G, "type")
 )
-REMAPPED_ROWS_PENDING = _gauge(
-    "servescope_gpu_remapped_rows_pending", "1 when a row remap waits for a GPU reset.", G, "nvml"
+REMAPPED_ROWS_PENDING = _nvml_gauge(
+    "servescope_gpu_remapped_rows_pending", "1 when a row remap waits for a GPU reset."
 )
-REMAPPED_ROWS_FAILED = _gauge(
-    "servescope_gpu_remapped_rows_failed", "1 when a row remap failed (the GPU needs service).", G, "nvml"
+REMAPPED_ROWS_FAILED = _nvml_gauge(
+    "servescope_gpu_remapped_rows_failed", "1 when a row remap failed (the GPU needs service)."
 )
-NVLINK_LINKS = _gauge(
-    "servescope_gpu_nvlink_links", "NVLink links NVML reports on the GPU (absent without NVLink).", G, "nvml"
+NVLINK_LINKS = _nvml_gauge(
+    "servescope_gpu_nvlink_links", "NVLink links NVML reports on the GPU (absent without NVLink)."
 )
-NVLINK_LINKS_UP = _gauge(
-    "servescope_gpu_nvlink_links_up", "NVLink links of the GPU that are active.", G, "nvml"
-)
-NVLINK_ERRORS = _counter(
+NVLINK_LINKS_UP = _nvml_gauge("servescope_gpu_nvlink_links_up", "NVLink links of the GPU that are active.")
+NVLINK_ERRORS = _nvml_counter(
     "servescope_gpu_nvlink_errors_total",
     "NVLink data-link errors summed over the GPU's links, by type: crc_flit, crc_data, replay, recovery.",
     (*G, "type"),
-    "nvml",
 )
-NVLINK_UP = _gauge(
+NVLINK_UP = _nvml_gauge(
     "servescope_gpu_nvlink_up",
     "1 when the NVLink link is active, else 0 (only with --nvlink-per-link).",
     (*G, "link"),
-    "nvml",
 )
-NVLINK_LINK_ERRORS = _counter(
+NVLINK_LINK_ERRORS = _nvml_counter(
     "servescope_gpu_nvlink_link_errors_total",
     "NVLink data-link errors per link by type (only with --nvlink-per-link).",
     (*G, "link", "type"),
-    "nvml",
 )
-PROCESSES = _gauge("servescope_gpu_compute_processes", "Compute processes running on the GPU.", G, "nvml")
-PROCESS_MEMORY = _gauge(
+PROCESSES = _nvml_gauge("servescope_gpu_compute_processes", "Compute processes running on the GPU.")
+PROCESS_MEMORY = _nvml_gauge(
     "servescope_gpu_process_memory_used_bytes",
     "Device memory used by one compute process (host PID namespace).",
     (*G, "pid"),
-    "nvml",
 )
-XID_ERRORS = _counter(
+XID_ERRORS = _nvml_counter(
     "servescope_gpu_xid_errors_total",
     "Critical XID events seen since the exporter started, by XID code.",
     (*G, "xid"),
-    "nvml",
 )
-XID_LAST_SEEN = _gauge(
+XID_LAST_SEEN = _nvml_gauge(
     "servescope_gpu_xid_last_seen_timestamp_seconds",
     "Unix time of the last event of this XID (catches a first event that increase() would miss).",
     (*G, "xid"),
-    "nvml",
 )
 
 # --- DCGM: fixed series (the per-field series come from the counters file) ------------------------

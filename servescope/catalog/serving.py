@@ -8,6 +8,16 @@ from servescope.catalog.spec import counter as _counter
 from servescope.catalog.spec import gauge as _gauge
 
 S = ("model_name", "engine", "endpoint")
+
+
+def _serving_gauge(name: str, help_: str, labels: tuple[str, ...] = S) -> MetricSpec:
+    return _gauge(name, help_, labels, "vllm")
+
+
+def _serving_counter(name: str, help_: str, labels: tuple[str, ...] = S) -> MetricSpec:
+    return _counter(name, help_, labels, "vllm")
+
+
 SOURCE_UP_ENDPOINT = MetricSpec(
     "servescope_source_up", Kind.GAUGE, SOURCE_UP.help, ("source", "endpoint"), "vllm"
 )
@@ -25,58 +35,44 @@ SOURCE_LAST_SUCCESS_ENDPOINT = MetricSpec(
     ("source", "endpoint"),
     "vllm",
 )
-SERVING_ENGINE_INFO = _gauge(
+SERVING_ENGINE_INFO = _serving_gauge(
     "servescope_serving_engine_info",
     "The serving backend and metric generation detected at an endpoint (value is always 1).",
     ("endpoint", "backend", "generation"),
-    "vllm",
 )
-ENGINE_GPU_INFO = _gauge(
+ENGINE_GPU_INFO = _serving_gauge(
     "servescope_engine_gpu_info",
     "Which GPU a serving engine runs on, from the PIDs listening on its endpoint and their descendants "
     "matched against NVML's compute processes (value is always 1).",
     ("model_name", "engine", "endpoint", "uuid", "gpu", "pid"),
-    "vllm",
 )
-KV_USAGE = _gauge(
-    "servescope_serving_kv_cache_usage_ratio", "Fraction of the KV cache in use (0-1).", S, "vllm"
-)
-KV_CAPACITY = _gauge(
+KV_USAGE = _serving_gauge("servescope_serving_kv_cache_usage_ratio", "Fraction of the KV cache in use (0-1).")
+KV_CAPACITY = _serving_gauge(
     "servescope_serving_kv_cache_capacity_tokens",
     "KV cache capacity in tokens (block_size x num_gpu_blocks from cache_config_info).",
-    S,
-    "vllm",
 )
-GPU_MEMORY_UTILIZATION_SETTING = _gauge(
+GPU_MEMORY_UTILIZATION_SETTING = _serving_gauge(
     "servescope_serving_gpu_memory_utilization_ratio",
     "The engine's configured gpu_memory_utilization: the share of GPU memory it may take.",
-    S,
-    "vllm",
 )
-RUNNING = _gauge("servescope_serving_requests_running", "Requests in the running batch.", S, "vllm")
-WAITING = _gauge("servescope_serving_requests_waiting", "Requests queued, waiting for the batch.", S, "vllm")
-PREEMPTIONS = _counter(
+RUNNING = _serving_gauge("servescope_serving_requests_running", "Requests in the running batch.")
+WAITING = _serving_gauge("servescope_serving_requests_waiting", "Requests queued, waiting for the batch.")
+PREEMPTIONS = _serving_counter(
     "servescope_serving_preemptions_total",
     "Requests preempted (KV cache exhausted) since the engine started.",
-    S,
-    "vllm",
 )
-PROMPT_TOKENS = _counter("servescope_serving_prompt_tokens_total", "Prompt tokens processed.", S, "vllm")
-GENERATION_TOKENS = _counter("servescope_serving_generation_tokens_total", "Tokens generated.", S, "vllm")
-PREFIX_QUERIES = _counter(
-    "servescope_serving_prefix_cache_queries_total",
-    "Prefix-cache lookups (in tokens on current vLLM).",
-    S,
-    "vllm",
+PROMPT_TOKENS = _serving_counter("servescope_serving_prompt_tokens_total", "Prompt tokens processed.")
+GENERATION_TOKENS = _serving_counter("servescope_serving_generation_tokens_total", "Tokens generated.")
+PREFIX_QUERIES = _serving_counter(
+    "servescope_serving_prefix_cache_queries_total", "Prefix-cache lookups (in tokens on current vLLM)."
 )
-PREFIX_HITS = _counter(
-    "servescope_serving_prefix_cache_hits_total", "Prefix-cache hits (in tokens on current vLLM).", S, "vllm"
+PREFIX_HITS = _serving_counter(
+    "servescope_serving_prefix_cache_hits_total", "Prefix-cache hits (in tokens on current vLLM)."
 )
-REQUESTS_FINISHED = _counter(
+REQUESTS_FINISHED = _serving_counter(
     "servescope_serving_requests_finished_total",
     "Requests finished, by finished_reason (stop, length, abort...).",
     (*S, "finished_reason"),
-    "vllm",
 )
 
 
