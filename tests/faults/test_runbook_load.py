@@ -25,7 +25,7 @@ from tests.faults.runbook_peers import (
     hostile_peer,
     runbook_server,
 )
-from tests.runbook.webhook.peers import alert, payload
+from tests.runbook.webhook.notices import alert, payload
 
 pytestmark = pytest.mark.e2e
 MIB = 1024

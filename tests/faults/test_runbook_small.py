@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.faults.runbook_peers import ALERT, WEBHOOK_TOKEN, runbook_server, secret
-from tests.runbook.webhook.peers import alert, payload
+from tests.runbook.webhook.notices import alert, payload
 from tests.support import SERVESCOPE
 
 pytestmark = pytest.mark.e2e

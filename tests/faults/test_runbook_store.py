@@ -24,7 +24,7 @@ from servescope.runbooks.incidents import IncidentStore
 from servescope.runbooks.server import create_runbook_app
 from servescope.runbooks.webhook import IncidentRouter, incident_router
 from tests.faults.runbook_peers import WEBHOOK_TOKEN, fault_runbooks, runbook_server
-from tests.runbook.webhook.peers import alert, payload
+from tests.runbook.webhook.notices import alert, payload
 
 AUTH = {"Authorization": f"Bearer {WEBHOOK_TOKEN}"}
 

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
-from tests.runbook.webhook.peers import alert, payload
+from tests.runbook.webhook.notices import alert, payload
 from tests.support import SERVESCOPE, Served, servescope_serving, start_child, stop, wait_for
 from tests.support.servers import RUNBOOK_LISTENING
 

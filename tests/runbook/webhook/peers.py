@@ -1,4 +1,4 @@
-"""What the webhook tests share: Alertmanager's payloads, a fake exporter, a client on a real store."""
+"""What the webhook tests share: a fake exporter, a client on a real store, waiting for steps."""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ from fastapi.testclient import TestClient
 from servescope.runbooks.actions import RunContext
 from servescope.runbooks.incidents import IncidentStore
 from servescope.runbooks.webhook import IncidentRouter, WebhookAuth, incident_router
+from tests.runbook.webhook.notices import TOKEN
 
-TOKEN = "s3cret-token"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
 UUID = "GPU-4f1c2a7e-1d2b-4c3d-8e9f-0a1b2c3d4e5f"
 METRICS = f"""# TYPE servescope_gpu_info gauge
 servescope_gpu_info{{gpu="0",uuid="{UUID}",hostname="node-a",gpu_model="NVIDIA H100"}} 1
@@ -56,43 +55,6 @@ def make_client(
     app = FastAPI()
     app.include_router(router)
     return TestClient(app, raise_server_exceptions=False), store, router
-
-
-def alert(
-    status: str = "firing",
-    fingerprint: str = "a1b2c3d4e5f60718",
-    starts_at: str = "2025-03-01T10:00:00.123Z",
-    **labels: str,
-) -> dict[str, Any]:
-    return {
-        "status": status,
-        "labels": {"alertname": "TestAlert", "severity": "warning", "gpu": "0", **labels},
-        "annotations": {"summary": "GPU 0 saturated", "runbook_url": "https://example/TestAlert"},
-        "startsAt": starts_at,
-        "endsAt": "0001-01-01T00:00:00Z" if status == "firing" else "2025-03-01T10:30:00Z",
-        "generatorURL": "http://prometheus:9090/graph?g0.expr=up",
-        "fingerprint": fingerprint,
-    }
-
-
-def payload(*alerts: dict[str, Any], status: str = "firing") -> dict[str, Any]:
-    return {
-        "version": "4",
-        "groupKey": '{}/{alertname=~".+"}:{alertname="TestAlert", instance="node-a:9108"}',
-        "truncatedAlerts": 0,
-        "status": status,
-        "receiver": "servescope-runbooks",
-        "groupLabels": {"alertname": "TestAlert", "instance": "node-a:9108"},
-        "commonLabels": {"alertname": "TestAlert", "severity": "warning"},
-        "commonAnnotations": {},
-        "externalURL": "http://alertmanager:9093",
-        "notification_reason": "new_alert",
-        "alerts": list(alerts) or [alert(status)],
-    }
-
-
-def post(client: TestClient, body: Any, headers: dict[str, str] | None = None) -> Any:
-    return client.post("/alertmanager/webhook", json=body, headers=AUTH if headers is None else headers)
 
 
 def wait_steps(store: IncidentStore, incident_id: int, count: int, timeout: float = 15) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from servescope.runbooks.actions import RunContext
 from servescope.runbooks.incidents import IncidentStore
 from servescope.runbooks.webhook import WebhookAuth, incident_router
 from tests.runbook.fakes import step, write_runbook
-from tests.runbook.webhook.peers import AUTH, TOKEN, alert, payload, post
+from tests.runbook.webhook.notices import AUTH, TOKEN, alert, payload, post
 
 # --- fuzz ---------------------------------------------------------------------------------------------
 JSONISH = st.recursive(

@@ -10,16 +10,8 @@ from fastapi.testclient import TestClient
 
 from servescope.runbooks.incidents import IncidentStore
 from servescope.runbooks.webhook import IncidentRouter
-from tests.runbook.webhook.peers import (
-    UUID,
-    FakeExporter,
-    alert,
-    make_client,
-    metric,
-    payload,
-    post,
-    wait_steps,
-)
+from tests.runbook.webhook.notices import alert, payload, post
+from tests.runbook.webhook.peers import UUID, FakeExporter, make_client, metric, wait_steps
 
 
 # --- the happy path -----------------------------------------------------------------------------------

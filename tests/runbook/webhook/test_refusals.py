@@ -16,17 +16,8 @@ from servescope.runbooks.incidents import IncidentStore
 from servescope.runbooks.settings import TokenSettings
 from servescope.runbooks.webhook import IncidentRouter, WebhookAuth
 from tests.runbook.fakes import corpus
-from tests.runbook.webhook.peers import (
-    AUTH,
-    TOKEN,
-    FakeExporter,
-    alert,
-    make_client,
-    metric,
-    payload,
-    post,
-    wait_steps,
-)
+from tests.runbook.webhook.notices import AUTH, TOKEN, alert, payload, post
+from tests.runbook.webhook.peers import FakeExporter, make_client, metric, wait_steps
 
 
 # --- refusals -----------------------------------------------------------------------------------------
