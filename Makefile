@@ -49,9 +49,10 @@ unit: $(STAMP)
 
 # loadscope: each module runs whole on one worker, so that its module fixtures (the demo stacks, the
 # backfilled Prometheus, the installed package) start once, not once per worker; in collection order
-# (no reorder), so the long pole that tests/conftest.py puts first starts at once.
+# (no reorder), so the long poles that tests/conftest.py puts first start at once. Four workers on two
+# cores: most e2e tests wait on real time (deadlines, the demos' clocks), not on the CPU.
 everything: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadscope --no-loadscope-reorder --durations=15
+	$(BIN)/python -m pytest -n 4 --dist loadscope --no-loadscope-reorder --durations=15
 
 # While changing code: lint, types, boundaries and the unit tier (~1 minute).
 check: lint typecheck imports unit

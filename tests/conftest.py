@@ -12,10 +12,15 @@ BENCH = Path(__file__).parents[1] / "bench"
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
-# The module that takes longest (its demos play faults in real time for about six minutes) is collected
-# first: under `make test`'s xdist workers every other module then runs beside it, not after it.
-LONG_POLES = ("tests/e2e/test_demo_stack.py",)
+# The modules that take longest are collected first, longest first: the demo stacks (about five and a
+# half minutes of demo time), then `make demo` from a fresh clone (about three). Under `make test`'s
+# xdist workers every other module then runs beside them, not after them.
+LONG_POLES = ("tests/e2e/test_demo_stack.py", "tests/docs/test_readme_demo.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in LONG_POLES)  # stable: order kept
+    def pole(item: pytest.Item) -> int:
+        module = item.nodeid.split("::")[0]
+        return LONG_POLES.index(module) if module in LONG_POLES else len(LONG_POLES)
+
+    items.sort(key=pole)  # stable: the order within each module and among the others is kept

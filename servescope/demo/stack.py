@@ -38,6 +38,22 @@ RESEND_DELAY = "10s"
 
 
 @dataclass(frozen=True)
+class _Upstream:
+    """How the demo runs one of Prometheus's own programs: its name, storage flag and extra flags."""
+
+    name: str
+    storage_flag: str
+    extra_flags: tuple[str, ...]
+
+
+# One instance: no gossip port to collide with others.
+ALERTMANAGER = _Upstream("alertmanager", "--storage.path", ("--cluster.listen-address=",))
+# Its first evaluation runs before it has found Alertmanager, so the watchdog's first send is dropped;
+# the default 1 min before resending would keep the incidents page empty that long.
+PROMETHEUS = _Upstream("prometheus", "--storage.tsdb.path", (f"--rules.alert.resend-delay={RESEND_DELAY}",))
+
+
+@dataclass(frozen=True)
 class DemoOptions:
     scenario: str = "tour"
     gpus: int = 8
@@ -92,8 +108,11 @@ class DemoStack:
             self._start(1, steps, self._runbooks(full), "/healthz")
             if full:
                 assert alertmanager is not None and prometheus is not None
-                self._start(2, steps, self._alertmanager(alertmanager), "/-/ready")
-                self._start(3, steps, self._prometheus(prometheus), "/-/ready")
+                ports, files = self._ports(), self._files()
+                am = self._upstream(ALERTMANAGER, alertmanager, files.alertmanager, ports.alertmanager)
+                prom = self._upstream(PROMETHEUS, prometheus, files.prometheus, ports.prometheus)
+                self._start(2, steps, am, "/-/ready")
+                self._start(3, steps, prom, "/-/ready")
             self._start(steps, steps, self._exporter(), "/readyz")
             self.echo("      " + verify_stack(self.urls, self._files().rules, self._files().webhook_token))
         except BaseException:
@@ -158,33 +177,18 @@ class DemoStack:
         }
         return Child("runbooks", argv, self._log("runbooks"), env=env)
 
-    def _alertmanager(self, binary: str) -> Child:
-        ports, files = self._ports(), self._files()
-        self.urls["alertmanager"] = url(ports.alertmanager)
+    def _upstream(self, kind: _Upstream, binary: str, config: Path, port: int) -> Child:
+        """Prometheus or Alertmanager: the same flags for config, storage, listen address and logs."""
+        self.urls[kind.name] = url(port)
         argv = [
             binary,
-            f"--config.file={files.alertmanager}",
-            f"--storage.path={self.options.state_dir / 'alertmanager'}",
-            f"--web.listen-address=127.0.0.1:{ports.alertmanager}",
-            "--cluster.listen-address=",  # one instance: no gossip port to collide with others
+            f"--config.file={config}",
+            f"{kind.storage_flag}={self.options.state_dir / kind.name}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            *kind.extra_flags,
             "--log.level=warn",
         ]
-        return Child("alertmanager", argv, self._log("alertmanager"))
-
-    def _prometheus(self, binary: str) -> Child:
-        ports, files = self._ports(), self._files()
-        self.urls["prometheus"] = url(ports.prometheus)
-        argv = [
-            binary,
-            f"--config.file={files.prometheus}",
-            f"--storage.tsdb.path={self.options.state_dir / 'prometheus'}",
-            f"--web.listen-address=127.0.0.1:{ports.prometheus}",
-            # Its first evaluation runs before it has found Alertmanager, so the watchdog's first send is
-            # dropped; the default 1 min before resending would keep the incidents page empty that long.
-            f"--rules.alert.resend-delay={RESEND_DELAY}",
-            "--log.level=warn",
-        ]
-        return Child("prometheus", argv, self._log("prometheus"))
+        return Child(kind.name, argv, self._log(kind.name))
 
     def _ports(self) -> Ports:
         assert self.ports is not None, "start() allocates the ports"

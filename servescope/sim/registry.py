@@ -1,7 +1,8 @@
 """The scenarios of the simulated node, by name: the one place their names are declared.
 
-`serve --simulate --scenario`, `servescope demo --scenario`, `servescope sim scenarios` and the tests all
-take their names from SCENARIOS here, which lists each scenario class's `name`.
+`serve --simulate --scenario`, `servescope sim scenarios` and the tests all take their names from
+SCENARIOS here, which lists each scenario class's `name`; `servescope demo --scenario` takes them from
+DEMO_SCENARIOS, the ones a demo plays.
 
 SERVESCOPE_SIM_LEAK_MIB_PER_MINUTE, when set, replaces the pace's leak rate (memory-leak and tour): an
 end-to-end test that must see the leak end in OOM sooner sets it for `servescope demo`, whose exporter
@@ -70,6 +71,11 @@ _BUILDERS: tuple[tuple[type[Scenario], Callable[[_Request], Scenario]], ...] = (
 )
 _BY_NAME = {kind.name: build for kind, build in _BUILDERS}
 SCENARIOS: tuple[str, ...] = tuple(_BY_NAME)
+# What `servescope demo` plays, quiet first and then in the tour's order; traffic-ramp and
+# hardware-faults exist for detector tests (no demo pace, no story to follow).
+DEMO_SCENARIOS: tuple[str, ...] = tuple(
+    kind.name for kind in (Steady, KvPressure, MemoryLeak, NvlinkCrc, GpuLost, VllmDown, Tour)
+)
 
 
 def make_scenario(

@@ -2,14 +2,17 @@
 Alertmanager. A fault must become a firing alert with the right labels, Alertmanager must deliver it to
 the runbook service's webhook, and the incident must carry the output of its runbook's read steps.
 
-The six stacks (4 simulated H200s, 2 engines: engine 0 on GPUs 0-1, engine 1 on GPUs 2-3) run side by
-side, so the module takes as long as its slowest scenario, not the sum; every check polls for what it
-waits for and has its own bound. The slowest is memory-leak: the leak verdict needs 4 minutes of
-history whatever the rate, so its GPU leaks 2.75 GiB/min instead of the demo pace's 2 (OOM after about
-6 minutes instead of 8). The alert still leads the OOM by about 50 s: it fires 30 to 65 s after the
-verdict (the exporter refits every 30 s, Prometheus scrapes and evaluates every 5 s, `for` is 30 s at
-the demo profile), which comes at 245 s, and the OOM at about 350 s. `make test` runs each module on
-one xdist worker (`--dist loadscope`): the stacks are started once, not once per worker.
+The seven stacks (4 simulated H200s, 2 engines: engine 0 on GPUs 0-1, engine 1 on GPUs 2-3) run side by
+side, so the module takes as long as its slowest stack, not the sum; every check polls for what it
+waits for and has its own bound, and stops as soon as it holds. The slowest are steady (5 quiet
+minutes) and memory-leak, so they start first: the leak verdict needs 4 minutes of history whatever
+the rate, and the alert fires 30 to 65 s after it (the exporter refits every 30 s, Prometheus scrapes
+and evaluates every 5 s, `for` is 30 s at the demo profile), about 5 minutes in. At the demo pace
+(2 GiB/min) the OOM comes at about 8.4 minutes: the test reads GPU 0 once it has seen the alert
+firing, and its engine still holding its memory proves the alert came first (an OOM is final). That a
+leak does end in OOM, seen through the exporter, is checked on a second stack leaking 8 GiB/min (OOM
+after about 2 minutes). The stacks mostly wait on the demo's clock, so `make test` runs the module
+whole on one xdist worker (`--dist loadscope`) while the other workers run the rest.
 
 Detection latency is measured from the fault's start (the exporter's start, plus the demo pace's minute
 for the single faults) to the alert firing in Prometheus (its activeAt plus its `for`), and to the incident's
@@ -18,120 +21,36 @@ arrival at the webhook. Set SERVESCOPE_E2E_REPORT=FILE to keep the figures as JS
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-import yaml
 
 from servescope.demo.stack import find_binaries
-from servescope.sim.registry import LEAK_ENV
-from servescope.sim.scenarios import PACES
-from tests.support import Child, wait_for
+from tests.e2e.demo_stacks import Plan, Stack, descendants, start_stacks, unix, zombie
+from tests.support import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-SCENARIOS = ("kv-pressure", "nvlink-crc", "gpu-lost", "vllm-down", "memory-leak", "steady")
-FAULT_START = {name: PACES["demo"].fault_start_seconds for name in ("nvlink-crc", "gpu-lost", "vllm-down")}
+FAST_LEAK_MIB_PER_MINUTE = 8192.0
+# The two longest to check start first (start_stacks), the others once those are ready.
+WAVES = (
+    {"memory-leak": Plan("memory-leak"), "steady": Plan("steady")},
+    {
+        "kv-pressure": Plan("kv-pressure"),
+        "fast-leak": Plan("memory-leak", FAST_LEAK_MIB_PER_MINUTE),
+        "vllm-down": Plan("vllm-down"),
+        "nvlink-crc": Plan("nvlink-crc"),
+        "gpu-lost": Plan("gpu-lost"),
+    },
+)
 STEADY_SECONDS = 300.0
-LEAK_MIB_PER_MINUTE = {"memory-leak": "2816"}
-START_TIMEOUT = 180.0
 REPORT: dict[str, dict[str, Any]] = {}
-
-
-def _seconds(duration: str) -> float:
-    units = {"s": 1, "m": 60, "h": 3600}
-    return float(duration[:-1]) * units[duration[-1]] if duration[-1] in units else float(duration)
-
-
-def _unix(stamp: str) -> float:
-    # Prometheus and Alertmanager write RFC 3339 with nanoseconds; Python takes microseconds.
-    head, _, rest = stamp.replace("Z", "+00:00").partition(".")
-    if rest:
-        digits = "".join(ch for ch in rest if ch.isdigit())
-        zone = rest[len(digits) :]
-        stamp = f"{head}.{digits[:6]}{zone}"
-    return datetime.fromisoformat(stamp).timestamp()
-
-
-@dataclass
-class Stack:
-    scenario: str
-    state: Path
-    child: Child
-    urls: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def process(self) -> subprocess.Popen[bytes]:
-        assert self.child.process is not None, "started by _start"
-        return self.child.process
-
-    @property
-    def started(self) -> float:
-        return float(self.urls["started_at"]["exporter"])
-
-    @property
-    def fault_at(self) -> float:
-        return self.started + FAULT_START.get(self.scenario, 0.0)
-
-    def get(self, service: str, path: str, **params: Any) -> Any:
-        response = httpx.get(self.urls[service] + path, params=params, timeout=10)
-        response.raise_for_status()
-        return response.json()
-
-    def alerts(self, name: str, state: str = "firing") -> list[dict[str, Any]]:
-        found = self.get("prometheus", "/api/v1/alerts")["data"]["alerts"]
-        return [a for a in found if a["labels"]["alertname"] == name and a["state"] == state]
-
-    def query(self, expr: str) -> list[dict[str, Any]]:
-        body = self.get("prometheus", "/api/v1/query", query=expr)
-        assert body["status"] == "success", body
-        result: list[dict[str, Any]] = body["data"]["result"]
-        return result
-
-    def incidents(self, name: str) -> list[dict[str, Any]]:
-        return [i for i in self.get("runbooks", "/incidents") if i["alertname"] == name]
-
-    def incident_with_steps(self, name: str, **labels: str) -> dict[str, Any] | None:
-        """The newest incident of `name` with these labels once its read steps have run, with their
-        results (one alert can make several incidents: one per GPU, say)."""
-        for incident in self.incidents(name):
-            if any(incident["labels"].get(k) != v for k, v in labels.items()):
-                continue
-            full: dict[str, Any] = self.get("runbooks", incident["url"])
-            if full["steps"]:
-                return full
-        return None
-
-    def rule_for(self, name: str) -> float:
-        rules = yaml.safe_load((self.state / "rules.yaml").read_text())
-        for group in rules["groups"]:
-            for rule in group["rules"]:
-                if rule.get("alert") == name:
-                    return _seconds(rule.get("for", "0s"))
-        raise AssertionError(f"{name} is not in the demo's rules")
-
-
-def _start(scenario: str, root: Path) -> Stack:
-    state = root / scenario
-    argv = [sys.executable, "-m", "servescope", "demo", f"--scenario={scenario}", "--gpus=4", "--engines=2"]
-    env = dict(os.environ)
-    if scenario in LEAK_MIB_PER_MINUTE:
-        env[LEAK_ENV] = LEAK_MIB_PER_MINUTE[scenario]
-    child = Child(f"the {scenario} demo", [*argv, f"--state-dir={state}"], root / f"{scenario}.log", env=env)
-    child.start()
-    return Stack(scenario, state, child)
 
 
 @pytest.fixture(scope="module")
@@ -139,41 +58,20 @@ def stacks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Stack
     prometheus, alertmanager = find_binaries()
     if not (prometheus and alertmanager):
         pytest.fail("prometheus and prometheus-alertmanager are needed: `make test` installs them")
-    root = tmp_path_factory.mktemp("demo")
-    started = {name: _start(name, root) for name in SCENARIOS}
-    try:
-        for stack in started.values():
-            urls = stack.state / "urls.json"
-
-            def ready(stack: Stack = stack, urls: Path = urls) -> bool:
-                assert stack.child.running(), stack.child.log_path.read_text()
-                return urls.exists()
-
-            wait_for(f"the {stack.scenario} demo to start", ready, START_TIMEOUT, every=1.0)
-            stack.urls = json.loads(urls.read_text())
-            assert stack.urls["full"], "the demo ran without Prometheus and Alertmanager"
+    with start_stacks(WAVES, tmp_path_factory.mktemp("demo")) as started:
         yield started
-    finally:
-        # Ctrl-C to all at once, as a user would; a demo that does not stop in a minute is killed.
-        for stack in started.values():
-            if stack.child.running():
-                stack.process.send_signal(signal.SIGINT)
-        for stack in started.values():
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                stack.process.wait(60)
-            stack.child.stop()
-        if os.environ.get("SERVESCOPE_E2E_REPORT"):
-            Path(os.environ["SERVESCOPE_E2E_REPORT"]).write_text(json.dumps(REPORT, indent=2) + "\n")
+    if os.environ.get("SERVESCOPE_E2E_REPORT"):
+        Path(os.environ["SERVESCOPE_E2E_REPORT"]).write_text(json.dumps(REPORT, indent=2) + "\n")
 
 
 def _detected(stack: Stack, name: str, alerts: list[dict[str, Any]], incident: dict[str, Any]) -> None:
     """Record when `name` fired and reached the webhook, counted from the fault's start."""
-    firing_at = min(_unix(a["activeAt"]) for a in alerts) + stack.rule_for(name)
-    REPORT[stack.scenario] = {
-        **REPORT.get(stack.scenario, {}),
+    firing_at = min(unix(a["activeAt"]) for a in alerts) + stack.rule_for(name)
+    REPORT[stack.name] = {
+        **REPORT.get(stack.name, {}),
         "alert": name,
         "firing_after_seconds": round(firing_at - stack.fault_at, 1),
-        "webhook_after_seconds": round(_unix(incident["received_at"]) - stack.fault_at, 1),
+        "webhook_after_seconds": round(unix(incident["received_at"]) - stack.fault_at, 1),
     }
 
 
@@ -235,22 +133,21 @@ def test_kv_pressure_pages_with_the_combined_alert_on_the_right_gpus_and_engine(
     _detected(stack, page, pages, incident)
 
 
-def test_nvlink_crc_storm_alerts_on_that_gpu_only(stacks: dict[str, Stack]) -> None:
-    stack = stacks["nvlink-crc"]
-    name = "ServescopeNvlinkCrcErrors"
-    alerts = wait_for(f"{name} firing", lambda: stack.alerts(name), 240)
-    assert {a["labels"]["gpu"] for a in alerts} == {"1"}
-    incident = _check_delivered(stack, name, 120, gpu="1")
+def _pages_on_gpu_only(stack: Stack, name: str, gpu: str, timeout: float) -> None:
+    """`name` fires on `gpu` and no other GPU, and reaches the webhook with its step results."""
+    alerts = wait_for(f"{name} firing", lambda: stack.alerts(name), timeout)
+    assert {a["labels"]["gpu"] for a in alerts} == {gpu}
+    incident = _check_delivered(stack, name, 120, gpu=gpu)
     _detected(stack, name, alerts, incident)
+
+
+def test_nvlink_crc_storm_alerts_on_that_gpu_only(stacks: dict[str, Stack]) -> None:
+    _pages_on_gpu_only(stacks["nvlink-crc"], "ServescopeNvlinkCrcErrors", "1", 240)
 
 
 def test_a_lost_gpu_pages_and_its_xid_79_is_alerted_on(stacks: dict[str, Stack]) -> None:
     stack = stacks["gpu-lost"]
-    name = "ServescopeGpuLost"
-    alerts = wait_for(f"{name} firing", lambda: stack.alerts(name), 180)
-    assert {a["labels"]["gpu"] for a in alerts} == {"2"}
-    incident = _check_delivered(stack, name, 120, gpu="2")
-    _detected(stack, name, alerts, incident)
+    _pages_on_gpu_only(stack, "ServescopeGpuLost", "2", 180)
     # The XID alert fires too, for the hardware window (1 min at the demo profile) after the event;
     # Alertmanager inhibits it under GpuLost once both are active.
     xid = stack.query('max_over_time(ALERTS{alertname="ServescopeGpuXidCritical", alertstate="firing"}[15m])')
@@ -272,12 +169,22 @@ def test_an_engine_down_alerts_with_its_endpoint(stacks: dict[str, Stack]) -> No
     _detected(stack, name, alerts, incident)
 
 
+def _oomed(gpu: dict[str, Any]) -> bool:
+    """The GPU's engine died of OOM: its memory pool is released and only the driver's reservation is left."""
+    return bool(gpu["used_bytes"] < 0.5 * gpu["total_bytes"])
+
+
 def test_memory_leak_is_flagged_before_the_oom(stacks: dict[str, Stack]) -> None:
     stack = stacks["memory-leak"]
     name = "ServescopeGpuMemoryLeakSuspected"
     alerts = wait_for(f"{name} firing", lambda: stack.alerts(name), 540)
+    # Read after the alert was seen firing: an engine that still holds its memory has not died of OOM
+    # yet (an OOM is final), so the alert came first.
+    gpu0 = stack.gpu("0")
+    assert not _oomed(gpu0), f"GPU 0 ran out of memory before {name} fired: {gpu0}"
+    assert gpu0["leak"]["suspected"], gpu0["leak"]
     assert {a["labels"]["gpu"] for a in alerts} == {"0"}, "only GPU 0 leaks"
-    leak_firing_at = min(_unix(a["activeAt"]) for a in alerts) + stack.rule_for(name)
+    leak_firing_at = min(unix(a["activeAt"]) for a in alerts) + stack.rule_for(name)
     # The time-to-exhaustion page comes first and, being critical on the same GPU, is what Alertmanager
     # delivers; the leak warning is inhibited under it.
     soon = "ServescopeGpuMemoryExhaustionSoon"
@@ -285,59 +192,55 @@ def test_memory_leak_is_flagged_before_the_oom(stacks: dict[str, Stack]) -> None
     assert {a["labels"]["gpu"] for a in exhaustion} == {"0"}
     incident = _check_delivered(stack, soon, 120, gpu="0")
     _detected(stack, soon, exhaustion, incident)
-
-    def oom() -> float | None:
-        gpus = stack.get("exporter", "/api/v1/gpus")["gpus"]
-        gpu0 = next(g for g in gpus if str(g["gpu"]) == "0")
-        # The engine died: its memory pool is released and only the driver's reservation is left.
-        return time.time() if gpu0["used_bytes"] < 0.5 * gpu0["total_bytes"] else None
-
-    oom_at = wait_for("the simulated OOM on GPU 0", oom, 900, every=1.0)
-    lead = oom_at - leak_firing_at
-    assert lead > 0, f"the leak alert fired {-lead:.0f} s after the OOM"
     REPORT["memory-leak"] |= {
         "leak_alert_after_seconds": round(leak_firing_at - stack.fault_at, 1),
-        "oom_after_seconds": round(oom_at - stack.fault_at, 1),
-        "leak_alert_lead_before_oom_seconds": round(lead, 1),
+        "seconds_to_exhaustion_when_flagged": gpu0["seconds_to_exhaustion"],
+    }
+
+
+def test_a_leak_ends_in_oom_on_that_gpu_only(stacks: dict[str, Stack]) -> None:
+    stack = stacks["fast-leak"]
+    wait_for("the simulated OOM on GPU 0", lambda: _oomed(stack.gpu("0")), 600, every=1.0)
+    others = {index: stack.gpu(index) for index in ("1", "2", "3")}
+    assert not [index for index, gpu in others.items() if _oomed(gpu)], others
+    # The exporter's curve of GPU 0: memory grew by the leak, then fell to the driver's reservation.
+    curve = stack.get("exporter", "/api/v1/gpus/0/memory", window="10m")
+    times, used = zip(*curve["samples"], strict=True)
+    half = 0.5 * curve["total_bytes"]
+    serving = next(i for i, value in enumerate(used) if value >= half)
+    oom = next(i for i in range(serving, len(used)) if used[i] < half)
+    assert max(used[serving:oom]) - used[serving] > 4 * 2**30, "GPU 0 did not leak before its OOM"
+    REPORT["fast-leak"] = {
+        "leak_mib_per_minute": FAST_LEAK_MIB_PER_MINUTE,
+        "oom_after_seconds": round(times[oom] - stack.fault_at, 1),
     }
 
 
 def test_steady_serving_fires_nothing_but_the_watchdog(stacks: dict[str, Stack]) -> None:
     stack = stacks["steady"]
-    remaining = stack.started + STEADY_SECONDS + 15 - time.time()
-    if remaining > 0:
-        time.sleep(remaining)
+
+    def fired_besides_the_watchdog() -> list[dict[str, Any]]:
+        window = int(time.time() - stack.started) + 5
+        expr = f'count_over_time(ALERTS{{alertstate="firing", alertname!="ServescopeWatchdog"}}[{window}s])'
+        return [series["metric"] for series in stack.query(expr)]
+
+    # The window must be whole, but an alert in it fails the test at once.
+    end = stack.started + STEADY_SECONDS + 15
+    while (left := end - time.time()) > 0:
+        assert not fired_besides_the_watchdog()
+        time.sleep(min(left, 10.0))
     window = int(time.time() - stack.started) + 5
-    fired = stack.query(
-        f'count_over_time(ALERTS{{alertstate="firing", alertname!="ServescopeWatchdog"}}[{window}s])'
-    )
-    assert not fired, [series["metric"] for series in fired]
+    fired = fired_besides_the_watchdog()
+    assert not fired, fired
     assert stack.query('ALERTS{alertname="ServescopeWatchdog", alertstate="firing"}')
     names = {i["alertname"] for i in stack.get("runbooks", "/incidents")}
     assert names == {"ServescopeWatchdog"}, names
     REPORT["steady"] = {"seconds_without_an_alert": window}
 
 
-def _descendants(pid: int) -> set[int]:
-    """Every process below `pid`, from /proc's parent links."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(fields[1])
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
 def test_ctrl_c_stops_every_child(stacks: dict[str, Stack]) -> None:
     stack = stacks["nvlink-crc"]
-    processes = _descendants(stack.process.pid)
+    processes = descendants(stack.process.pid)
     # The demo's four children, the exporter's two engines and its dcgmi at least.
     assert len(processes) >= 7, processes
     stack.process.send_signal(signal.SIGINT)
@@ -345,13 +248,6 @@ def test_ctrl_c_stops_every_child(stacks: dict[str, Stack]) -> None:
     deadline = time.monotonic() + 15
     alive = processes
     while alive and time.monotonic() < deadline:
-        alive = {pid for pid in alive if Path(f"/proc/{pid}").exists() and not _zombie(pid)}
+        alive = {pid for pid in alive if Path(f"/proc/{pid}").exists() and not zombie(pid)}
         time.sleep(0.5)
     assert not alive, f"left running after Ctrl-C: {alive}"
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return (Path(f"/proc/{pid}") / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return False
