@@ -91,6 +91,14 @@ def vllm_pod_monitor(options: DeployOptions) -> dict[str, Any]:
                         _node_as_instance(),
                         # One job name for every engine, whatever namespace its PodMonitor is in.
                         {"targetLabel": "job", "replacement": VLLM_JOB, "action": "replace"},
+                        # The engine's URL, as the exporter topology labels it: the rules' annotations
+                        # name the engine by it (the operator's `endpoint` is only the port's name).
+                        {
+                            "sourceLabels": ["__address__"],
+                            "targetLabel": "endpoint",
+                            "replacement": "http://$1/metrics",
+                            "action": "replace",
+                        },
                     ],
                 }
             ],

@@ -29,7 +29,7 @@ def test_the_pod_monitor_selects_the_engines_by_their_label_port_and_namespaces(
     assert any_namespace == {"any": True}
 
 
-def test_engine_targets_keep_their_pod_labels_gain_the_node_as_instance_and_one_job() -> None:
+def test_engine_targets_keep_their_pod_labels_gain_the_node_instance_job_and_url() -> None:
     (endpoint,) = find(rendered("podmonitor"), "PodMonitor")["spec"]["podMetricsEndpoints"]
     target = {
         "__address__": "10.0.9.4:8000",
@@ -48,7 +48,8 @@ def test_engine_targets_keep_their_pod_labels_gain_the_node_as_instance_and_one_
         "namespace": "llm",
         "pod": "deepseek-v3-0",
         "container": "vllm",
-        "endpoint": "http",
+        # The engine's URL, as the exporter topology labels it, not the operator's port name.
+        "endpoint": "http://10.0.9.4:8000/metrics",
     }
 
 
@@ -113,3 +114,14 @@ def test_every_variant_s_monitors_scrape_the_node_name_as_instance(variant: str)
                 {"__meta_kubernetes_pod_node_name": "n1", "instance": "ip:port"}, endpoint["relabelings"]
             )
             assert labels["instance"] == "n1"
+
+
+def test_the_podmonitor_topology_s_rules_join_the_engines_own_series_on_the_pod() -> None:
+    (rule,) = _kinds("podmonitor", "PrometheusRule")
+    expressions = [r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]]
+    assert any('vllm:kv_cache_usage_perc{job="vllm"}' in e for e in expressions)
+    assert any("on (namespace, pod) group_right" in e for e in expressions)
+    (default,) = _kinds("default", "PrometheusRule")
+    assert not any(
+        "servescope_gpu_pod_info" in r["expr"] for g in default["spec"]["groups"] for r in g["rules"]
+    )
