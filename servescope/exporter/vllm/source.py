@@ -25,7 +25,7 @@ from servescope.exporter.vllm.join import EndpointGpus, engine_gpus, join_endpoi
 from servescope.exporter.vllm.normalise import normalise
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.scrape import Fetcher, ScrapeError, Scraper
-from servescope.exporter.vllm.text_parser import ExpositionError, parse_exposition
+from servescope.exporter.vllm.text_parser import ExpositionError, ExpositionParser
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,9 @@ class EndpointState:
     joined: EndpointGpus = field(default_factory=EndpointGpus)
     ambiguous_logged: bool = False
     joined_at: float = float("-inf")
+    # The endpoint's own parser: what it remembers of this server's series serves this server's next
+    # scrape, and one scrape of an endpoint runs at a time, so no two threads share one.
+    parser: ExpositionParser = field(default_factory=ExpositionParser)
 
 
 class VllmSource:
@@ -84,6 +87,7 @@ class VllmSource:
         self._gpu_pids: frozenset[int] = frozenset()
         self._missing: set[str] = set()  # kept after discovery lost them, already logged
         self._found = Discovery()
+        self._probe_parser = ExpositionParser()  # discovery's probes, on the collecting thread only
         self._reports: list[Problem] = []  # what the last discovery could not reach, counted once
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="vllm-scrape")
         self._in_flight: dict[str, Future[list[FamilyLike] | ScrapeError]] = {}
@@ -135,7 +139,7 @@ class VllmSource:
         try:
             with LARGE_BODIES.hold():
                 text = self._scraper.fetch(url)
-                families = parse_exposition(text, keep=is_engine_family)
+                families = self._probe_parser.parse(text, keep=is_engine_family)
         except (ScrapeError, ExpositionError):
             return False
         # A servescope exporter re-exports engine series: it is never an engine itself.
@@ -175,7 +179,7 @@ class VllmSource:
         for url in urls:
             running = self._in_flight.get(url)
             if running is None or running.done():
-                self._in_flight[url] = self._pool.submit(self._scrape, url)
+                self._in_flight[url] = self._pool.submit(self._scrape, self._states[url])
         futures = {url: self._in_flight[url] for url in urls}
         for gone in [url for url, future in self._in_flight.items() if url not in futures and future.done()]:
             del self._in_flight[gone]  # an endpoint discovery no longer lists
@@ -191,11 +195,12 @@ class VllmSource:
                 )
         return results
 
-    def _scrape(self, url: str) -> list[FamilyLike] | ScrapeError:
+    def _scrape(self, state: EndpointState) -> list[FamilyLike] | ScrapeError:
         # A large page is fetched and parsed under the process's one large-body slot.
+        url = state.url
         with LARGE_BODIES.hold():
             try:
-                return list(parse_exposition(self._scraper.fetch(url), keep=is_engine_family))
+                return list(state.parser.parse(self._scraper.fetch(url), keep=is_engine_family))
             except ScrapeError as exc:
                 failure = ScrapeError(exc.reason, exc.message)
             except ExpositionError as exc:
