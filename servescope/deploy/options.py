@@ -22,6 +22,15 @@ from servescope.deploy.names import (
 Topology = Literal["exporter", "podmonitor"]
 DcgmSource = Literal["gpu-operator", "exporter-url", "dcgmi", "off"]
 REMOTE_WRITE_PATH = "/api/v1/write"
+# What the PodMonitor drops of the engines' series before Prometheus stores them: the `_created` series
+# (one per counter and histogram), the buckets of vllm:iteration_tokens_total (the rules read its _count),
+# vLLM's deprecated alias of the inter-token latency, and the per-request size and time histograms no
+# rule or dashboard reads. The rules' own series stay (tests/deploy/test_topologies.py checks it).
+VLLM_DROP_SERIES = (
+    "vllm:.+_created|vllm:iteration_tokens_total_bucket|vllm:request_(time_per_output_token_seconds|"
+    "inference_time_seconds|prompt_tokens|generation_tokens|max_num_generation_tokens|params_max_tokens|"
+    "params_n|prefill_kv_computed_tokens|num_preemptions)_(bucket|count|sum)"
+)
 
 
 class DeployOptions(ClusterOptions):
@@ -123,6 +132,13 @@ class DeployOptions(ClusterOptions):
         json_schema_extra=flag("--vllm-namespace"),
         description="With --topology podmonitor: namespaces of the engine pods (repeatable). None: all.",
     )
+    vllm_drop_series: str = Field(
+        VLLM_DROP_SERIES,
+        json_schema_extra=flag("--vllm-drop-series"),
+        description="With --topology podmonitor: regular expression of the engine series names the "
+        "PodMonitor drops before they are stored. The default drops the _created series and the histograms "
+        "no rule reads (docs/scale-out.md). Empty: keep every series.",
+    )
     agent: bool = Field(
         False,
         json_schema_extra=flag("--agent/--no-agent"),
@@ -174,6 +190,11 @@ class DeployOptions(ClusterOptions):
         if len(value) > 15:
             raise ValueError(f"{value!r} is not a port name (at most 15 characters)")
         return checks.dns_label(value)
+
+    @field_validator("vllm_drop_series")
+    @classmethod
+    def _regex(cls, value: str) -> str:
+        return checks.regex(value)
 
     @field_validator("vllm_namespaces")
     @classmethod
