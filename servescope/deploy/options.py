@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from servescope.alerts.config import AlertsConfig
+from servescope.common.hosts import HOST_PORT_PATTERN
 from servescope.common.settings_cli import cli_flag
 from servescope.deploy import checks
 from servescope.deploy.cluster import ClusterOptions, flag
@@ -103,6 +104,13 @@ class DeployOptions(ClusterOptions):
         description="Where DCGM fields come from. gpu-operator: the Operator's dcgm-exporter on the same "
         "node, through a Service with internalTrafficPolicy Local in --gpu-operator-namespace. "
         "exporter-url: --dcgm-exporter-url. dcgmi: the image's dcgmi (built with DCGM=1). off: none.",
+    )
+    dcgm_host: str = Field(
+        "",
+        pattern=HOST_PORT_PATTERN,
+        json_schema_extra=flag("--dcgm-host"),
+        description="With --dcgm dcgmi: the host engine `dcgmi dmon --host` connects to. Empty: the GPU "
+        "Operator's standalone one, nvidia-dcgm.<gpu-operator-namespace>.svc:5555.",
     )
     dcgm_exporter_url: str = Field(
         "",

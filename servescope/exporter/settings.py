@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from servescope.common.hosts import HOST_PORT_PATTERN
 from servescope.common.listen import parse_listen
 from servescope.common.settings_cli import ENV_PREFIX, area_config
 from servescope.exporter.k8s.settings import K8sSettings
@@ -122,6 +123,13 @@ class DcgmSettings(BaseSettings):
         json_schema_extra={"cli": "--dcgm-exporter-url"},
         description="Scrape this dcgm-exporter /metrics instead of running dcgmi (clusters with the GPU "
         "Operator already run one).",
+    )
+    host: str = Field(
+        "",
+        json_schema_extra={"cli": "--dcgm-host"},
+        description="Host engine dcgmi dmon connects to (`--host`), e.g. the GPU Operator's standalone "
+        "nvidia-dcgm:5555. Empty: the local one.",
+        pattern=HOST_PORT_PATTERN,
     )
 
 
