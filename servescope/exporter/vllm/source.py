@@ -20,7 +20,7 @@ from servescope.exporter.stores.serving_board import ServingBoard
 from servescope.exporter.stores.signals import GpuProcess, Normalised
 from servescope.exporter.vllm.aliases import FamilyLike, is_engine_family
 from servescope.exporter.vllm.discovery import Discovery, discover
-from servescope.exporter.vllm.export import passthrough_text, signal_samples
+from servescope.exporter.vllm.export import NO_POD, passthrough_text, signal_samples
 from servescope.exporter.vllm.join import EndpointGpus, engine_gpus, join_endpoint
 from servescope.exporter.vllm.normalise import normalise
 from servescope.exporter.vllm.procfs import ProcFs
@@ -157,9 +157,11 @@ class VllmSource:
             if families is None:
                 continue
             normalised = normalise(families)
-            samples += signal_samples(normalised, url)
             samples += self._join_samples(state, normalised)
-            samples += self._pod_samples(state)
+            holder = self._holder(state)
+            samples += signal_samples(normalised, url, holder or NO_POD)
+            if holder is not None:
+                samples.append(Sample(placement.ENDPOINT_POD_INFO, (state.url, *holder), 1))
             if self.board is not None:
                 # Load, KV usage and latency over time feed the leak verdict, KV trend and advisor.
                 self.board.record(url, normalised, state.gpus, self._monotonic())
@@ -263,14 +265,14 @@ class VllmSource:
             for g in mapping[engine]
         ]
 
-    def _pod_samples(self, state: EndpointState) -> list[Sample]:
-        # Labels to join the serving series with what a PodMonitor scrapes: only when one container
-        # holds every GPU of the endpoint (a time-sliced GPU's processes could be anyone's).
+    def _holder(self, state: EndpointState) -> tuple[str, str, str] | None:
+        # The pod of the endpoint's series: only when one container holds every GPU of the endpoint (a
+        # time-sliced GPU's processes could be anyone's).
         holders = {holder for g in state.gpus for holder in self._directory.holders(g.uuid)}
         if len(holders) != 1 or not all(self._directory.holders(g.uuid) for g in state.gpus):
-            return []
+            return None
         (holder,) = holders
-        return [Sample(placement.ENDPOINT_POD_INFO, (state.url, *holder), 1)]
+        return holder
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
