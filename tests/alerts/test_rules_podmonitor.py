@@ -11,8 +11,6 @@ that those cover, in another topology.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +19,7 @@ import yaml
 
 from servescope.alerts.bundle import rule_file
 from servescope.alerts.config import AlertsConfig
-from tests.alerts.promtool import GROUP_ORDER, RULES, check, firing, series
+from tests.alerts.promtool import RULES, check, firing, run_promtool, series
 from tests.alerts.test_rules_serving import (
     COMBINED,
     HURTING,
@@ -217,26 +215,6 @@ DP_IN_ONE_POD: dict[str, Any] = {
 }
 
 
-def run_promtool_on(rules: Path, tests: list[dict[str, Any]], tmp_path: Path) -> None:
-    """`promtool test rules` of `tests` against the rule file `rules`."""
-    promtool = shutil.which("promtool")
-    assert promtool, (
-        "promtool missing: `make test` installs Debian prometheus (scripts/install-debian-tools.sh)"
-    )
-    path = tmp_path / "rules_test.yaml"
-    document = {
-        "rule_files": [str(rules)],
-        "evaluation_interval": "1m",
-        "group_eval_order": GROUP_ORDER,
-        "tests": tests,
-    }
-    path.write_text(yaml.safe_dump(document, sort_keys=False, width=200))
-    result = subprocess.run(
-        [promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=300, check=False
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
 def pod_rules(tmp_path: Path) -> Path:
     path = tmp_path / "rules-podmonitor.yaml"
     path.write_text(yaml.safe_dump(rule_file(POD_CONFIG), sort_keys=False, width=120))
@@ -246,12 +224,12 @@ def pod_rules(tmp_path: Path) -> Path:
 @pytest.mark.e2e
 def test_exporter_topology_joins_engines_to_their_gpus(tmp_path: Path) -> None:
     exporter = Topology(podmonitor=False)
-    run_promtool_on(RULES, [tensor_parallel(exporter), pods_apart(exporter)], tmp_path)
+    run_promtool([tensor_parallel(exporter), pods_apart(exporter)], tmp_path)
 
 
 @pytest.mark.e2e
 def test_podmonitor_topology_joins_engines_to_their_pod_s_gpus(tmp_path: Path) -> None:
-    run_promtool_on(pod_rules(tmp_path), [tensor_parallel(POD), pods_apart(POD), DP_IN_ONE_POD], tmp_path)
+    run_promtool([tensor_parallel(POD), pods_apart(POD), DP_IN_ONE_POD], tmp_path, rules=pod_rules(tmp_path))
 
 
 def test_the_podmonitor_build_reads_the_engines_own_series_and_joins_on_the_pod() -> None:
