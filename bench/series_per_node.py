@@ -10,7 +10,7 @@ scrape_samples_scraped, scrape_samples_post_metric_relabeling, scrape_series_add
 
 Two topologies are counted: `exporter` (the default: the exporter scrapes the engines; Prometheus does
 not store their raw series) and `podmonitor` (Prometheus scrapes the 4 engines itself, the exporter adds
-GPU series only).
+GPU series only; the engines' series the rendered PodMonitor drops, `--vllm-drop-series`, not counted).
 Usage: python bench/series_per_node.py [--gpus 8] [--engines 4] [--nodes 1000] [--target 1500]
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 import urllib.request
@@ -45,9 +46,16 @@ def daemonset_settings(options: DeployOptions) -> dict[str, str]:
     return {name: value for name, value in settings.items() if name not in SUBSTITUTED}
 
 
-def families(text: str) -> Counter[str]:
-    """Samples (= series) per metric family of one exposition."""
-    return Counter({f.name: len(f.samples) for f in text_string_to_metric_families(text) if f.samples})
+def families(text: str, dropped: str = "") -> Counter[str]:
+    """Samples (= series) per metric family of one exposition, but those whose name `dropped` matches
+    (a metricRelabelings `drop`: anchored at both ends, as Prometheus's regexes are)."""
+    drop = re.compile(dropped) if dropped else None
+    counts: Counter[str] = Counter()
+    for family in text_string_to_metric_families(text):
+        kept = [s for s in family.samples if drop is None or not drop.fullmatch(s.name)]
+        if kept:
+            counts[family.name] = len(kept)
+    return counts
 
 
 def _all_sources_up(text: str) -> bool:
@@ -103,11 +111,13 @@ def engine_urls(text: str) -> list[str]:
 
 
 def engine_series(text: str) -> Counter[str]:
-    """What Prometheus would store scraping each engine itself, summed over the engines."""
+    """What Prometheus would store scraping each engine itself through the rendered PodMonitor (its
+    metricRelabelings applied), summed over the engines."""
+    dropped = DeployOptions(topology="podmonitor").vllm_drop_series
     total: Counter[str] = Counter()
     for url in engine_urls(text):
         with urllib.request.urlopen(url, timeout=10) as response:  # loopback, the simulated engines
-            total.update(families(response.read().decode()))
+            total.update(families(response.read().decode(), dropped))
     return total
 
 

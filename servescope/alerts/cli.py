@@ -48,12 +48,21 @@ def build(
             "`for` and window so simulated faults fire within minutes (what `servescope demo` loads).",
         ),
     ] = "default",
+    topology: Annotated[
+        str | None,
+        typer.Option(
+            "--topology",
+            help="Who scrapes the engines: exporter, or podmonitor (the rules read the engines' own vllm:* "
+            "series and join them to GPUs on namespace, pod). Default: the config's engine_topology.",
+        ),
+    ] = None,
 ) -> None:
     """Generate the alert bundle from the defaults (or --config) into --out."""
     # typer declares each option in the signature, which makes this command longer than 40 lines; its body
     # is short.
     try:
-        cfg = with_profile(load_config(config), profile)
+        overrides = {"engine_topology": topology} if topology else {}
+        cfg = with_profile(load_config(config), profile, **overrides)
     except ValidationError as exc:
         message = validation_message(exc, _config_field, prefix=f"{config}: ")
         typer.echo(f"servescope: error: {message}", err=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -41,6 +41,18 @@ class AlertsConfig(BaseModel):
         description="`release` label of the PrometheusRule: kube-prometheus-stack only loads rules "
         "that carry "
         "its Helm release name.",
+    )
+    engine_topology: Literal["exporter", "podmonitor"] = Field(
+        "exporter",
+        description="Who scrapes the engines (deploy render --topology). `exporter`: the exporter's "
+        "normalised servescope_serving_* series, joined to GPUs by servescope_engine_gpu_info. `podmonitor`: "
+        "the engines' own vllm:* series (engine_selector), joined to GPUs on `namespace, pod` by "
+        "servescope_gpu_pod_info.",
+    )
+    engine_selector: str = Field(
+        'job="vllm"',
+        description="With engine_topology podmonitor: label matchers selecting the engines' own series "
+        "(the PodMonitor's job).",
     )
     # --- GPU load and KV cache (seed guide: >85% sustained, KV >70%) ------------------------------
     gpu_saturated_ratio: float = Field(0.85, gt=0, le=1)

@@ -5,9 +5,16 @@ from __future__ import annotations
 from servescope import catalog as c
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.model import sel
+from servescope.alerts.topology import podmonitor
+from servescope.catalog.placement import GPU_POD_INFO
 
 GPU_BY = "instance, hostname, gpu, uuid"
 ENGINE_BY = "instance, model_name, engine, endpoint"
+# An engine scraped by a PodMonitor: its pod tells it apart (two pods of a node serve engine 0 of the same
+# model); `instance` is the node's name as on the GPU series; `endpoint` is the pod's URL (the PodMonitor
+# sets it) and names the engine in the annotations.
+POD_ENGINE_BY = "instance, namespace, pod, model_name, engine, endpoint"
+POD_GPU_BY = "instance, namespace, pod, hostname, gpu, uuid"
 ON_GPU = "{{ $labels.hostname }} GPU {{ $labels.gpu }} ({{ $labels.uuid }})"
 ON_ENGINE = "{{ $labels.model_name }} engine {{ $labels.engine }} at {{ $labels.endpoint }}"
 SM_ACTIVE = "servescope_dcgm_sm_active_ratio"
@@ -20,11 +27,32 @@ def engine_gpu_info(cfg: AlertsConfig) -> str:
     return f"({info} * on (instance, uuid) group_left (hostname) {hosts})"
 
 
+def engine_by(cfg: AlertsConfig) -> str:
+    """The labels that identify an engine in the topology the bundle is built for."""
+    return POD_ENGINE_BY if podmonitor(cfg) else ENGINE_BY
+
+
+def on_pod_gpus(cfg: AlertsConfig, engine_expr: str) -> str:
+    """An engine-level vector spread onto the GPUs the kubelet allocated to its pod, joined on
+    `namespace, pod` (labels gain gpu, uuid, hostname; `engine` goes).
+
+    Prometheus cannot tell which GPUs of a pod each of its data-parallel ranks holds, so the pod is the
+    unit: its engines fold into one value (the highest), never a cross product of ranks and GPUs. A TP
+    group is one engine on the pod's N GPUs. servescope_gpu_pod_info has one series per container holding
+    a GPU: `max by` folds the containers.
+    """
+    per_pod = f"max by (namespace, pod, model_name, endpoint) ({engine_expr})"
+    gpus = f"max by ({POD_GPU_BY}) ({sel(cfg, GPU_POD_INFO.name)})"
+    return f"({per_pod} * on (namespace, pod) group_right (model_name, endpoint) {gpus})"
+
+
 def on_engine_gpus(cfg: AlertsConfig, engine_expr: str) -> str:
     """An engine-level vector spread onto the GPUs the engine runs on (labels gain gpu, uuid, hostname).
 
     servescope_engine_gpu_info has one series per (engine, GPU, PID): `max by` folds the PIDs.
     """
+    if podmonitor(cfg):
+        return on_pod_gpus(cfg, engine_expr)
     info = engine_gpu_info(cfg)
     spread = f"({engine_expr}) * on ({ENGINE_BY}) group_right () {info}"
     return f"max by ({ENGINE_BY}, hostname, gpu, uuid) ({spread})"
@@ -64,6 +92,9 @@ def pool_spare(cfg: AlertsConfig, window: str) -> str:
     sm = f"max by ({by}) (avg_over_time({sel(cfg, SM_ACTIVE)}[{window}]))"
     nvml = f"max by ({by}) (avg_over_time({sel(cfg, c.UTILIZATION.name)}[{window}]))"
     busy = f"({sm} or ({nvml} unless on (instance, uuid) {sm}))"
-    pools = f"group by ({by}, model_name) ({sel(cfg, c.ENGINE_GPU_INFO.name)})"
+    engines = sel(cfg, c.ENGINE_GPU_INFO.name)
+    if podmonitor(cfg):
+        engines = on_pod_gpus(cfg, sel(cfg, c.RUNNING.name))
+    pools = f"group by ({by}, model_name) ({engines})"
     pool_by = ", ".join((*cfg.fleet_by, "model_name"))
     return f"1 - avg by ({pool_by}) ({pools} * on (instance, uuid) group_left () {busy})"

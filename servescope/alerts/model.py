@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servescope.alerts.config import AlertsConfig
+from servescope.alerts.topology import source
 
 SEVERITIES = ("critical", "warning", "info")
 # Every rule of the bundle carries this label: the bundle's Alertmanager routes match on it, so they never
@@ -121,6 +122,7 @@ class Group:
 
 
 def sel(config: AlertsConfig, name: str, *matchers: str) -> str:
-    """`name{<exporter selector>,<matchers>}`."""
-    inner = ",".join(m for m in (config.selector, *matchers) if m)
-    return f"{name}{{{inner}}}"
+    """`name{<exporter selector>,<matchers>}`, or the engine's own series in the PodMonitor topology."""
+    series, selector = source(config, name)
+    inner = ",".join(m for m in (selector, *matchers) if m)
+    return f"{series}{{{inner}}}"

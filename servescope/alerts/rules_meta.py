@@ -74,7 +74,8 @@ def meta(cfg: AlertsConfig) -> Group:
             ),
             Alert(
                 "ServescopeSourceDown",
-                f"{source_up} == 0",
+                # Not installed on this node (servescope_source_absent) is a state, not a failure.
+                f"{source_up} == 0 unless on (job, instance, source) {sel(cfg, c.SOURCE_ABSENT.name)} == 1",
                 cfg.source_down_for,
                 "warning",
                 "A servescope source keeps failing.",

@@ -5,10 +5,10 @@ from __future__ import annotations
 from servescope import catalog as c
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.exprs import (
-    ENGINE_BY,
     ON_ENGINE,
     ON_GPU,
     engine_active,
+    engine_by,
     on_engine_gpus,
     pool_spare,
     saturated,
@@ -49,15 +49,15 @@ def kv_symptom(cfg: AlertsConfig) -> str:
 def kv_pressed(cfg: AlertsConfig) -> str:
     """Engines over the KV pressure bound that ran steps in the last 5 min (the value is the KV usage)."""
     kv = sel(cfg, c.KV_USAGE.name)
-    return f"{kv} > {cfg.kv_pressure_ratio:g} and on ({ENGINE_BY}) {engine_active(cfg)}"
+    return f"{kv} > {cfg.kv_pressure_ratio:g} and on ({engine_by(cfg)}) {engine_active(cfg)}"
 
 
 def hurting(cfg: AlertsConfig) -> str:
     """Engines under KV pressure with a symptom on a saturated GPU of theirs: one series per engine,
     whatever the number of its GPUs (a TP group is one engine on N GPUs); the value is the KV usage."""
-    pressed = f"{kv_pressed(cfg)} and on ({ENGINE_BY}) {kv_symptom(cfg)}"
+    pressed = f"{kv_pressed(cfg)} and on ({engine_by(cfg)}) {kv_symptom(cfg)}"
     on_saturated = f"{on_engine_gpus(cfg, pressed)} and on (instance, uuid) {saturated(cfg)}"
-    return f"max by ({ENGINE_BY}, hostname) ({on_saturated})"
+    return f"max by ({engine_by(cfg)}, hostname) ({on_saturated})"
 
 
 def serving(cfg: AlertsConfig) -> Group:

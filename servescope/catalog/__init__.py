@@ -6,7 +6,7 @@ their build instead of silently matching nothing.
 
 from __future__ import annotations
 
-from servescope.catalog.spec import GPU_LABELS, MetricSpec
+from servescope.catalog.spec import GPU_LABELS, POD_LABELS, MetricSpec
 from servescope.catalog.spec import counter as _counter
 from servescope.catalog.spec import gauge as _gauge
 
@@ -115,8 +115,9 @@ NVLINK_LINK_ERRORS = _nvml_counter(
 PROCESSES = _nvml_gauge("servescope_gpu_compute_processes", "Compute processes running on the GPU.")
 PROCESS_MEMORY = _nvml_gauge(
     "servescope_gpu_process_memory_used_bytes",
-    "Device memory used by one compute process (host PID namespace).",
-    (*G, "pid"),
+    "Device memory used by one compute process (host PID namespace); namespace/pod/container where one "
+    "container holds the GPU (kubelet pod-resources).",
+    (*G, "pid", *POD_LABELS),
 )
 XID_ERRORS = _nvml_counter(
     "servescope_gpu_xid_errors_total",

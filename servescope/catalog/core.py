@@ -20,6 +20,13 @@ SIMULATED = _gauge(
 SOURCE_UP = _gauge(
     "servescope_source_up", "1 when the source's last collection succeeded, else 0.", ("source",), "core"
 )
+SOURCE_ABSENT = _gauge(
+    "servescope_source_absent",
+    "1 while what the source reads is not installed on this node (no dcgmi, no kubelet socket): a state "
+    "of the node, not a failure, and no ServescopeSourceDown; exported only then (source_up is 0).",
+    ("source",),
+    "core",
+)
 SOURCE_LAST_SUCCESS = _gauge(
     "servescope_source_last_success_timestamp_seconds",
     "Unix time of the source's last successful collection (0 before the first).",

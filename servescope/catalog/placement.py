@@ -5,10 +5,10 @@ Kept apart from the collected series of the catalog's main module; the catalog l
 
 from __future__ import annotations
 
-from servescope.catalog.spec import GPU_LABELS, MetricSpec
+from servescope.catalog.spec import GPU_LABELS, POD_LABELS, MetricSpec
 from servescope.catalog.spec import gauge as _gauge
 
-POD = ("namespace", "pod", "container")
+POD = POD_LABELS
 
 GPU_POD_INFO = _gauge(
     "servescope_gpu_pod_info",

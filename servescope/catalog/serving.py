@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from servescope.catalog.core import SOURCE_ERRORS, SOURCE_LAST_SUCCESS, SOURCE_UP
-from servescope.catalog.spec import Kind, MetricSpec
+from servescope.catalog.spec import POD_LABELS, Kind, MetricSpec
 from servescope.catalog.spec import counter as _counter
 from servescope.catalog.spec import gauge as _gauge
 
-S = ("model_name", "engine", "endpoint")
+# namespace/pod/container: the pod holding all of the endpoint's GPUs, when the kubelet says (else omitted).
+S = ("model_name", "engine", "endpoint", *POD_LABELS)
 
 
 def _serving_gauge(name: str, help_: str, labels: tuple[str, ...] = S) -> MetricSpec:

@@ -14,6 +14,9 @@ class Kind(StrEnum):
 
 
 GPU_LABELS = ("gpu", "uuid", "hostname")
+# The workload a series belongs to, from the kubelet's pod-resources API: rendered only when known (an
+# empty value is no label to Prometheus, and a node without Kubernetes exports the same lines as before).
+POD_LABELS = ("namespace", "pod", "container")
 
 _NAME = re.compile(r"^servescope_[a-z0-9_]+$")
 _LABEL = re.compile(r"^[a-z][a-z0-9_]*$")

@@ -72,3 +72,12 @@ def labels(value: dict[str, str], *, may_be_empty: bool = False) -> dict[str, st
         if label_value and (not _LABEL_NAME.match(label_value) or len(label_value) > 63):
             raise ValueError(f"{key}={label_value!r}: not a label value (at most 63 of A-Z a-z 0-9 - _ .)")
     return value
+
+
+def regex(value: str) -> str:
+    """A relabeling regular expression (RE2 in Prometheus; Python's parser rejects what RE2 would)."""
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"{value!r} is not a regular expression: {exc}") from None
+    return value

@@ -19,18 +19,27 @@ from servescope.exporter.settings import DcgmSettings
 SERVICE = "servescope-dcgm-exporter"
 OPERATOR_DCGM_EXPORTER_LABELS = {"app": "nvidia-dcgm-exporter"}
 DCGM_EXPORTER_PORT = 9400
+# The GPU Operator's standalone host engine (`dcgm.enabled: true`): Service nvidia-dcgm, port 5555.
+OPERATOR_HOST_ENGINE = "nvidia-dcgm"
 
 
 def operator_url(options: DeployOptions) -> str:
     return f"http://{SERVICE}.{options.gpu_operator_namespace}.svc:{DCGM_EXPORTER_PORT}/metrics"
 
 
+def host_engine(options: DeployOptions) -> str:
+    """The host engine the image's dcgmi reads: --dcgm-host, else the GPU Operator's standalone one."""
+    return options.dcgm_host or f"{OPERATOR_HOST_ENGINE}.{options.gpu_operator_namespace}.svc:5555"
+
+
 def exporter_env(options: DeployOptions) -> list[dict[str, Any]]:
-    """The exporter's DCGM settings for the chosen source; none for dcgmi, the exporter's default."""
+    """The exporter's DCGM settings for the chosen source."""
     if options.dcgm == "off":
         return [{"name": env_names(DcgmSettings, "enabled")[0], "value": "false"}]
-    url = {"gpu-operator": operator_url(options), "exporter-url": options.dcgm_exporter_url}.get(options.dcgm)
-    return [{"name": env_names(DcgmSettings, "exporter_url")[0], "value": url}] if url else []
+    if options.dcgm == "dcgmi":
+        return [{"name": env_names(DcgmSettings, "host")[0], "value": host_engine(options)}]
+    url = {"gpu-operator": operator_url(options), "exporter-url": options.dcgm_exporter_url}[options.dcgm]
+    return [{"name": env_names(DcgmSettings, "exporter_url")[0], "value": url}]
 
 
 def node_local_service(options: DeployOptions) -> dict[str, Any]:

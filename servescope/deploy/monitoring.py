@@ -11,7 +11,7 @@ from servescope.alerts.alertmanager import alertmanager_config
 from servescope.alerts.bundle import all_alerts, prometheus_rule
 from servescope.alerts.config import AlertsConfig
 from servescope.dashboards import build as dashboards
-from servescope.deploy.names import SECRET
+from servescope.deploy.names import SECRET, VLLM_JOB
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.runbooks import ALERTMANAGER_TOKEN_FILE
 from servescope.runbooks.webhook import WEBHOOK_PATH
@@ -27,6 +27,9 @@ def alerts_config(options: DeployOptions) -> AlertsConfig:
         # Alertmanager posts inside the cluster, whatever URL people open the runbooks with.
         webhook_url=options.runbook_service_url() + WEBHOOK_PATH,
         webhook_credentials_file=ALERTMANAGER_TOKEN_FILE,
+        # With --topology podmonitor the rules read the PodMonitor's vllm:* series, joined on namespace, pod.
+        engine_topology=options.topology,
+        engine_selector=f'job="{VLLM_JOB}"',
     )
 
 

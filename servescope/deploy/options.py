@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from servescope.alerts.config import AlertsConfig
+from servescope.common.hosts import HOST_PORT_PATTERN
 from servescope.common.settings_cli import cli_flag
 from servescope.deploy import checks
 from servescope.deploy.cluster import ClusterOptions, flag
@@ -22,6 +23,15 @@ from servescope.deploy.names import (
 Topology = Literal["exporter", "podmonitor"]
 DcgmSource = Literal["gpu-operator", "exporter-url", "dcgmi", "off"]
 REMOTE_WRITE_PATH = "/api/v1/write"
+# What the PodMonitor drops of the engines' series before Prometheus stores them: the `_created` series
+# (one per counter and histogram), the buckets of vllm:iteration_tokens_total (the rules read its _count),
+# vLLM's deprecated alias of the inter-token latency, and the per-request size and time histograms no
+# rule or dashboard reads. The rules' own series stay (tests/deploy/test_topologies.py checks it).
+VLLM_DROP_SERIES = (
+    "vllm:.+_created|vllm:iteration_tokens_total_bucket|vllm:request_(time_per_output_token_seconds|"
+    "inference_time_seconds|prompt_tokens|generation_tokens|max_num_generation_tokens|params_max_tokens|"
+    "params_n|prefill_kv_computed_tokens|num_preemptions)_(bucket|count|sum)"
+)
 
 
 class DeployOptions(ClusterOptions):
@@ -95,6 +105,13 @@ class DeployOptions(ClusterOptions):
         "node, through a Service with internalTrafficPolicy Local in --gpu-operator-namespace. "
         "exporter-url: --dcgm-exporter-url. dcgmi: the image's dcgmi (built with DCGM=1). off: none.",
     )
+    dcgm_host: str = Field(
+        "",
+        pattern=HOST_PORT_PATTERN,
+        json_schema_extra=flag("--dcgm-host"),
+        description="With --dcgm dcgmi: the host engine `dcgmi dmon --host` connects to. Empty: the GPU "
+        "Operator's standalone one, nvidia-dcgm.<gpu-operator-namespace>.svc:5555.",
+    )
     dcgm_exporter_url: str = Field(
         "",
         json_schema_extra=flag("--dcgm-exporter-url"),
@@ -122,6 +139,13 @@ class DeployOptions(ClusterOptions):
         default_factory=list,
         json_schema_extra=flag("--vllm-namespace"),
         description="With --topology podmonitor: namespaces of the engine pods (repeatable). None: all.",
+    )
+    vllm_drop_series: str = Field(
+        VLLM_DROP_SERIES,
+        json_schema_extra=flag("--vllm-drop-series"),
+        description="With --topology podmonitor: regular expression of the engine series names the "
+        "PodMonitor drops before they are stored. The default drops the _created series and the histograms "
+        "no rule reads (docs/scale-out.md). Empty: keep every series.",
     )
     agent: bool = Field(
         False,
@@ -174,6 +198,11 @@ class DeployOptions(ClusterOptions):
         if len(value) > 15:
             raise ValueError(f"{value!r} is not a port name (at most 15 characters)")
         return checks.dns_label(value)
+
+    @field_validator("vllm_drop_series")
+    @classmethod
+    def _regex(cls, value: str) -> str:
+        return checks.regex(value)
 
     @field_validator("vllm_namespaces")
     @classmethod

@@ -69,6 +69,14 @@ def _vllm_namespaces(options: DeployOptions) -> dict[str, Any]:
     return {"matchNames": list(options.vllm_namespaces)} if options.vllm_namespaces else {"any": True}
 
 
+def _dropped_series(options: DeployOptions) -> dict[str, Any]:
+    """The engine series not worth storing (the series budget of docs/scale-out.md), dropped at scrape."""
+    if not options.vllm_drop_series:
+        return {}
+    drop = {"sourceLabels": ["__name__"], "regex": options.vllm_drop_series, "action": "drop"}
+    return {"metricRelabelings": [drop]}
+
+
 def vllm_pod_monitor(options: DeployOptions) -> dict[str, Any]:
     """The engines scraped by Prometheus: their own vllm:* series, with the pod's namespace/pod/container
     (the keys the alert rules join with servescope_gpu_pod_info in this topology)."""
@@ -84,6 +92,7 @@ def vllm_pod_monitor(options: DeployOptions) -> dict[str, Any]:
             "namespaceSelector": _vllm_namespaces(options),
             "podMetricsEndpoints": [
                 {
+                    **_dropped_series(options),
                     "port": options.vllm_port,
                     "path": "/metrics",
                     "interval": options.scrape_interval,
@@ -91,6 +100,14 @@ def vllm_pod_monitor(options: DeployOptions) -> dict[str, Any]:
                         _node_as_instance(),
                         # One job name for every engine, whatever namespace its PodMonitor is in.
                         {"targetLabel": "job", "replacement": VLLM_JOB, "action": "replace"},
+                        # The engine's URL, as the exporter topology labels it: the rules' annotations
+                        # name the engine by it (the operator's `endpoint` is only the port's name).
+                        {
+                            "sourceLabels": ["__address__"],
+                            "targetLabel": "endpoint",
+                            "replacement": "http://$1/metrics",
+                            "action": "replace",
+                        },
                     ],
                 }
             ],

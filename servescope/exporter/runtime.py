@@ -220,6 +220,7 @@ def _dcgm_source(
     return DmonSource(
         counters,
         dcgmi=dcgm.dcgmi or hardware.dcgmi or "dcgmi",
+        host=dcgm.host,
         hostname=hostname,
         directory=directory,
         interval_seconds=dcgm.interval_seconds,

@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from servescope.common.hosts import HOST_PORT_PATTERN
 from servescope.common.listen import ListenSetting
 from servescope.common.settings_cli import ENV_PREFIX, area_config, setting
 from servescope.exporter.k8s.settings import K8sSettings
@@ -106,6 +107,13 @@ class DcgmSettings(BaseSettings):
         "--dcgm-exporter-url",
         "Scrape this dcgm-exporter /metrics instead of running dcgmi (clusters with the GPU Operator "
         "already run one).",
+    )
+    host: str = setting(
+        "",
+        "--dcgm-host",
+        "Host engine dcgmi dmon connects to (`--host`), e.g. the GPU Operator's standalone nvidia-dcgm:5555. "
+        "Empty: the local one.",
+        pattern=HOST_PORT_PATTERN,
     )
 
 

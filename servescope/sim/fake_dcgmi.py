@@ -1,6 +1,6 @@
 """A stand-in for `dcgmi`, driven by the simulated fleet, for tests and the demo.
 
-    servescope-fake-dcgmi dmon -e 409,1009 -d 1000 [-c N]
+    servescope-fake-dcgmi dmon [--host HOST[:PORT]] -e 409,1009 -d 1000 [-c N]
     servescope-fake-dcgmi dmon -l
     servescope-fake-dcgmi discovery -l
 
@@ -8,7 +8,8 @@ Behaviour is chosen with environment variables, so a test can make it misbehave 
 one does: SERVESCOPE_FAKE_DCGMI_LAYOUT (2.3, 3.3, 4.4, 4.5), _MODE (stream, hang, unreachable,
 watch_error: refuses profiling fields), _EXIT_AFTER (iterations, then exit 1), _HANG_AFTER
 (iterations, then silence), _NA (field ids always N/A), _INVALID (field
-ids this "DCGM" does not know), _GPUS, _MODEL, _SEED (the simulated fleet, as in `serve --simulate`).
+ids this "DCGM" does not know), _GPUS, _MODEL, _SEED (the simulated fleet, as in `serve --simulate`),
+_HOSTS (the remote host engines `--host` reaches, comma-separated; unset: any).
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ def _fleet() -> SimulatedFleet:
     )
 
 
-def dmon(ids: list[int], delay_ms: int, count: int, layout: Layout) -> int:
+def dmon(ids: list[int], delay_ms: int, count: int, layout: Layout, host: str = "localhost") -> int:
     invalid = [fid for fid in ids if fid in _ids("INVALID") or fid not in KNOWN]
     if invalid:
         print(
@@ -139,8 +140,12 @@ def dmon(ids: list[int], delay_ms: int, count: int, layout: Layout) -> int:
         )
         return 255
     mode = os.environ.get(ENV + "MODE", "stream")
-    if mode == "unreachable":
-        print("Error: unable to establish a connection to the specified host: localhost", flush=True)
+    # A remote host engine (--host) answers only where the fake is told it runs (HOSTS, comma-separated).
+    reachable = os.environ.get(ENV + "HOSTS")
+    if mode == "unreachable" or (
+        host != "localhost" and reachable is not None and host not in reachable.split(",")
+    ):
+        print(f"Error: unable to establish a connection to the specified host: {host}", flush=True)
         print(
             "Error: Unable to connect to host engine. Host engine connection invalid/disconnected.",
             flush=True,
@@ -221,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-c", dest="count", type=int, default=0)
     parser.add_argument("-i", dest="entities", default="")
     parser.add_argument("-l", dest="list", action="store_true")
+    parser.add_argument("--host", dest="host", default="localhost")
     args = parser.parse_args(argv)
     try:
         if args.command == "discovery":
@@ -234,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError:
             print(f"Error: Expected numerical fieldId. Got '{args.fields}' instead.", file=sys.stderr)
             return 255
-        return dmon(ids, args.delay, args.count, LAYOUTS[os.environ.get(ENV + "LAYOUT", "4.5")])
+        return dmon(ids, args.delay, args.count, LAYOUTS[os.environ.get(ENV + "LAYOUT", "4.5")], args.host)
     except (BrokenPipeError, KeyboardInterrupt):
         # The reader went away (the exporter killed us, or `| head`): leave quietly.
         with contextlib.suppress(OSError):

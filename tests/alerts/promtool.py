@@ -74,15 +74,17 @@ def check(alert_name: str, eval_time: str, *expected: dict[str, Any]) -> dict[st
     return {"eval_time": eval_time, "alertname": alert_name, "exp_alerts": list(expected)}
 
 
-def run_promtool(tests: list[dict[str, Any]], tmp_path: Path, evaluation_interval: str = "1m") -> str:
-    """Run `promtool test rules` on the built rules; fails the test with promtool's report."""
+def run_promtool(
+    tests: list[dict[str, Any]], tmp_path: Path, evaluation_interval: str = "1m", rules: Path = RULES
+) -> str:
+    """Run `promtool test rules` on the built rules (or `rules`); fails the test with promtool's report."""
     promtool = shutil.which("promtool")
     assert promtool, (
         "promtool missing: `make test` installs Debian prometheus (scripts/install-debian-tools.sh)"
     )
     path = tmp_path / "rules_test.yaml"
     document = {
-        "rule_files": [str(RULES)],
+        "rule_files": [str(rules)],
         "evaluation_interval": evaluation_interval,
         # Recording groups first, as listed in the bundle: without an order promtool evaluates groups
         # in a random one, and an alert could read a recording rule's value from the previous step.

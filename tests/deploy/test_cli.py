@@ -70,6 +70,8 @@ def test_namespace_moves_every_namespaced_object_and_the_urls_that_name_it() -> 
         (["--agent", "--agent-shards", "0"], "--agent-shards"),
         (["--vllm-port", "a-very-long-port-name"], "--vllm-port"),
         (["--vllm-namespace", "Bad"], "--vllm-namespace"),
+        (["--vllm-drop-series", "vllm:("], "--vllm-drop-series"),
+        (["--dcgm", "dcgmi", "--dcgm-host", "-h"], "--dcgm-host"),
         (["--extra-scraper-pod-label", "a b=c"], "--extra-scraper-pod-label"),
         (["--kps-fullname-override", "Not_A_Name"], "--kps-fullname-override"),
         (["--check"], "--check"),

@@ -3,9 +3,12 @@ prometheus-operator reads them: which monitors a Prometheus or PrometheusAgent s
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from servescope.deploy.names import AGENT
+from servescope.deploy.scraping import vllm_pod_monitor
 from tests.deploy.manifests import VARIANTS, Doc, find, matches, relabel, rendered
 
 
@@ -29,7 +32,7 @@ def test_the_pod_monitor_selects_the_engines_by_their_label_port_and_namespaces(
     assert any_namespace == {"any": True}
 
 
-def test_engine_targets_keep_their_pod_labels_gain_the_node_as_instance_and_one_job() -> None:
+def test_engine_targets_keep_their_pod_labels_gain_the_node_instance_job_and_url() -> None:
     (endpoint,) = find(rendered("podmonitor"), "PodMonitor")["spec"]["podMetricsEndpoints"]
     target = {
         "__address__": "10.0.9.4:8000",
@@ -48,7 +51,8 @@ def test_engine_targets_keep_their_pod_labels_gain_the_node_as_instance_and_one_
         "namespace": "llm",
         "pod": "deepseek-v3-0",
         "container": "vllm",
-        "endpoint": "http",
+        # The engine's URL, as the exporter topology labels it, not the operator's port name.
+        "endpoint": "http://10.0.9.4:8000/metrics",
     }
 
 
@@ -113,3 +117,40 @@ def test_every_variant_s_monitors_scrape_the_node_name_as_instance(variant: str)
                 {"__meta_kubernetes_pod_node_name": "n1", "instance": "ip:port"}, endpoint["relabelings"]
             )
             assert labels["instance"] == "n1"
+
+
+def test_the_podmonitor_topology_s_rules_join_the_engines_own_series_on_the_pod() -> None:
+    (rule,) = _kinds("podmonitor", "PrometheusRule")
+    expressions = [r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]]
+    assert any('vllm:kv_cache_usage_perc{job="vllm"}' in e for e in expressions)
+    assert any("on (namespace, pod) group_right" in e for e in expressions)
+    (default,) = _kinds("default", "PrometheusRule")
+    assert not any(
+        "servescope_gpu_pod_info" in r["expr"] for g in default["spec"]["groups"] for r in g["rules"]
+    )
+
+
+def test_the_pod_monitor_drops_only_series_no_rule_of_its_topology_reads() -> None:
+    (endpoint,) = find(rendered("podmonitor"), "PodMonitor")["spec"]["podMetricsEndpoints"]
+    (drop,) = endpoint["metricRelabelings"]
+    assert drop["sourceLabels"] == ["__name__"] and drop["action"] == "drop"
+    pattern = re.compile(drop["regex"])
+    (rule,) = _kinds("podmonitor", "PrometheusRule")
+    read = {
+        name
+        for group in rule["spec"]["groups"]
+        for r in group["rules"]
+        for name in re.findall(r"vllm:[a-z_:]+", r["expr"])
+    }
+    assert "vllm:time_to_first_token_seconds_bucket" in read
+    assert not {name for name in read if pattern.fullmatch(name)}
+    for dropped in ("vllm:request_success_created", "vllm:request_params_n_bucket"):
+        assert pattern.fullmatch(dropped), dropped
+
+
+def test_an_empty_drop_expression_keeps_every_engine_series() -> None:
+    options = VARIANTS["podmonitor"].model_copy(update={"vllm_drop_series": ""})
+    (endpoint,) = vllm_pod_monitor(options)["spec"]["podMetricsEndpoints"]
+    assert "metricRelabelings" not in endpoint
+    with pytest.raises(ValueError, match="not a regular expression"):
+        VARIANTS["podmonitor"].model_validate({"vllm_drop_series": "vllm:("})

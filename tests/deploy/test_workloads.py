@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from servescope.common.settings_cli import env_names
+from servescope.deploy import dcgm
 from servescope.deploy.names import NONROOT_UID
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.render import documents
@@ -165,7 +166,8 @@ def test_dcgm_comes_from_the_operator_s_dcgm_exporter_on_the_same_node() -> None
     [
         ("host-network", {"SERVESCOPE_DCGM_EXPORTER_URL": "http://$(NODE_IP):9400/metrics"}),
         ("podmonitor", {"SERVESCOPE_DCGM_ENABLED": "false"}),
-        ("unprivileged", {}),  # dcgmi: the exporter's default
+        # dcgmi in the image, reading the GPU Operator's standalone host engine (dmon --host).
+        ("unprivileged", {"SERVESCOPE_DCGM_HOST": "nvidia-dcgm.gpu-operator.svc:5555"}),
     ],
 )
 def test_the_other_dcgm_sources(variant: str, expected: dict[str, str]) -> None:
@@ -251,3 +253,11 @@ def test_a_secret_in_alertmanager_s_namespace_carries_only_the_webhook_token() -
     assert theirs["stringData"] == {"token": ours["stringData"]["token"]}
     together = DeployOptions(namespace="monitoring", create_namespace=False)
     assert len([d for d in documents(together, TOKENS) if d["kind"] == "Secret"]) == 1
+
+
+def test_dcgmi_reads_the_host_engine_it_is_given_and_nothing_dcgmi_reads_as_an_option() -> None:
+    options = VARIANTS["unprivileged"].model_copy(update={"dcgm_host": "10.0.0.7:5555"})
+    env = {e["name"]: e.get("value") for e in dcgm.exporter_env(options)}
+    assert env == {"SERVESCOPE_DCGM_HOST": "10.0.0.7:5555"}
+    with pytest.raises(ValueError, match="dcgm_host"):
+        DeployOptions(dcgm="dcgmi", dcgm_host="--help")

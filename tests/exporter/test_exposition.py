@@ -64,8 +64,24 @@ def test_wrong_label_count_is_a_clear_error() -> None:
 def test_prefix_cache_is_bounded() -> None:
     renderer = SeriesRenderer(limit=10)
     for pid in range(100):
-        renderer.render([Sample(c.PROCESS_MEMORY, ("0", "u", "h", str(pid)), 1)])
+        renderer.render([Sample(c.PROCESS_MEMORY, ("0", "u", "h", str(pid), "", "", ""), 1)])
     assert len(renderer._prefixes) <= 10
+
+
+def test_the_workload_s_labels_are_rendered_only_when_known() -> None:
+    renderer = SeriesRenderer()
+    unknown = renderer.render([Sample(c.PROCESS_MEMORY, ("0", "u", "h", "7", "", "", ""), 1)])
+    assert unknown[c.PROCESS_MEMORY.name] == [
+        'servescope_gpu_process_memory_used_bytes{gpu="0",uuid="u",hostname="h",pid="7"} 1\n'
+    ]
+    known = renderer.render([Sample(c.PROCESS_MEMORY, ("0", "u", "h", "7", "llm", "ds-0", "vllm"), 1)])
+    assert known[c.PROCESS_MEMORY.name] == [
+        'servescope_gpu_process_memory_used_bytes{gpu="0",uuid="u",hostname="h",pid="7",namespace="llm",'
+        'pod="ds-0",container="vllm"} 1\n'
+    ]
+    # Other labels keep their empty values, as before (source_up's endpoint="").
+    other = renderer.render([Sample(c.SOURCE_UP_ENDPOINT, ("vllm", ""), 1)])
+    assert other[c.SOURCE_UP_ENDPOINT.name] == ['servescope_source_up{source="vllm",endpoint=""} 1\n']
 
 
 def test_catalog_follows_naming_conventions() -> None:

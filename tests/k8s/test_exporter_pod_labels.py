@@ -60,6 +60,14 @@ def test_gpu_pod_info_from_the_kubelet(tmp_path: Path) -> None:
             kubelet.pods = pods_of(uuid)
             got = wait_for("servescope_gpu_pod_info for every GPU", attributed, timeout=20, every=0.5)
             by_process = series(served.base, "servescope_gpu_process_pod_info")
+
+            def labelled_processes() -> list[dict[str, str]] | None:
+                found = series(served.base, "servescope_gpu_process_memory_used_bytes")
+                return found if sum("pod" in s for s in found) == 3 else None
+
+            memory = wait_for(
+                "pod labels on the per-process series", labelled_processes, timeout=20, every=0.5
+            )
         finally:
             stop(served)
     assert {(s["gpu"], s["uuid"], s["hostname"], s["namespace"], s["pod"], s["container"]) for s in got} == {
@@ -74,6 +82,13 @@ def test_gpu_pod_info_from_the_kubelet(tmp_path: Path) -> None:
         ("0", pids["0"], "llama-0"),
         ("2", pids["2"], "train-0"),
         ("3", pids["3"], "dra-0"),
+    }
+    # The per-process series carry the same pod, and none on the shared GPU.
+    assert {(s["gpu"], s["pid"], s.get("namespace"), s.get("pod"), s.get("container")) for s in memory} == {
+        ("0", pids["0"], "serving", "llama-0", "vllm"),
+        ("1", pids["1"], None, None, None),
+        ("2", pids["2"], "batch", "train-0", "train"),
+        ("3", pids["3"], "serving", "dra-0", "main"),
     }
     assert {"List", "GetAllocatableResources"} <= set(kubelet.calls)
 

@@ -121,3 +121,28 @@ def test_an_endpoint_gets_the_pod_that_holds_all_its_gpus(tmp_path: Path) -> Non
     assert endpoint_pods(procfs, d) == {(URL, "serving", "dp-0", "vllm")}
     d.set_holders({A: frozenset({("serving", "dp-0", "vllm")}), B: frozenset({("chat", "c-0", "engine")})})
     assert endpoint_pods(procfs, d) == set()  # two containers: which one serves is not told
+
+
+def serving_pods(procfs: ProcFs, d: GpuDirectory) -> set[tuple[str, str, str]]:
+    """The (namespace, pod, container) values on the endpoint's normalised serving series."""
+    scraper = RecordingScraper()
+    source = VllmSource([], directory=d, procfs=procfs, scraper=scraper)  # type: ignore[arg-type]
+    samples = source.collect().samples
+    source.close()
+    engine = ("model_name", "engine", "endpoint")
+    serving = [
+        s for s in samples if s.spec.name.startswith("servescope_serving_") and s.spec.labels[:3] == engine
+    ]
+    assert serving, "no serving series"
+    assert all(s.spec.labels[3:6] == ("namespace", "pod", "container") for s in serving)
+    return {(s.label_values[3], s.label_values[4], s.label_values[5]) for s in serving}
+
+
+def test_serving_series_carry_the_pod_that_holds_all_their_gpus(tmp_path: Path) -> None:
+    procfs = ProcFs(dp2_tree(tmp_path / "proc").root)
+    d = directory({A: {WORKERS["0"]}, B: {WORKERS["1"]}})
+    assert serving_pods(procfs, d) == {("", "", "")}  # not known: rendered without the labels
+    d.set_holders({A: frozenset({("serving", "dp-0", "vllm")}), B: frozenset({("serving", "dp-0", "vllm")})})
+    assert serving_pods(procfs, d) == {("serving", "dp-0", "vllm")}
+    d.set_holders({A: frozenset({("serving", "dp-0", "vllm")}), B: frozenset({("chat", "c-0", "engine")})})
+    assert serving_pods(procfs, d) == {("", "", "")}

@@ -41,6 +41,7 @@ class DmonSource:
         counters: list[CounterField],
         *,
         dcgmi: str = "dcgmi",
+        host: str = "",
         hostname: str,
         directory: GpuDirectory,
         interval_seconds: float = 1.0,
@@ -53,6 +54,7 @@ class DmonSource:
         self.interval_seconds = interval_seconds
         self._fields = {f.field_id: f for f in counters}
         self._dcgmi = dcgmi
+        self._host = ["--host", host] if host else []  # a remote host engine; else the local one
         self._hostname = hostname
         self._directory = directory
         self._na_rows = na_rows
@@ -100,7 +102,7 @@ class DmonSource:
     def _argv(self) -> list[str]:
         self._active = self.watch_list()
         delay_ms = str(max(int(self.interval_seconds * 1000), 100))
-        return [self._dcgmi, "dmon", "-e", ",".join(map(str, self._active)), "-d", delay_ms]
+        return [self._dcgmi, "dmon", *self._host, "-e", ",".join(map(str, self._active)), "-d", delay_ms]
 
     def _count_restart(self, reason: str) -> None:
         with self._lock:

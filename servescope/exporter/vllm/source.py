@@ -20,12 +20,12 @@ from servescope.exporter.stores.serving_board import ServingBoard
 from servescope.exporter.stores.signals import GpuProcess, Normalised
 from servescope.exporter.vllm.aliases import FamilyLike, is_engine_family
 from servescope.exporter.vllm.discovery import Discovery, discover
-from servescope.exporter.vllm.export import passthrough_text, signal_samples
+from servescope.exporter.vllm.export import NO_POD, passthrough_text, signal_samples
 from servescope.exporter.vllm.join import EndpointGpus, engine_gpus, join_endpoint
 from servescope.exporter.vllm.normalise import normalise
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.scrape import Fetcher, ScrapeError, Scraper
-from servescope.exporter.vllm.text_parser import ExpositionError, parse_exposition
+from servescope.exporter.vllm.text_parser import ExpositionError, ExpositionParser
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,9 @@ class EndpointState:
     joined: EndpointGpus = field(default_factory=EndpointGpus)
     ambiguous_logged: bool = False
     joined_at: float = float("-inf")
+    # The endpoint's own parser: what it remembers of this server's series serves this server's next
+    # scrape, and one scrape of an endpoint runs at a time, so no two threads share one.
+    parser: ExpositionParser = field(default_factory=ExpositionParser)
 
 
 class VllmSource:
@@ -84,6 +87,7 @@ class VllmSource:
         self._gpu_pids: frozenset[int] = frozenset()
         self._missing: set[str] = set()  # kept after discovery lost them, already logged
         self._found = Discovery()
+        self._probe_parser = ExpositionParser()  # discovery's probes, on the collecting thread only
         self._reports: list[Problem] = []  # what the last discovery could not reach, counted once
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="vllm-scrape")
         self._in_flight: dict[str, Future[list[FamilyLike] | ScrapeError]] = {}
@@ -135,7 +139,7 @@ class VllmSource:
         try:
             with LARGE_BODIES.hold():
                 text = self._scraper.fetch(url)
-                families = parse_exposition(text, keep=is_engine_family)
+                families = self._probe_parser.parse(text, keep=is_engine_family)
         except (ScrapeError, ExpositionError):
             return False
         # A servescope exporter re-exports engine series: it is never an engine itself.
@@ -153,9 +157,11 @@ class VllmSource:
             if families is None:
                 continue
             normalised = normalise(families)
-            samples += signal_samples(normalised, url)
             samples += self._join_samples(state, normalised)
-            samples += self._pod_samples(state)
+            holder = self._holder(state)
+            samples += signal_samples(normalised, url, holder or NO_POD)
+            if holder is not None:
+                samples.append(Sample(placement.ENDPOINT_POD_INFO, (state.url, *holder), 1))
             if self.board is not None:
                 # Load, KV usage and latency over time feed the leak verdict, KV trend and advisor.
                 self.board.record(url, normalised, state.gpus, self._monotonic())
@@ -175,7 +181,7 @@ class VllmSource:
         for url in urls:
             running = self._in_flight.get(url)
             if running is None or running.done():
-                self._in_flight[url] = self._pool.submit(self._scrape, url)
+                self._in_flight[url] = self._pool.submit(self._scrape, self._states[url])
         futures = {url: self._in_flight[url] for url in urls}
         for gone in [url for url, future in self._in_flight.items() if url not in futures and future.done()]:
             del self._in_flight[gone]  # an endpoint discovery no longer lists
@@ -191,11 +197,12 @@ class VllmSource:
                 )
         return results
 
-    def _scrape(self, url: str) -> list[FamilyLike] | ScrapeError:
+    def _scrape(self, state: EndpointState) -> list[FamilyLike] | ScrapeError:
         # A large page is fetched and parsed under the process's one large-body slot.
+        url = state.url
         with LARGE_BODIES.hold():
             try:
-                return list(parse_exposition(self._scraper.fetch(url), keep=is_engine_family))
+                return list(state.parser.parse(self._scraper.fetch(url), keep=is_engine_family))
             except ScrapeError as exc:
                 failure = ScrapeError(exc.reason, exc.message)
             except ExpositionError as exc:
@@ -258,14 +265,14 @@ class VllmSource:
             for g in mapping[engine]
         ]
 
-    def _pod_samples(self, state: EndpointState) -> list[Sample]:
-        # Labels to join the serving series with what a PodMonitor scrapes: only when one container
-        # holds every GPU of the endpoint (a time-sliced GPU's processes could be anyone's).
+    def _holder(self, state: EndpointState) -> tuple[str, str, str] | None:
+        # The pod of the endpoint's series: only when one container holds every GPU of the endpoint (a
+        # time-sliced GPU's processes could be anyone's).
         holders = {holder for g in state.gpus for holder in self._directory.holders(g.uuid)}
         if len(holders) != 1 or not all(self._directory.holders(g.uuid) for g in state.gpus):
-            return []
+            return None
         (holder,) = holders
-        return [Sample(placement.ENDPOINT_POD_INFO, (state.url, *holder), 1)]
+        return holder
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
