@@ -230,3 +230,23 @@ def test_a_sawtooth_cut_at_an_awkward_phase_is_within_its_swing_not_a_leak(
 def test_a_leak_is_found_once_it_outgrows_the_sawtooth() -> None:
     times, values = _sawtooth(LEAK_BYTES_PER_S * 4, 420, 60)  # 160 MiB/min: 1.1 GiB in 7 minutes
     assert trend_report(times, values, times[-1]).verdict.suspected
+
+
+@pytest.mark.parametrize(
+    ("load_from", "load_to", "follows"),
+    [
+        (0.6, 0.6, False),  # flat load: the growth is extrapolated (a leak's exhaustion)
+        (0.6, 0.4, False),  # growth while the load fell: nothing explains it but a leak
+        (0.3, 0.97, True),  # a ramp: memory follows traffic, bounded by the engine's budget
+    ],
+)
+def test_exhaustion_is_not_extrapolated_from_growth_that_follows_a_load_rise(
+    load_from: float, load_to: float, follows: bool
+) -> None:
+    times = [float(t) for t in range(600)]
+    memory = [60 * GIB + LEAK_BYTES_PER_S * 4 * t for t in times]
+    load = (times[::5], [load_from + (load_to - load_from) * t / 600 for t in times[::5]])
+    report = trend_report(times, memory, times[-1], load)
+    assert report.slopes["5m"] > 0
+    assert (report.exhaustion_slope("5m") is None) is follows
+    assert ("5m" in report.follows_load) is follows
