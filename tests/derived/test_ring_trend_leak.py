@@ -8,7 +8,7 @@ import random
 import pytest
 
 from servescope.exporter.derived.leak import LeakThresholds, assess_leak, leak_suspected
-from servescope.exporter.derived.memory_signals import trend_report
+from servescope.exporter.derived.memory_signals import load_rose, trend_report
 from servescope.exporter.derived.trend import (
     ROBUST_POINTS,
     bucket_medians,
@@ -250,3 +250,18 @@ def test_exhaustion_is_not_extrapolated_from_growth_that_follows_a_load_rise(
     assert report.slopes["5m"] > 0
     assert (report.exhaustion_slope("5m") is None) is follows
     assert ("5m" in report.follows_load) is follows
+
+
+@pytest.mark.parametrize(
+    ("per_half", "rise", "rose"),
+    [
+        (30, 0.5, True),  # a clear rise, well sampled
+        (30, 0.1, False),  # under the 20% a rise must reach
+        (5, 0.5, False),  # 5 samples a half: their variance cannot bound the noise, so no verdict
+    ],
+)
+def test_a_load_rise_counts_when_it_is_large_and_well_sampled(per_half: int, rise: float, rose: bool) -> None:
+    rng = random.Random(3)
+    times = [float(t) for t in range(2 * per_half)]
+    load = [(1.0 if t < per_half else 1.0 + rise) * rng.uniform(0.95, 1.05) for t in range(2 * per_half)]
+    assert load_rose((times, load), since=0.0) is rose

@@ -12,6 +12,7 @@ from servescope.exporter.derived.leak import (
     Series,
     assess_leak,
     half_change_relative,
+    half_change_stderr,
 )
 from servescope.exporter.derived.trend import (
     ROBUST_POINTS,
@@ -26,6 +27,8 @@ LEAK_MIN_HISTORY_SECONDS = 240.0
 # A window's growth rate is only stated once the history covers this share of the window.
 MIN_WINDOW_COVERAGE = 0.5
 LEAK_BUCKET_MIN_SECONDS = 5.0
+# A load rise counts beyond this many standard errors of its halves' difference (~0.1% by chance).
+RISE_SIGMAS = 3.0
 _NO_HISTORY = LeakVerdict(False, "no history yet")
 
 
@@ -82,15 +85,18 @@ def trend_report(
 
 
 def load_rose(load: Series, since: float, max_change: float = LeakThresholds.max_load_change) -> bool:
-    """Whether the load's samples from `since` rose by more than the leak verdict's max_load_change.
+    """Whether the load's samples from `since` rose by more than the leak verdict's max_load_change, and
+    by more than RISE_SIGMAS standard errors of the halves' difference.
 
     Memory that follows a ramp stops growing when the ramp ends; extrapolated, it "exhausts" a GPU
-    whose engine never leaves its budget.
+    whose engine never leaves its budget. The noise bound keeps a 5 min window of Poisson arrivals,
+    which can read 20% by chance, from hiding a leak's exhaustion now and then.
     """
     times, values = load
     start = _first_index_at_or_after(list(times), since)
-    change = half_change_relative((times[start:], values[start:]))
-    return change is not None and change > max_change
+    window = (times[start:], values[start:])
+    change, stderr = half_change_relative(window), half_change_stderr(window)
+    return change is not None and stderr is not None and change > max(max_change, RISE_SIGMAS * stderr)
 
 
 def _first_index_at_or_after(times: list[float], t: float) -> int:
