@@ -9,6 +9,7 @@ import pytest
 
 from servescope.exporter.derived.leak import LeakThresholds, assess_leak, leak_suspected
 from servescope.exporter.derived.memory_signals import load_rose, trend_report
+from servescope.exporter.derived.source import _most_moving
 from servescope.exporter.derived.trend import (
     ROBUST_POINTS,
     bucket_medians,
@@ -265,3 +266,13 @@ def test_a_load_rise_counts_when_it_is_large_and_well_sampled(per_half: int, ris
     times = [float(t) for t in range(2 * per_half)]
     load = [(1.0 if t < per_half else 1.0 + rise) * rng.uniform(0.95, 1.05) for t in range(2 * per_half)]
     assert load_rose((times, load), since=0.0) is rose
+
+
+@pytest.mark.parametrize("ramp_first", [True, False])
+def test_the_load_that_moved_most_between_halves_decides_not_its_last_sample(ramp_first: bool) -> None:
+    times = [float(t) for t in range(60)]
+    ramp = (times, [0.3 + 0.3 * t / 60 for t in times])  # +60% between the halves' means
+    # Flat with one spike at the end: last minus first reads +100%, the halves barely differ.
+    spiky = (times, [0.5] * 59 + [1.0])
+    candidates = [ramp, spiky] if ramp_first else [spiky, ramp]
+    assert _most_moving(candidates) is ramp
