@@ -15,6 +15,7 @@ bundle's Alertmanager tree: they are listed, not scored. `ServescopeWatchdog` al
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -45,18 +46,38 @@ class RunOutcome:
     episodes: tuple[Episode, ...]
 
 
-def firing_steps(held: Iterable[float], for_s: float, step: float) -> list[float]:
-    """The steps at which an alert fires, given the steps at which its expression held."""
+def firing_steps(held: Iterable[float], for_s: float, step: float, keep_s: float = 0.0) -> list[float]:
+    """The steps at which an alert fires, given the steps at which its expression held.
+
+    `keep_s` is the rule's keep_firing_for: once fired, the alert stays firing that long after its
+    expression last held, and an expression that holds again within it fires on without a new `for`.
+    """
     fired: list[float] = []
     since = previous = None
+    kept_until = -math.inf
     for t in sorted(held):
-        # A missed step (the series was absent) resets the pending clock, as in Prometheus.
-        if previous is None or since is None or t - previous > 1.5 * step:
+        if previous is not None and t - previous > 1.5 * step:
+            # The expression stopped: a fired alert fires on through its keep_firing_for.
+            fired += _steps_between(previous, min(t, kept_until + step), step)
+            if t > kept_until + 1.5 * step:
+                since = None  # a missed step resets the pending clock, as in Prometheus
+        if since is None:
             since = t
-        if t - since >= for_s - 1e-6:
+        if t - since >= for_s - 1e-6 or t <= kept_until + 1e-6:
             fired.append(t)
+            kept_until = t + keep_s
         previous = t
+    if previous is not None:
+        fired += _steps_between(previous, kept_until + step, step)
     return fired
+
+
+def _steps_between(after: float, before: float, step: float) -> list[float]:
+    """The evaluation steps strictly after `after` and before `before`."""
+    if before - after <= step:
+        return []
+    count = math.ceil((before - after) / step - 1e-6) - 1
+    return [after + step * (i + 1) for i in range(count)]
 
 
 def group_episodes(steps: list[float], step: float) -> list[tuple[float, float]]:

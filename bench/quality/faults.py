@@ -23,6 +23,8 @@ from .scenarios import CHAT_OUTPUT, CHAT_PROMPT, REQUESTS_AT_FULL_LOAD, Curve, P
 
 # Every per-GPU call of the simulated NVML: a node-wide failure makes each of them fail, not only init.
 DEVICE_CALLS = tuple(name for name in dir(SimulatedPynvml) if name.startswith("nvmlDevice"))
+# A x16 link that retrained at half its lanes (a loose riser, a slot's bad lane): still up, half as fast.
+PCIE_NARROW_WIDTH = 8
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class NodeFaults(PlanScenario):
     hung_engine: HungEngine | None = None
     stuck_kv: StuckKv | None = None
     rollout_at: float | None = None  # the exporter restarts in a new pod (new IP: new `instance`)
+    pcie_narrow: GpuFault | None = None  # the GPU's PCIe link retrains at PCIE_NARROW_WIDTH lanes
     sglang_engines: tuple[int, ...] = ()  # these engines serve SGLang's /metrics (see sglang_text.py)
     _failing: bool = field(default=False, init=False, repr=False)
 
@@ -125,3 +128,8 @@ class NodeFaults(PlanScenario):
         stuck = self.stuck_kv
         active = stuck is not None and stuck.engine == index and stuck.window.active(t)
         return stuck.ratio if stuck is not None and active else None
+
+    def pcie_widths(self, t: float) -> dict[int, int]:
+        """The PCIe link widths NVML reports below the GPUs' maximum at `t` (GPU index -> lanes)."""
+        narrow = self.pcie_narrow
+        return {narrow.gpu: PCIE_NARROW_WIDTH} if narrow is not None and narrow.window.active(t) else {}

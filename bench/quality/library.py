@@ -15,6 +15,7 @@ from servescope.common.durations import parse_duration
 from servescope.sim.fault_scenarios import EngineFault, GpuFault, Window
 from servescope.sim.models import MIB
 
+from .incidents import fleet_without_buffer, saturated
 from .library_faults import exporter_unreachable, gpu_lost, nvlink_crc, vllm_down
 from .scenarios import (
     GIB,
@@ -74,23 +75,6 @@ def latency_truth(cfg: AlertsConfig) -> tuple[Incident, ...]:
     )
 
 
-def _saturation(cfg: AlertsConfig, gpu: int, name: str = "GPU saturated") -> Incident:
-    return Incident(
-        name,
-        Busy(cfg.gpu_saturated_ratio, parse_duration(cfg.gpu_saturated_for), gpu),
-        expect=("ServescopeGpuSaturated",),
-        gpu=gpu,
-    )
-
-
-def _fleet_busy(cfg: AlertsConfig) -> Incident:
-    return Incident(
-        "fleet without spare capacity",
-        Busy(1 - cfg.capacity_buffer_ratio, parse_duration(cfg.capacity_for)),
-        expect=("ServescopeFleetCapacityBufferLow",),
-    )
-
-
 def steady_diurnal(cfg: AlertsConfig) -> Plan:
     # A compressed day: quiet at 0.3, busy at 0.75, noise from the fleet, memory following the load.
     curve = Curve(((0.0, 0.525),), wave_amplitude=0.225, wave_period=120 * MINUTE)
@@ -109,7 +93,7 @@ def traffic_ramp(cfg: AlertsConfig) -> Plan:
         "load 0.30 -> 0.97 over 45 min, then held: memory grows with traffic (no leak), the GPUs saturate",
         90 * MINUTE,
         PlanScenario(curve=curve),
-        (_saturation(cfg, 0), _saturation(cfg, 1), _fleet_busy(cfg)),
+        (saturated(cfg, 0), saturated(cfg, 1), fleet_without_buffer(cfg)),
     )
 
 
@@ -123,7 +107,7 @@ def bursts(cfg: AlertsConfig) -> Plan:
         "load 0.5 with bursts to 0.97 of 3, 6 and 9 min (no incident) and one of 20 min (saturation)",
         95 * MINUTE,
         PlanScenario(curve=steps(0.5, shape)),
-        (_saturation(cfg, 0), _saturation(cfg, 1), _fleet_busy(cfg)),
+        (saturated(cfg, 0), saturated(cfg, 1), fleet_without_buffer(cfg)),
     )
 
 
@@ -194,7 +178,7 @@ def kv_pressure(cfg: AlertsConfig, *, saturate: bool) -> Plan:
                 engine=0,
                 gpu=0,
             ),
-            _saturation(cfg, 0),
+            saturated(cfg, 0),
         ]
     what = "while its GPU 0 runs at 0.95" if saturate else "while its GPU stays at 0.5"
     return Plan(

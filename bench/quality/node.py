@@ -84,9 +84,8 @@ class Timing:
 class Truth:
     """Ground truth sampled at every NVML tick: noise-free GPU busyness and each engine's KV usage.
 
-    A GPU's busyness is the load it really carries (the fleet's load trend, without the per-step noise
-    NVML reports), 0 once its engine is gone, None once the GPU is lost; an engine's KV usage is None
-    while it is down or dead.
+    A GPU's busyness is the load it carries (the fleet's load trend, without NVML's per-step noise), 0
+    once its engine is gone, None once the GPU is lost; an engine's KV usage is None while down or dead.
     """
 
     times: list[float] = field(default_factory=list)
@@ -157,8 +156,9 @@ class Node:
         timing = self.timing
         history = MemoryHistory(3600.0)
         board = ServingBoard(3600.0, timing.scrape_interval)
+        self.pynvml = BoundedWaitPynvml(self.fleet)
         self.nvml = NvmlSource(
-            NvmlLibrary(BoundedWaitPynvml(self.fleet)),
+            NvmlLibrary(self.pynvml),
             hostname=self.hostname,
             interval_seconds=timing.nvml_interval,
             xid_events=xid_events,
@@ -200,8 +200,10 @@ class Node:
             self.fleet.advance()
             self._engines_follow(t)
             faults = self.faults
-            if faults is not None and faults.rollout_at is not None and t - step < faults.rollout_at <= t:
-                self.restart_exporter()
+            if faults is not None:
+                self.pynvml.pcie_trained_width = faults.pcie_widths(t)
+                if faults.rollout_at is not None and t - step < faults.rollout_at <= t:
+                    self.restart_exporter()
             hung = faults is not None and faults.source_hung(t)  # stuck in a call: it does nothing
             if tick % ticks_per_scrape == 0:
                 for runner in self.runners:
@@ -217,9 +219,7 @@ class Node:
             runner.stop()
 
     def _collect_between_scrapes(self) -> None:
-        # Between scrapes NVML only feeds the 1 s memory history; a failure is the runner's to record
-        # at the next scrape, as a production cycle that fails publishes nothing either.
-        with contextlib.suppress(SourceError):
+        with contextlib.suppress(SourceError):  # a failure is recorded at the next scrape
             self.nvml.collect()
 
     def _settle_xids(self) -> None:

@@ -35,6 +35,7 @@ class AlertRule:
     expr: str  # with every recording rule inlined
     for_s: float
     severity: str
+    keep_s: float = 0.0  # keep_firing_for
 
 
 def load_rules(path: Path) -> tuple[list[AlertRule], dict[str, str]]:
@@ -48,6 +49,7 @@ def load_rules(path: Path) -> tuple[list[AlertRule], dict[str, str]]:
             inline(rule["expr"], records),
             parse_duration(rule.get("for", "0s")),
             rule.get("labels", {}).get("severity", ""),
+            parse_duration(rule.get("keep_firing_for", "0s")),
         )
         for rule in rules
         if "alert" in rule

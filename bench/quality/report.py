@@ -23,7 +23,8 @@ METHOD = """## Method
   and every call answer "driver not loaded"), a hung NVML source (its runner is not run, so its last
   values stay published), a scheduler that stops (the engine is not stepped; its server answers), a KV
   gauge held high on an idle engine, an exporter rollout (the sources restart with empty history and
-  the scrapes carry a new `instance`), an NVLink link down, each engine on its own load curve.
+  the scrapes carry a new `instance`), an NVLink link down, a PCIe link retrained at fewer lanes, each
+  engine on its own load curve.
 - **Rules.** Every alert of `alerts/build/rules.yaml` is evaluated with `/api/v1/query_range` every
   30 s over its run. Recording rules are inlined (a record becomes its expression, a range over it a
   30 s subquery, an `offset` read the last value of a subquery) instead of backfilled. Backfilled data
@@ -31,17 +32,20 @@ METHOD = """## Method
   missed scrapes, about what staleness does on a live Prometheus. Inhibitions are not applied
   to the per-alert scores (each alert is scored on its own); the pages per incident apply them.
 - **`for` and episodes.** An alert fires at t when its expression held at every evaluation of
-  [t - for, t]; consecutive firing evaluations of one series are one episode.
+  [t - for, t], and stays firing for its `keep_firing_for` after the expression last held;
+  consecutive firing evaluations of one series are one episode.
 - **Truth.** Incident windows are conditions on the simulator's ground truth: noise-free GPU load over
   the configured ratio for at least the alert's `for`, KV usage (1-minute mean) over its ratio, the leak
   from its start to the recorded OOM, an engine's death to the end, fixed fault windows; latency
   incidents come from the engines' own histograms. An episode is true when it starts inside a window
   that expects or accepts its alert and carries the window's labels (grace after the end: 15 minutes,
   an hour for burn-rate alerts, none for leaks and outages); anything else is a false positive.
-- **Not exercised.** `ServescopeKvCacheAnomaly` and `ServescopeHealthyEndpointsLow` compare with the
-  value 23 hours earlier, which no run has (no scenario simulates a day of baseline); the ECC,
-  row-remap, thermal, PCIe, DCGM-based and absent-series alerts have no scenario and are evaluated only
-  for false positives. `info` alerts are routed nowhere and are listed, not scored.
+- **Day-long runs.** `ServescopeKvCacheAnomaly` and `ServescopeHealthyEndpointsLow` compare with the
+  value 23 hours earlier: two scenarios simulate a day of baseline first (a quiet night after it, which
+  must stay silent; KV and endpoint trouble after it, which must be heard).
+- **Not exercised.** The ECC, row-remap, thermal, PCIe replay, DCGM-based and absent-series alerts have
+  no scenario and are evaluated only for false positives. `info` alerts are routed nowhere and are
+  listed, not scored.
 """
 
 

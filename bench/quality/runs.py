@@ -127,6 +127,7 @@ def evaluate_rule(
     for series in prom.query_range(rule.expr, start, end, step):
         labels = tuple(sorted((k, v) for k, v in series["metric"].items() if k not in TARGET_LABELS))
         held = [round(float(t) - spec.wall_start, 3) for t, _ in series["values"]]
-        for first, last in group_episodes(firing_steps(held, rule.for_s, step), step):
+        fired = [t for t in firing_steps(held, rule.for_s, step, rule.keep_s) if t <= duration]
+        for first, last in group_episodes(fired, step):
             episodes.append(Episode(rule.name, rule.severity, spec.plan, spec.seed, labels, first, last))
     return episodes

@@ -1,11 +1,12 @@
-"""Node scenarios: NVML failing node-wide, a hung NVML source, NVLink links dying, an exporter rollout."""
+"""Node scenarios: NVML failing node-wide, a hung NVML source, NVLink links dying, an exporter rollout,
+a PCIe link trained narrow."""
 
 from __future__ import annotations
 
 from servescope.alerts.config import AlertsConfig
 from servescope.sim.fault_scenarios import GpuFault, Window
 
-from .faults import NodeFaults
+from .faults import PCIE_NARROW_WIDTH, NodeFaults
 from .scenarios import MINUTE, During, Incident, Plan, flat
 
 # With every NVML series gone the node's exporter says why, and the fleet-wide absence alerts are right.
@@ -96,6 +97,24 @@ def exporter_rollout(cfg: AlertsConfig) -> Plan:
     )
 
 
+def pcie_link_narrow(cfg: AlertsConfig) -> Plan:
+    start = 10 * MINUTE
+    return Plan(
+        "pcie-link-narrow",
+        f"load 0.5; at 10 min GPU 1's PCIe link retrains at x{PCIE_NARROW_WIDTH} of its x16 and stays there",
+        35 * MINUTE,
+        NodeFaults(curve=flat(0.5), pcie_narrow=GpuFault(1, Window(start))),
+        (
+            Incident(
+                f"PCIe link of GPU 1 at x{PCIE_NARROW_WIDTH}",
+                During(start),
+                expect=("ServescopePcieLinkDegraded",),
+                gpu=1,
+            ),
+        ),
+    )
+
+
 def node_plans(cfg: AlertsConfig) -> list[Plan]:
     """The node scenarios, in the order the benchmark lists them."""
     return [
@@ -104,4 +123,5 @@ def node_plans(cfg: AlertsConfig) -> list[Plan]:
         nvlink_link_down(cfg),
         crc_burst_then_link_down(cfg),
         exporter_rollout(cfg),
+        pcie_link_narrow(cfg),
     ]

@@ -1,6 +1,6 @@
 """Serving scenarios: data-parallel engines under unequal load, a TP=8 engine saturated, a scheduler
-that hangs with requests running, a KV gauge stuck high on an idle engine, SGLang next to vLLM, and a
-quiet night after a day of baseline."""
+that hangs with requests running, a KV gauge stuck high on an idle engine, SGLang next to vLLM, a
+quiet night after a day of baseline, and a day of baseline before KV and endpoint trouble."""
 
 from __future__ import annotations
 
@@ -9,28 +9,11 @@ from servescope.common.durations import parse_duration
 from servescope.sim.fault_scenarios import EngineFault, Window
 
 from .faults import EngineCurve, HungEngine, NodeFaults, StuckKv
-from .scenarios import MINUTE, Busy, Curve, During, Incident, KvClients, Plan, flat
+from .incidents import fleet_without_buffer, saturated
+from .scenarios import MINUTE, Curve, During, Incident, KvAbove, KvClients, Plan, flat
 
 RAMP = Curve(((0.0, 0.3), (10 * MINUTE, 0.3), (20 * MINUTE, 0.97)))
 TP8 = tuple(range(8))
-
-
-def _saturated(cfg: AlertsConfig, gpu: int) -> Incident:
-    return Incident(
-        f"GPU {gpu} saturated",
-        Busy(cfg.gpu_saturated_ratio, parse_duration(cfg.gpu_saturated_for), gpu),
-        expect=("ServescopeGpuSaturated",),
-        gpu=gpu,
-    )
-
-
-def _fleet_without_buffer(cfg: AlertsConfig) -> Incident:
-    # Resolved against the mean over the node's GPUs: when it never crosses, the alert must stay silent.
-    return Incident(
-        "fleet without spare capacity",
-        Busy(1 - cfg.capacity_buffer_ratio, parse_duration(cfg.capacity_for)),
-        expect=("ServescopeFleetCapacityBufferLow",),
-    )
 
 
 def dp_unequal(cfg: AlertsConfig) -> Plan:
@@ -40,17 +23,17 @@ def dp_unequal(cfg: AlertsConfig) -> Plan:
         "two data-parallel engines: engine 0 ramps 0.30 -> 0.97 (10-20 min) and holds, engine 1 stays 0.30",
         55 * MINUTE,
         scenario,
-        (_saturated(cfg, 0), _saturated(cfg, 1), _fleet_without_buffer(cfg)),
+        (saturated(cfg, 0), saturated(cfg, 1), fleet_without_buffer(cfg)),
     )
 
 
-def tp8_saturated(cfg: AlertsConfig) -> Plan:
+def tp8saturated(cfg: AlertsConfig) -> Plan:
     return Plan(
         "tp8-saturated",
         "one TP=8 engine on 8 H100s ramps 0.30 -> 0.97 (10-20 min) and holds: every GPU saturated at once",
         50 * MINUTE,
         NodeFaults(curve=RAMP),
-        (*(_saturated(cfg, gpu) for gpu in TP8), _fleet_without_buffer(cfg)),
+        (*(saturated(cfg, gpu) for gpu in TP8), fleet_without_buffer(cfg)),
         layout=(TP8,),
     )
 
@@ -126,13 +109,67 @@ def quiet_night(cfg: AlertsConfig) -> Plan:
     )
 
 
+# KV filling with long requests queues and preempts them; a page once requests suffer is right too.
+KV_HURTS = (
+    "ServescopeRequestQueueBuilding",
+    "ServescopePreemptionsSustained",
+    "ServescopeKvPressureHurtingRequests",
+)
+
+
+def day_then_kv_and_endpoint(cfg: AlertsConfig) -> Plan:
+    # A day of chat at 0.3 builds the daily baselines (KV usage per engine, healthy endpoints per model);
+    # then long requests fill engine 0's KV cache far above its day, and engine 1 goes down for good.
+    kv = Window(DAY)
+    down = EngineFault(1, (1,), Window(DAY + 40 * MINUTE))
+    pressure = KvAbove(0, cfg.kv_pressure_ratio, parse_duration(cfg.kv_pressure_for))
+    return Plan(
+        "day-then-kv-and-endpoint",
+        "a day (23.5 h) of chat at 0.3; then 4 -> 52 clients of long requests fill engine 0's KV cache, "
+        "and at +40 min engine 1 goes down for good: one of the model's two endpoints left",
+        DAY + 90 * MINUTE,
+        NodeFaults(
+            curve=flat(0.3), kv=EngineFault(0, (), kv), kv_clients=KvClients(4, 52, 20 * MINUTE), down=down
+        ),
+        (
+            Incident(
+                "engine 0 KV usage far above its daily baseline",
+                During(kv.start),
+                expect=("ServescopeKvCacheAnomaly",),
+                accept=("ServescopeKvCachePressure", *KV_HURTS),
+                engine=0,
+            ),
+            Incident(
+                "engine 0 KV cache under pressure",
+                pressure,
+                expect=("ServescopeKvCachePressure",),
+                accept=("ServescopeKvCacheAnomaly", *KV_HURTS),
+                engine=0,
+            ),
+            Incident(
+                "engine 1 down",
+                During(down.window.start),
+                expect=("ServescopeServingEndpointDown",),
+                engine=1,
+            ),
+            Incident(
+                "the model down to one of its two endpoints",
+                During(down.window.start),
+                expect=("ServescopeHealthyEndpointsLow",),
+            ),
+        ),
+        slow=True,
+    )
+
+
 def serving_plans(cfg: AlertsConfig) -> list[Plan]:
     """The serving scenarios, in the order the benchmark lists them."""
     return [
         dp_unequal(cfg),
-        tp8_saturated(cfg),
+        tp8saturated(cfg),
         scheduler_hang(cfg),
         kv_stuck_idle(cfg),
         sglang_next_to_vllm(cfg),
         quiet_night(cfg),
+        day_then_kv_and_endpoint(cfg),
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .evaluate import Scores
+from .evaluate import AlertScore, Scores
 
 PRECISION_TARGET = 0.95
 RECALL_TARGET = 1.0
@@ -20,35 +20,37 @@ class Target:
     met: bool
 
 
+def _every(measure: str, alerts: list[AlertScore], none: str) -> Target:
+    """A per-alert target on `measure` ("precision" or "recall"): met when every alert reaches it."""
+    bound, name = {
+        "precision": (PRECISION_TARGET, f"precision >= {PRECISION_TARGET} for every alert that fired"),
+        "recall": (RECALL_TARGET, f"recall {RECALL_TARGET:g} for every alert with incidents"),
+    }[measure]
+
+    def value(s: AlertScore) -> float:
+        found: float | None = getattr(s, measure)
+        return found or 0.0
+
+    worst = min(alerts, key=value, default=None)
+    shown = none if worst is None else f"lowest {ratio(value(worst))} ({worst.alert})"
+    return Target(name, shown, all(value(s) >= bound for s in alerts))
+
+
 def targets(scores: Scores, leak_rates: dict[str, float]) -> list[Target]:
     scored = [s for s in scores.alerts.values() if s.severity != "info"]
     fired = [s for s in scored if s.episodes]
     expected = [s for s in scored if s.incidents]
-    worst_precision = min(fired, key=lambda s: s.precision or 0.0, default=None)
-    worst_recall = min(expected, key=lambda s: s.recall or 0.0, default=None)
     episodes = sum(s.episodes for s in scored)
     overall = sum(s.true for s in scored) / episodes if episodes else 1.0
     lead = worst_leak_lead(scores, leak_rates)
     return [
-        Target(
-            f"precision >= {PRECISION_TARGET} for every alert that fired",
-            "none fired"
-            if worst_precision is None
-            else f"lowest {ratio(worst_precision.precision)} ({worst_precision.alert})",
-            all((s.precision or 0.0) >= PRECISION_TARGET for s in fired),
-        ),
+        _every("precision", fired, "none fired"),
         Target(
             f"precision >= {PRECISION_TARGET} over all scored episodes",
             f"{overall:.3f} ({episodes} episodes)",
             overall >= PRECISION_TARGET,
         ),
-        Target(
-            f"recall {RECALL_TARGET:g} for every alert with incidents",
-            "no incidents"
-            if worst_recall is None
-            else f"lowest {ratio(worst_recall.recall)} ({worst_recall.alert})",
-            all((s.recall or 0.0) >= RECALL_TARGET for s in expected),
-        ),
+        _every("recall", expected, "no incidents"),
         Target(
             f"{LEAK_TARGET_ALERT} >= 15 min before OOM at {LEAK_TARGET_RATE:g} MiB/min (worst seed)",
             "no OOM in the runs" if lead is None else minutes(lead),

@@ -95,6 +95,11 @@ class AlertsConfig(BaseModel):
     )
     slo_fast_for: str = "2m"
     slo_slow_for: str = "15m"
+    slo_fast_keep_firing_for: str = Field(
+        "15m",
+        description="A fast burn stays firing this long after its windows dip under the burn rate: one "
+        "long breach whose 5 min ratio wavers is one page, not one per dip.",
+    )
     p99_histogram: str = Field("ttft", pattern="^(ttft|itl|e2e)$")
     p99_threshold_seconds: float = Field(0.5, gt=0)
     p99_for: str = "10m"

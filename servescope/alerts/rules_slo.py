@@ -160,6 +160,7 @@ def alerts(cfg: AlertsConfig) -> Group:
                 f"objective ({objective}); at this rate the 30-day budget is gone in under 5 days.",
                 ("model_name",),
                 "slo",
+                keep_firing_for=cfg.slo_fast_keep_firing_for,
             ),
             Alert(
                 f"Servescope{title}SloBurnSlow",

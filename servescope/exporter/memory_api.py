@@ -82,13 +82,14 @@ class MemoryApi:
             "history_seconds": self.history.span(track),
             "growth_bytes_per_second": report.slopes,
             "seconds_to_exhaustion": {
-                w: _finite(self._exhaustion(used, track.capacity, s)) for w, s in report.slopes.items()
+                w: _finite(self._exhaustion(used, track.capacity, report.exhaustion_slope(w)))
+                for w in report.slopes
             },
             "leak": {"suspected": report.verdict.suspected, "reason": report.verdict.reason},
         }
 
     @staticmethod
-    def _exhaustion(used: float | None, capacity: float, slope: float) -> float:
+    def _exhaustion(used: float | None, capacity: float, slope: float | None) -> float:
         return math.inf if used is None else exhaustion(used, capacity, slope)
 
     def memory(self, gpu: str, window: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.alerts.promtool import ENGINE, TARGET, check, firing, run_promtool, series
+from tests.alerts.promtool import ENGINE, TARGET, case, check, firing, run_promtool, series
 
 ENGINE_B = {**ENGINE, "engine": "1", "endpoint": "http://10.0.0.1:8001/metrics"}
 ON_A = "deepseek engine 0 at http://10.0.0.1:8000/metrics"
@@ -22,13 +22,9 @@ PROMPT = "servescope_serving_prompt_tokens_total"
 FINISHED = "servescope_serving_requests_finished_total"
 
 
-def _case(name: str, inputs: list[dict[str, str]], *checks: dict[str, Any]) -> dict[str, Any]:
-    return {"name": name, "interval": "1m", "input_series": inputs, "alert_rule_test": list(checks)}
-
-
 # --- a hung scheduler: requests running, no token for 5m (for 5m) ---------------------------------------
 STUCK = "ServescopeSchedulerStuck"
-STUCK_CASE = _case(
+STUCK_CASE = case(
     STUCK,
     [
         # Engine A generates until 10m, hangs with 6 requests running until 29m, then generates again.
@@ -55,7 +51,7 @@ STUCK_CASE = _case(
 
 # --- a restart loop: counters reset twice in 30m (for 1m) -----------------------------------------------
 LOOP = "ServescopeEngineRestartLoop"
-LOOP_CASE = _case(
+LOOP_CASE = case(
     LOOP,
     [
         # Engine A restarts at 10m and at 20m; engine B once, at 15m.
@@ -79,7 +75,7 @@ LOOP_CASE = _case(
 
 # --- requests aborted or failed: over 5% of those finished, at over 0.1/s (for 10m) ---------------------
 ERRORS = "ServescopeRequestErrorsHigh"
-ERRORS_CASE = _case(
+ERRORS_CASE = case(
     ERRORS,
     [
         # Engine A: 100 requests a minute finish with `stop`; 10 a minute abort from 5m to 25m. The 5m

@@ -7,11 +7,10 @@ so a counter that stops increasing keeps its alert until the last increase leave
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.alerts.promtool import ENGINE, GPU, check, firing, run_promtool, series
+from tests.alerts.promtool import ENGINE, GPU, case, check, firing, run_promtool, series
 
 ON_GPU = "node-a GPU 0 (GPU-0000)"
 # What `sum by`/`max by (instance, hostname, gpu, uuid)` keeps of a GPU's labels.
@@ -26,13 +25,9 @@ def _zeros(name: str, labels: dict[str, str], minutes: int = 60) -> dict[str, st
     return series(name, labels, f"0x{minutes}")
 
 
-def _case(name: str, inputs: list[dict[str, str]], *checks: dict[str, Any]) -> dict[str, Any]:
-    return {"name": name, "interval": "1m", "input_series": inputs, "alert_rule_test": list(checks)}
-
-
 # --- GPU lost (for 1m): up for 5 min, lost from minute 5 to minute 15, back after -------------------
 LOST = "ServescopeGpuLost"
-GPU_LOST = _case(
+GPU_LOST = case(
     LOST,
     [series("servescope_gpu_up", GPU, "1x4 0x10 1x10")],
     check(LOST, "5m"),  # just lost: pending, not firing
@@ -57,7 +52,7 @@ XID_DESCRIPTION = (
 )
 # The exporter creates the (gpu, xid) series at its first event, already at 1: a single XID 79 (fallen
 # off the bus) at minute 5 must still page, although increase() sees no change in that series.
-XID_FIRST_EVENT = _case(
+XID_FIRST_EVENT = case(
     f"{XID}: first event of an XID",
     [
         series("servescope_gpu_xid_errors_total", XID_79, "_x5 1x40"),
@@ -74,7 +69,7 @@ XID_FIRST_EVENT = _case(
 )
 # A second XID 79 at minute 20 on a series that already exists (its first event two days before the
 # test starts): counted by increase() too.
-XID_REPEAT = _case(
+XID_REPEAT = case(
     f"{XID}: repeated XID",
     [
         series("servescope_gpu_xid_errors_total", XID_79, "1x19 2x30"),
@@ -86,7 +81,7 @@ XID_REPEAT = _case(
     check(XID, "31m", firing(XID, XID_79, XID_DESCRIPTION)),  # kept
 )
 # XID 13 (graphics engine exception: an application fault, not the GPU's) never pages.
-XID_NOT_CRITICAL = _case(
+XID_NOT_CRITICAL = case(
     f"{XID}: XID 13 is not critical",
     [
         series("servescope_gpu_xid_errors_total", {**GPU, "xid": "13"}, "_x5 1x4 2+1x20"),
@@ -100,7 +95,7 @@ XID_NOT_CRITICAL = _case(
 # --- uncorrectable ECC (for 1m, 10m window) -------------------------------------------------------------
 ECC = "ServescopeGpuEccUncorrectable"
 ECC_VOLATILE = {**GPU, "type": "uncorrected", "scope": "volatile"}
-ECC_ERRORS = _case(
+ECC_ERRORS = case(
     ECC,
     [
         # Two uncorrectable errors counted at minute 10; the lifetime (aggregate) counter follows.
@@ -117,7 +112,7 @@ ECC_ERRORS = _case(
     check(ECC, "21m"),  # no new error for 10 min
 )
 # Corrected (single-bit) errors, however many, are not uncorrectable.
-ECC_CORRECTED_ONLY = _case(
+ECC_CORRECTED_ONLY = case(
     f"{ECC}: corrected errors only",
     [
         series("servescope_gpu_ecc_errors_total", ECC_VOLATILE, "0x40"),
@@ -136,7 +131,7 @@ ECC_CORRECTED_ONLY = _case(
 
 # --- row remapping (gauges, 0/1) -------------------------------------------------------------------------
 REMAP_FAILED = "ServescopeGpuRowRemapFailed"  # for 1m
-REMAP_FAILED_CASE = _case(
+REMAP_FAILED_CASE = case(
     REMAP_FAILED,
     [
         series("servescope_gpu_remapped_rows_failed", GPU, "0x4 1x10 0x10"),
@@ -151,7 +146,7 @@ REMAP_FAILED_CASE = _case(
     check(REMAP_FAILED, "17m"),  # serviced
 )
 REMAP_PENDING = "ServescopeGpuRowRemapPending"  # for 10m
-REMAP_PENDING_CASE = _case(
+REMAP_PENDING_CASE = case(
     REMAP_PENDING,
     [
         series("servescope_gpu_remapped_rows_pending", GPU, "0x4 1x20 0x10"),
@@ -199,7 +194,7 @@ def _crc_description(count: int) -> str:
 
 
 # NVML and DCGM (also running) both count the same errors summed over links: counted once.
-CRC_NVML = _case(
+CRC_NVML = case(
     f"{CRC}: NVML counters",
     [
         *_links({"crc_flit": BURST, "crc_data": BURST}),
@@ -212,7 +207,7 @@ CRC_NVML = _case(
     check(CRC, "37m"),  # 6 left in the window
 )
 # NVML reports no NVLink error counters (NotSupported): DCGM's 409 + 419 stand in.
-CRC_DCGM = _case(
+CRC_DCGM = case(
     f"{CRC}: DCGM fallback",
     [series(DCGM_FLIT, GPU, BURST), series(DCGM_DATA, GPU, BURST)],
     check(CRC, "16m"),
@@ -223,7 +218,7 @@ CRC_DCGM = _case(
 # GPU 0: 3 flit errors every 5 min, counted by NVML (link 0) and by DCGM (summed over links): 6 per
 # window, not 12. GPU 1: a few errors at once (5), then exactly the threshold, 10 per window, not above it.
 STEADY_6 = " ".join(str(3 * (minute // 5)) for minute in range(51))
-CRC_UNDER = _case(
+CRC_UNDER = case(
     f"{CRC}: under the threshold",
     [
         *_links({"crc_flit": STEADY_6}),
@@ -241,7 +236,7 @@ CRC_UNDER = _case(
 
 REPLAY = "ServescopeNvlinkReplayRecovery"
 REPLAY_DESCRIPTION = f"{ON_GPU} counted 20 NVLink replay/recovery events in the last 10m."
-REPLAY_CASE = _case(
+REPLAY_CASE = case(
     REPLAY,
     _links({"replay": BURST, "recovery": BURST}),
     check(REPLAY, "16m"),
@@ -252,7 +247,7 @@ REPLAY_CASE = _case(
 
 # --- PCIe replays (for 10m, more than 10 per 10m window) ------------------------------------------------
 PCIE = "ServescopePcieReplays"
-PCIE_CASE = _case(
+PCIE_CASE = case(
     PCIE,
     [series("servescope_gpu_pcie_replay_errors_total", GPU, "40x10 42+2x19 80x20")],
     check(PCIE, "16m"),
@@ -278,7 +273,7 @@ def _reasons(active: dict[str, str], minutes: int) -> list[dict[str, str]]:
 
 
 THERMAL = "ServescopeGpuThermalThrottling"  # for 10m
-THERMAL_CASE = _case(
+THERMAL_CASE = case(
     THERMAL,
     # Hardware thermal slowdown from minute 5 to 25, the software one overlapping: one alert per GPU.
     _reasons({"hw_thermal_slowdown": "0x4 1x20 0x20", "sw_thermal_slowdown": "0x9 1x10 0x25"}, 45),
@@ -291,7 +286,7 @@ THERMAL_CASE = _case(
     check(THERMAL, "27m"),
 )
 POWER = "ServescopeGpuPowerThrottling"  # for 30m
-POWER_CASE = _case(
+POWER_CASE = case(
     POWER,
     _reasons({"sw_power_cap": "0x4 1x40 0x20"}, 65),
     check(POWER, "34m"),
@@ -309,7 +304,7 @@ POWER_CASE = _case(
 
 # --- GPU memory (derived series) -------------------------------------------------------------------------
 LEAK = "ServescopeGpuMemoryLeakSuspected"  # for 10m
-LEAK_CASE = _case(
+LEAK_CASE = case(
     LEAK,
     [series("servescope_gpu_memory_leak_suspected", GPU, "0x4 1x20 0x10")],
     check(LEAK, "14m"),
@@ -331,7 +326,7 @@ EXHAUSTION = "ServescopeGpuMemoryExhaustionSoon"  # for 5m, window="30m" below 3
 EXHAUST_30M = {**GPU, "window": "30m"}
 EXHAUST_5M = {**GPU, "window": "5m"}
 INF = " ".join(["Inf"] * 10)
-EXHAUSTION_CASE = _case(
+EXHAUSTION_CASE = case(
     EXHAUSTION,
     [
         # Not growing for 10 min (+Inf), then 50 min left and counting down, then fixed at minute 25.
@@ -347,7 +342,7 @@ EXHAUSTION_CASE = _case(
     check(EXHAUSTION, "27m"),
 )
 # A 5 minute spike in growth (15 min left at that rate) while the 30 min trend gives 2 h: no page.
-EXHAUSTION_5M_ONLY = _case(
+EXHAUSTION_5M_ONLY = case(
     f"{EXHAUSTION}: 5m window alone",
     [
         series("servescope_gpu_memory_exhaustion_seconds", EXHAUST_30M, "7200x40"),
@@ -358,7 +353,7 @@ EXHAUSTION_5M_ONLY = _case(
 )
 # Load jumped 20 min ago and activations grew 2.6 GiB at once: the 30 min trend still reads the step as
 # growth (47 min left), the 5 min trend has gone flat. Not a leak, no page.
-EXHAUSTION_STEP = _case(
+EXHAUSTION_STEP = case(
     f"{EXHAUSTION}: a one-off step the 5m window has left behind",
     [
         series("servescope_gpu_memory_exhaustion_seconds", EXHAUST_30M, "2800x40"),
@@ -370,7 +365,7 @@ EXHAUSTION_STEP = _case(
 
 HEADROOM = "ServescopeGpuMemoryHeadroomLow"  # for 15m, free share at the 1 s peak below 5%
 HEADROOM_TAIL = " (under 5%, or under 50% of what its engine's gpu_memory_utilization leaves free)."
-HEADROOM_CASE = _case(
+HEADROOM_CASE = case(
     HEADROOM,
     [
         series("servescope_gpu_memory_total_bytes", GPU, f"{TOTAL}x50"),
@@ -395,7 +390,7 @@ HEADROOM_CASE = _case(
 BUDGET = "ServescopeEngineOverMemoryBudget"  # for 15m, more than 1 GiB over
 BUDGET_LABELS = {**ENGINE, "hostname": "node-a", "gpu": "0", "uuid": "GPU-0000"}
 GPU_FACTS = {"gpu_model": "H100", "pci_bus_id": "0000:18:00.0", "driver_version": "550", "mig_mode": "0"}
-BUDGET_CASE = _case(
+BUDGET_CASE = case(
     BUDGET,
     # 1 GiB under its budget, then 2 GiB over from minute 5 to minute 30 (engine restarted after).
     [

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.alerts.promtool import ENGINE, GPU, TARGET, check, firing, run_promtool, series
-from tests.alerts.test_rules_gpu import BURST, GIB, GPU1, GPU_BY, ON_GPU, _case, _crc_description, _links
+from tests.alerts.promtool import ENGINE, GPU, TARGET, case, check, firing, run_promtool, series
+from tests.alerts.test_rules_gpu import BURST, GIB, GPU1, GPU_BY, ON_GPU, _crc_description, _links
 
 # --- a node whose NVML fails as a whole (driver gone): every GPU series vanishes, the exporter answers --
 NVML_LOST = "ServescopeGpuNodeNvmlLost"  # for 1m
@@ -24,7 +24,7 @@ NVML_LOST_DESCRIPTION = (
     "node-a (node-a:9108) had 2 GPUs in the last 6h and reports none now, while its exporter answers: "
     "NVML fails node-wide (driver not loaded, driver/library version mismatch, every GPU gone)."
 )
-NVML_LOST_CASE = _case(
+NVML_LOST_CASE = case(
     NVML_LOST,
     [
         # node-a: two GPUs until 9m, none from 10m to 29m, back at 30m; its exporter answers throughout.
@@ -45,7 +45,7 @@ NVML_LOST_CASE = _case(
 # --- an NVLink link down (for 10m) ----------------------------------------------------------------------
 LINK_DOWN = "ServescopeNvlinkLinkDown"
 LINKS, LINKS_UP = "servescope_gpu_nvlink_links", "servescope_gpu_nvlink_links_up"
-LINK_DOWN_CASE = _case(
+LINK_DOWN_CASE = case(
     LINK_DOWN,
     [
         # GPU 0: 2 links, one of them down from 10m to 29m.
@@ -73,7 +73,7 @@ LINK_DOWN_CASE = _case(
 CRC = "ServescopeNvlinkCrcErrors"
 # 15 errors in 3 minutes (11m-13m), then none: `increase[10m] > 10` holds from 13m to 20m only, 8 minutes,
 # which the former `for: 10m` never let fire (the errors often come just before the link dies).
-CRC_SHORT = _case(
+CRC_SHORT = case(
     f"{CRC}: a short burst",
     _links({"crc_flit": "0x10 5 10 15 15x30"}),
     check(CRC, "12m"),  # 10 errors: not above 10
@@ -82,7 +82,7 @@ CRC_SHORT = _case(
     check(CRC, "22m"),  # 10 left in the window
 )
 # Blackwell: DCGM 1206/1209 stand in for 409/419 (no NVML error counters).
-CRC_NVLINK5 = _case(
+CRC_NVLINK5 = case(
     f"{CRC}: NVLink5 fields 1206/1209",
     [
         series("servescope_dcgm_nvlink5_rx_errors_total", GPU, BURST),
@@ -93,7 +93,7 @@ CRC_NVLINK5 = _case(
     check(CRC, "37m"),
 )
 # Newer drivers: DCGM 497 (data-link CRC) alone; GPU 1 reports 497 too, but NVML counts its errors (quiet).
-CRC_497 = _case(
+CRC_497 = case(
     f"{CRC}: DCGM 497 where nothing else reports",
     [
         series("servescope_dcgm_nvlink_dl_crc_errors_total", GPU, "0x10 2+2x19 40x20"),
@@ -109,7 +109,7 @@ CRC_497 = _case(
 DRAIN = "ServescopeGpuXidDrainSoon"
 XID = "ServescopeGpuXidCritical"
 XID_63 = {**GPU, "xid": "63"}
-DRAIN_CASE = _case(
+DRAIN_CASE = case(
     DRAIN,
     [
         series("servescope_gpu_xid_errors_total", XID_63, "_x5 1x40"),
@@ -135,7 +135,7 @@ DRAIN_CASE = _case(
 # XIDs 154 (the driver says the GPU needs a recovery action) and 46 (GPU stopped processing): pages.
 def _recovery_case(xid: str, why: str) -> dict[str, Any]:
     labels = {**GPU, "xid": xid}
-    return _case(
+    return case(
         f"{XID}: XID {xid}, {why}",
         [
             series("servescope_gpu_xid_errors_total", labels, "_x5 1x20"),
@@ -184,7 +184,7 @@ HEADROOM = "ServescopeGpuMemoryHeadroomLow"  # for 15m
 TOTAL = 100 * GIB
 # gpu_memory_utilization 0.95 leaves 5% free by design: 4% free at the peak is fine (the bound is half of
 # the 5%), 2% free from 10m to 39m is not.
-HEADROOM_RELATIVE = _case(
+HEADROOM_RELATIVE = case(
     f"{HEADROOM}: relative to a 0.95 budget",
     [
         series("servescope_gpu_memory_total_bytes", GPU, f"{TOTAL}x60"),
@@ -208,7 +208,7 @@ HEADROOM_RELATIVE = _case(
 BUDGET = "ServescopeEngineOverMemoryBudget"  # for 15m
 # A TP=8 engine's 1.37 GiB of NCCL and CUDA-graph memory outside its 72 GiB budget (0.9 x 80 GiB) is under
 # 3% of it (2.16 GiB): no alert, although over the 1 GiB floor. 3 GiB over from 10m to 39m is.
-BUDGET_RELATIVE = _case(
+BUDGET_RELATIVE = case(
     f"{BUDGET}: relative to the budget",
     [
         series("servescope_gpu_memory_total_bytes", GPU, f"{80 * GIB}x60"),

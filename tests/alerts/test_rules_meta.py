@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.alerts.promtool import ENGINE, GPU, TARGET, check, firing, run_promtool, series
+from tests.alerts.promtool import ENGINE, GPU, TARGET, case, check, firing, run_promtool, series
 
 ENDPOINT = ENGINE["endpoint"]
 OTHER_ENDPOINT = "http://10.0.0.2:8000/metrics"
@@ -173,10 +173,9 @@ NVML_SOURCE = {**TARGET, "source": "nvml"}
 # The nvml source (1 s interval) hangs at 10m: its last success stays at 600 s while Prometheus scrapes on
 # (the sample's timestamp grows); 3 intervals is under the 60 s floor, so it is stale from 11m01s, at the
 # 12m scrape (age 120 s). The dcgm source (30 s interval) runs on: its last success trails by under 90 s.
-STALE_CASE = {
-    "name": STALE,
-    "interval": "1m",
-    "input_series": [
+STALE_CASE = case(
+    STALE,
+    [
         series("servescope_source_last_success_timestamp_seconds", NVML_SOURCE, "0+60x10 600x20 1860+60x10"),
         series("servescope_source_interval_seconds", NVML_SOURCE, "1x40"),
         series("servescope_source_up", NVML_SOURCE, "1x40"),
@@ -184,22 +183,20 @@ STALE_CASE = {
         series("servescope_source_interval_seconds", DCGM, "30x40"),
         series("servescope_source_up", DCGM, "1x40"),
     ],
-    "alert_rule_test": [
-        check(STALE, "11m"),  # 60 s old: not over the floor
-        check(STALE, "16m"),  # stale since 12m: pending
-        check(
+    check(STALE, "11m"),  # 60 s old: not over the floor
+    check(STALE, "16m"),  # stale since 12m: pending
+    check(
+        STALE,
+        "17m",
+        firing(
             STALE,
-            "17m",
-            firing(
-                STALE,
-                NVML_SOURCE,
-                "Source nvml on node-a:9108 last succeeded 7m 0s before the scrape, more than 3 intervals: a "
-                "call hangs (NVML around an XID 79, dcgmi) and its series keep their last values.",
-            ),
+            NVML_SOURCE,
+            "Source nvml on node-a:9108 last succeeded 7m 0s before the scrape, more than 3 intervals: a "
+            "call hangs (NVML around an XID 79, dcgmi) and its series keep their last values.",
         ),
-        check(STALE, "32m"),  # collecting again since 31m
-    ],
-}
+    ),
+    check(STALE, "32m"),  # collecting again since 31m
+)
 
 # --- absent() guards (for 15m) ---------------------------------------------------------------------------
 # absent() returns one series labelled with the selector's equality matchers: {job="servescope"}.

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.alerts.promtool import check, firing, run_promtool, series
-from tests.alerts.test_rules_gpu import GPU1, GPU_BY, ON_GPU, _case
+from tests.alerts.promtool import case, check, firing, run_promtool, series
+from tests.alerts.test_rules_gpu import GPU1, GPU_BY, ON_GPU
 
 LINK = "ServescopePcieLinkDegraded"
 UTIL = "servescope_gpu_utilization_ratio"
@@ -47,7 +47,7 @@ def _description(on_gpu: str, part: str, value: int) -> str:
 
 
 # GPU 0 trained at x8 of x16 until 20m, at full width after; idle (Gen 1) all along: the width alone fires.
-NARROW = _case(
+NARROW = case(
     f"{LINK}: x8 of x16, at idle too",
     _link(GPU0, "1x40", "8x20 16x19", "0x40"),
     check(LINK, "9m"),  # pending since 0m
@@ -58,7 +58,7 @@ NARROW = _case(
 # GPU 0 idle at Gen 1 (power saving): silent. GPU 1 busy from 5m at Gen 3 of Gen 5 until 30m: fires once
 # its 10 min mean utilisation passes 30% (at 7m: 3 busy samples of 8 at 0.9 is 34%) and for 10m.
 # Back at Gen 5 from 30m, the highest generation over the window reaches the maximum at once.
-BUSY_SLOW = _case(
+BUSY_SLOW = case(
     f"{LINK}: a busy link below its generation; an idle one is not",
     [
         *_link(GPU0, "1x40", "16x40", "0.01x40"),
@@ -75,7 +75,7 @@ BUSY_SLOW = _case(
 
 # A busy GPU whose link drops to Gen 1 between bursts and reaches Gen 5 in each: the highest generation over
 # the window is the maximum, silent throughout.
-BURSTY = _case(
+BURSTY = case(
     f"{LINK}: a busy link that idles down between bursts",
     _link(GPU0, " ".join(["1 1 5"] * 13), "16x40", "0.6x40"),
     check(LINK, "15m"),

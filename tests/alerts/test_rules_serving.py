@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.alerts.promtool import ENGINE, GPU, TARGET, check, firing, run_promtool, series
+from tests.alerts.promtool import ENGINE, GPU, TARGET, case, check, firing, run_promtool, series
 
 UTIL = "servescope_gpu_utilization_ratio"
 KV = "servescope_serving_kv_cache_usage_ratio"
@@ -87,49 +87,42 @@ def saturated_description(pct: str) -> str:
 
 
 SATURATED_95 = saturated_description("95%").format(gpu="0", uuid="GPU-0000")
-SATURATED_CASE = {
-    "name": SATURATED,
-    "interval": "1m",
-    "input_series": [
+SATURATED_CASE = case(
+    SATURATED,
+    [
         # GPU 0: 50% until minute 4, 95% from minute 5 to 29, 30% from minute 30. The 10m average (11
         # samples) is over 85% from 13m ((2 x 0.5 + 9 x 0.95) / 11 = 86.8%) to 30m (10 x 0.95 + 0.3).
         series(UTIL, GPU0, "0.5x4 0.95x24 0.3x10"),
         # GPU 1 sits exactly on the threshold: `> 0.85` never holds.
         series(UTIL, GPU1, "0.85x40"),
     ],
-    "alert_rule_test": [
-        check(SATURATED, "22m"),  # over since 13m: pending for 9m
-        check(SATURATED, "23m", firing(SATURATED, GPU0_BY, SATURATED_95)),
-        check(SATURATED, "32m"),  # the average fell under 85% at 31m
-    ],
-}
+    check(SATURATED, "22m"),  # over since 13m: pending for 9m
+    check(SATURATED, "23m", firing(SATURATED, GPU0_BY, SATURATED_95)),
+    check(SATURATED, "32m"),  # the average fell under 85% at 31m
+)
 # One 80% reading every 9 minutes used to reset `for` on the raw gauge; the average stays at ~93.6%.
 # And where DCGM reports SM activity, it decides: GPU 1's NVML reads 99% while its SMs are 50% active.
 DIPS = " ".join("0.8" if minute % 9 == 8 else "0.95" for minute in range(41))
 DIPS_DESCRIPTION = saturated_description("93.64%").format(gpu="0", uuid="GPU-0000")
-SATURATED_DIPS = {
-    "name": f"{SATURATED}: dips and SM activity",
-    "interval": "1m",
-    "input_series": [
+SATURATED_DIPS = case(
+    f"{SATURATED}: dips and SM activity",
+    [
         series(UTIL, GPU0, DIPS),
         series(UTIL, GPU1, "0.99x40"),
         series("servescope_dcgm_sm_active_ratio", GPU1, "0.5x40"),
     ],
-    "alert_rule_test": [
-        check(SATURATED, "9m"),  # true from 0m: pending
-        # (10 x 0.95 + 0.8) / 11 = 93.64% over each 10m window with one dip
-        check(SATURATED, "30m", firing(SATURATED, GPU0_BY, DIPS_DESCRIPTION)),
-        check(SATURATED, "40m", firing(SATURATED, GPU0_BY, DIPS_DESCRIPTION)),
-    ],
-}
+    check(SATURATED, "9m"),  # true from 0m: pending
+    # (10 x 0.95 + 0.8) / 11 = 93.64% over each 10m window with one dip
+    check(SATURATED, "30m", firing(SATURATED, GPU0_BY, DIPS_DESCRIPTION)),
+    check(SATURATED, "40m", firing(SATURATED, GPU0_BY, DIPS_DESCRIPTION)),
+)
 
 # --- ServescopeKvCachePressure (> 70% for 5m) -----------------------------------------------------------
 KV_PRESSURE = "ServescopeKvCachePressure"
 KV_PRESSURE_TAIL = " while running: start OOM prevention (shorter max sequence length, more GPU memory)."
-KV_PRESSURE_CASE = {
-    "name": KV_PRESSURE,
-    "interval": "1m",
-    "input_series": [
+KV_PRESSURE_CASE = case(
+    KV_PRESSURE,
+    [
         # Engine A: 50%, then 80% from minute 5 to 14, 60% from minute 15.
         series(KV, ENGINE_A, "0.5x4 0.8x9 0.6x10"),
         # Engine B exactly on the threshold: silent.
@@ -140,16 +133,14 @@ KV_PRESSURE_CASE = {
         series(KV, ENGINE_C, "0.9x25"),
         series(STEPS, ENGINE_C, "500x25"),
     ],
-    "alert_rule_test": [
-        check(KV_PRESSURE, "9m"),  # pending for 4m
-        check(
-            KV_PRESSURE,
-            "10m",
-            firing(KV_PRESSURE, ENGINE_A, f"{ON_A} uses 80% of its KV cache{KV_PRESSURE_TAIL}"),
-        ),
-        check(KV_PRESSURE, "16m"),  # 60% since 15m
-    ],
-}
+    check(KV_PRESSURE, "9m"),  # pending for 4m
+    check(
+        KV_PRESSURE,
+        "10m",
+        firing(KV_PRESSURE, ENGINE_A, f"{ON_A} uses 80% of its KV cache{KV_PRESSURE_TAIL}"),
+    ),
+    check(KV_PRESSURE, "16m"),  # 60% since 15m
+)
 
 # --- ServescopeGpuSaturatedKvPressure (both on the same GPU, for 5m) -----------------------------------
 COMBINED = "ServescopeGpuSaturatedKvPressure"
@@ -241,10 +232,9 @@ COMBINED_CASES = [
 
 # --- ServescopeRequestQueueBuilding (> 5 waiting and more waiting than running, for 10m) -----------------
 QUEUE = "ServescopeRequestQueueBuilding"
-QUEUE_CASE = {
-    "name": QUEUE,
-    "interval": "1m",
-    "input_series": [
+QUEUE_CASE = case(
+    QUEUE,
+    [
         # Engine A: 12 waiting for 8 running from minute 5 to 19, 3 waiting from minute 20.
         series(WAITING, ENGINE_A, "2x4 12x14 3x10"),
         series(RUNNING, ENGINE_A, "8x30"),
@@ -252,23 +242,20 @@ QUEUE_CASE = {
         series(WAITING, ENGINE_B, "12x30"),
         series(RUNNING, ENGINE_B, "16x30"),
     ],
-    "alert_rule_test": [
-        check(QUEUE, "14m"),  # pending for 9m
-        check(
-            QUEUE,
-            "15m",
-            firing(QUEUE, ENGINE_A, f"{ON_A} has 12 requests waiting, more than 1 per running request."),
-        ),
-        check(QUEUE, "21m"),
-    ],
-}
+    check(QUEUE, "14m"),  # pending for 9m
+    check(
+        QUEUE,
+        "15m",
+        firing(QUEUE, ENGINE_A, f"{ON_A} has 12 requests waiting, more than 1 per running request."),
+    ),
+    check(QUEUE, "21m"),
+)
 
 # --- ServescopePreemptionsSustained (rate[5m] > 0.1/s for 15m) -----------------------------------------
 PREEMPT = "ServescopePreemptionsSustained"
-PREEMPT_CASE = {
-    "name": PREEMPT,
-    "interval": "1m",
-    "input_series": [
+PREEMPT_CASE = case(
+    PREEMPT,
+    [
         # Engine A: 0 until minute 5, then +60 a minute (1/s) from minute 6 to 25 (60 ... 1200), flat after.
         # rate at 6m = (60 - 0) / 300 s = 0.2 > 0.1: pending from 6m, firing from 21m.
         # The last increase is at 25m; the window [t-5m, t] holds it until 29m: rate 0 from 30m.
@@ -276,28 +263,25 @@ PREEMPT_CASE = {
         # Engine B: +3 a minute = 0.05/s, under the threshold.
         series(PREEMPTIONS, ENGINE_B, "0+3x40"),
     ],
-    "alert_rule_test": [
-        check(PREEMPT, "20m"),  # pending for 14m
-        # rate at 21m: (960 - 660) / 300 s = 1.00/s
-        check(
+    check(PREEMPT, "20m"),  # pending for 14m
+    # rate at 21m: (960 - 660) / 300 s = 1.00/s
+    check(
+        PREEMPT,
+        "21m",
+        firing(
             PREEMPT,
-            "21m",
-            firing(
-                PREEMPT,
-                ENGINE_A,
-                f"{ON_A} preempts 1.00 requests/s: the KV cache is too small for the batch.",
-            ),
+            ENGINE_A,
+            f"{ON_A} preempts 1.00 requests/s: the KV cache is too small for the batch.",
         ),
-        check(PREEMPT, "31m"),
-    ],
-}
+    ),
+    check(PREEMPT, "31m"),
+)
 
 # --- ServescopeGpuUnderutilisedWhileQueued (waiting > 0 while its GPU < 50% busy, for 10m) -------------
 UNDER = "ServescopeGpuUnderutilisedWhileQueued"
-UNDER_CASE = {
-    "name": UNDER,
-    "interval": "1m",
-    "input_series": [
+UNDER_CASE = case(
+    UNDER,
+    [
         series(UTIL, GPU0, "0.3x30"),
         series(UTIL, GPU1, "0.9x30"),
         # Engine A (GPU 0 at 30%): 7 waiting from minute 5 to 19. One alert although it has two PIDs.
@@ -306,21 +290,19 @@ UNDER_CASE = {
         series(WAITING, ENGINE_B, "7x30"),
         *PLACEMENT,
     ],
-    "alert_rule_test": [
-        check(UNDER, "14m"),  # pending for 9m
-        check(
+    check(UNDER, "14m"),  # pending for 9m
+    check(
+        UNDER,
+        "15m",
+        firing(
             UNDER,
-            "15m",
-            firing(
-                UNDER,
-                engine_on_gpu(ENGINE_A, GPU0),
-                f"{ON_A} has 7 requests waiting while GPU 0 is under 50% busy: raise max_num_seqs "
-                "(see servescope_serving_recommended_max_num_seqs).",
-            ),
+            engine_on_gpu(ENGINE_A, GPU0),
+            f"{ON_A} has 7 requests waiting while GPU 0 is under 50% busy: raise max_num_seqs "
+            "(see servescope_serving_recommended_max_num_seqs).",
         ),
-        check(UNDER, "21m"),
-    ],
-}
+    ),
+    check(UNDER, "21m"),
+)
 
 # --- ServescopeFleetCapacityBufferLow (per model pool: 1 - avg(busy) of its engines' GPUs < 20%, 15m) ---
 FLEET = "ServescopeFleetCapacityBufferLow"

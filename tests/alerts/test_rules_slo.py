@@ -99,10 +99,11 @@ def _ratios(sli: str, model: str, at: str, **windows: float) -> list[dict[str, A
     ]
 
 
-def _pending(alert: str, model: str, at: str) -> dict[str, Any]:
-    """The alert is pending for `model` (its condition holds, `for` has not elapsed) and for nobody else."""
+def _pending(alert: str, model: str, at: str, state: str = "pending") -> dict[str, Any]:
+    """The alert is pending for `model` (its condition holds, `for` has not elapsed) and for nobody else;
+    with state="firing", firing (kept firing after its condition ended, annotations as they were)."""
     severity = "critical" if alert.endswith("Fast") else "warning"
-    labels = f'alertname="{alert}",alertstate="pending",bundle="servescope",model_name="{model}",'
+    labels = f'alertname="{alert}",alertstate="{state}",bundle="servescope",model_name="{model}",'
     labels += f'severity="{severity}"'
     return {
         "expr": f'ALERTS{{alertname="{alert}"}}',
@@ -155,17 +156,22 @@ def fast_burn() -> dict[str, Any]:
             # 68m, 8 min after S6 ended: 30m (5-rate sum over the 31 records 38m..68m: 23 of 5 minutes at 70
             # errors, then 4 + 3 + 2 + 1 more minutes at 70, the other 30 minutes at 5) =
             # (125*70 + 30*5) / 155000 = 5.74% < 6%, while 6h = 6.41% still burns: the short window ends the
-            # page (from 67m).
-            check(alert, "68m"),
+            # condition (from 67m); keep_firing_for 15m holds the page (below), which resolves from 82m.
+            check(alert, "84m"),
             # S14 at 180m + b: the 5-rate sum of 1h is over 14.4% from b = 46 (14.57%); b = 45 gives 14.25%.
             check(alert, "225m"),
             check(alert, "227m"),  # pending since 226m (or 227m)
             check(alert, "245m", _burn(alert, s14, "20%")),  # 1h all at 20% at 244m and 245m
-            # 251m: 5m = 0.5% ends the page although 1h = (54*200 + 6*5) / 60000 = 18.05%.
-            check(alert, "251m"),
+            # 251m: 5m = 0.5% ends the condition although 1h = (54*200 + 6*5) / 60000 = 18.05%; kept
+            # firing for 15m (below), the page resolves from 266m.
+            check(alert, "268m"),
         ]
         exprs += [
             _pending(alert, s6, "2m"),
+            # A burn that dips under its rate within keep_firing_for (15m) is one page: still firing.
+            _pending(alert, s6, "68m", "firing"),
+            _pending(alert, s6, "80m", "firing"),
+            _pending(alert, s14, "251m", "firing"),
             # 30m: 1h at 7% < 14.4%, so only the 6x pair matches.
             *_ratios(sli, s6, "30m", w5m=0.07, w30m=0.07, w1h=0.07, w6h=0.07),
             *_ratios(sli, s6, "68m", w30m=0.0574, w6h=0.0641),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from quality.evaluate import Episode, RunOutcome
-from quality.faults import EngineCurve, FaultableEngine, NodeFaults, StuckKv
+from quality.faults import PCIE_NARROW_WIDTH, EngineCurve, FaultableEngine, NodeFaults, StuckKv
 from quality.library import library
 from quality.pages import PagerTiming, pager_timing, pages, per_incident
 from quality.scenarios import ENGINE, Curve, flat
@@ -11,8 +11,9 @@ from quality.sglang_text import SglangText, use_sglang_buckets
 from quality.truth import TruthWindow
 
 from servescope.alerts import BUILD_DIR as ALERTS_BUILD
-from servescope.sim.fault_scenarios import Window
+from servescope.sim.fault_scenarios import GpuFault, Window
 from servescope.sim.fleet import SimulatedFleet
+from servescope.sim.pynvml_module import SimulatedPynvml
 
 TIMING_FIELDS = (("alertname", "hostname"), 30.0, 300.0, 14_400.0)
 TIMING = PagerTiming(*TIMING_FIELDS)
@@ -94,12 +95,30 @@ def test_the_library_has_the_node_and_serving_scenarios_each_with_what_it_must_h
         "kv-stuck-idle": set(),
         "sglang-next-to-vllm": {"ServescopeSloBucketMissing"},
         "quiet-night": set(),
+        "pcie-link-narrow": {"ServescopePcieLinkDegraded"},
+        "day-then-kv-and-endpoint": {
+            "ServescopeKvCacheAnomaly",
+            "ServescopeKvCachePressure",
+            "ServescopeServingEndpointDown",
+            "ServescopeHealthyEndpointsLow",
+        },
     }
     for name, alerts in expected.items():
         assert {a for i in plans[name].incidents for a in i.expect} == alerts, name
     assert plans["tp8-saturated"].gpus == 8
     # The KV anomaly reads 23 h back: the night comes after a whole day of baseline.
-    assert plans["quiet-night"].duration > 24 * 3600 and plans["quiet-night"].slow
+    for name in ("quiet-night", "day-then-kv-and-endpoint"):
+        assert plans[name].duration > 24 * 3600 and plans[name].slow, name
+
+
+def test_a_pcie_link_trained_narrow_reports_fewer_lanes_from_the_fault_on() -> None:
+    faults = NodeFaults(pcie_narrow=GpuFault(1, Window(600.0)))
+    assert (faults.pcie_widths(300.0), faults.pcie_widths(600.0)) == ({}, {1: PCIE_NARROW_WIDTH})
+    module = SimulatedPynvml(SimulatedFleet(2, "H100", seed=1))
+    module.pcie_trained_width = faults.pcie_widths(600.0)
+    module.nvmlInit()
+    handles = [module.nvmlDeviceGetHandleByIndex(i) for i in (0, 1)]
+    assert [module.nvmlDeviceGetCurrPcieLinkWidth(h) for h in handles] == [16, PCIE_NARROW_WIDTH]
 
 
 def test_an_engine_of_its_own_curve_gets_its_arrivals_and_its_gpus_their_load() -> None:

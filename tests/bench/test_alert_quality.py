@@ -72,6 +72,25 @@ def test_one_missed_evaluation_resets_the_pending_clock() -> None:
     assert group_episodes(firing_steps(held, 120, 30), 30) == [(120, 240), (420, 600)]
 
 
+@pytest.mark.parametrize(
+    ("held", "for_s", "keep_s", "fired"),
+    [
+        # Fired at 60, its expression stops after 90: kept firing through 90 + 60, then resolved.
+        ([0, 30, 60, 90], 60, 60, [60, 90, 120, 150]),
+        # Held again within the keep: one episode, no new `for`.
+        ([0, 30, 60, 90, 180, 210], 60, 60, [60, 90, 120, 150, 180, 210, 240, 270]),
+        # Held again after the keep ran out: pending again from 300, firing again at 360.
+        ([0, 30, 60, 300, 330, 360], 60, 60, [60, 90, 120, 360, 390, 420]),
+        # Never fired: nothing to keep.
+        ([0, 30, 120], 60, 600, []),
+    ],
+)
+def test_keep_firing_for_holds_a_fired_alert_through_short_gaps(
+    held: list[float], for_s: float, keep_s: float, fired: list[float]
+) -> None:
+    assert firing_steps(held, for_s, 30, keep_s) == fired
+
+
 # --- scoring ------------------------------------------------------------------------------------------
 
 

@@ -8,7 +8,8 @@ import random
 import pytest
 
 from servescope.exporter.derived.leak import LeakThresholds, assess_leak, leak_suspected
-from servescope.exporter.derived.memory_signals import trend_report
+from servescope.exporter.derived.memory_signals import load_rose, trend_report
+from servescope.exporter.derived.source import _most_moving
 from servescope.exporter.derived.trend import (
     ROBUST_POINTS,
     bucket_medians,
@@ -230,3 +231,48 @@ def test_a_sawtooth_cut_at_an_awkward_phase_is_within_its_swing_not_a_leak(
 def test_a_leak_is_found_once_it_outgrows_the_sawtooth() -> None:
     times, values = _sawtooth(LEAK_BYTES_PER_S * 4, 420, 60)  # 160 MiB/min: 1.1 GiB in 7 minutes
     assert trend_report(times, values, times[-1]).verdict.suspected
+
+
+@pytest.mark.parametrize(
+    ("load_from", "load_to", "follows"),
+    [
+        (0.6, 0.6, False),  # flat load: the growth is extrapolated (a leak's exhaustion)
+        (0.6, 0.4, False),  # growth while the load fell: nothing explains it but a leak
+        (0.3, 0.97, True),  # a ramp: memory follows traffic, bounded by the engine's budget
+    ],
+)
+def test_exhaustion_is_not_extrapolated_from_growth_that_follows_a_load_rise(
+    load_from: float, load_to: float, follows: bool
+) -> None:
+    times = [float(t) for t in range(600)]
+    memory = [60 * GIB + LEAK_BYTES_PER_S * 4 * t for t in times]
+    load = (times[::5], [load_from + (load_to - load_from) * t / 600 for t in times[::5]])
+    report = trend_report(times, memory, times[-1], load)
+    assert report.slopes["5m"] > 0
+    assert (report.exhaustion_slope("5m") is None) is follows
+    assert ("5m" in report.follows_load) is follows
+
+
+@pytest.mark.parametrize(
+    ("per_half", "rise", "rose"),
+    [
+        (30, 0.5, True),  # a clear rise, well sampled
+        (30, 0.1, False),  # under the 20% a rise must reach
+        (5, 0.5, False),  # 5 samples a half: their variance cannot bound the noise, so no verdict
+    ],
+)
+def test_a_load_rise_counts_when_it_is_large_and_well_sampled(per_half: int, rise: float, rose: bool) -> None:
+    rng = random.Random(3)
+    times = [float(t) for t in range(2 * per_half)]
+    load = [(1.0 if t < per_half else 1.0 + rise) * rng.uniform(0.95, 1.05) for t in range(2 * per_half)]
+    assert load_rose((times, load), since=0.0) is rose
+
+
+@pytest.mark.parametrize("ramp_first", [True, False])
+def test_the_load_that_moved_most_between_halves_decides_not_its_last_sample(ramp_first: bool) -> None:
+    times = [float(t) for t in range(60)]
+    ramp = (times, [0.3 + 0.3 * t / 60 for t in times])  # +60% between the halves' means
+    # Flat with one spike at the end: last minus first reads +100%, the halves barely differ.
+    spiky = (times, [0.5] * 59 + [1.0])
+    candidates = [ramp, spiky] if ramp_first else [spiky, ramp]
+    assert _most_moving(candidates) is ramp

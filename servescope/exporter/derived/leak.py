@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -10,6 +12,7 @@ from servescope.exporter.derived.trend import ROBUST_POINTS, robust_slope
 MIB = 1024 * 1024
 
 Series = tuple[Sequence[float], Sequence[float]]  # (times, values), oldest first
+MIN_HALF_SAMPLES = 8
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,24 @@ def half_change_relative(series: Series) -> float | None:
     if mean == 0:
         return 0.0 if first == second else None
     return (second - first) / abs(mean)
+
+
+def half_change_stderr(series: Series) -> float | None:
+    """The standard error of half_change_relative (both halves' sample variances); None when undefined
+    or when a half holds fewer than MIN_HALF_SAMPLES samples, whose variance is itself too noisy to use."""
+    times, values = series
+    if len(times) < 4 or times[-1] <= times[0]:
+        return None
+    middle = (times[0] + times[-1]) / 2
+    halves = (
+        [v for t, v in zip(times, values, strict=True) if t < middle],
+        [v for t, v in zip(times, values, strict=True) if t >= middle],
+    )
+    mean = sum(values) / len(values)
+    if min(len(h) for h in halves) < MIN_HALF_SAMPLES or mean == 0:
+        return None
+    variance = sum(statistics.variance(h) / len(h) for h in halves)
+    return math.sqrt(variance) / abs(mean)
 
 
 def half_change_absolute(series: Series) -> float | None:

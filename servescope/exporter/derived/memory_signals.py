@@ -6,7 +6,14 @@ import math
 from dataclasses import dataclass, field
 
 from servescope.catalog.derived import WINDOWS
-from servescope.exporter.derived.leak import LeakVerdict, Series, assess_leak
+from servescope.exporter.derived.leak import (
+    LeakThresholds,
+    LeakVerdict,
+    Series,
+    assess_leak,
+    half_change_relative,
+    half_change_stderr,
+)
 from servescope.exporter.derived.trend import (
     ROBUST_POINTS,
     bucket_medians,
@@ -20,6 +27,8 @@ LEAK_MIN_HISTORY_SECONDS = 240.0
 # A window's growth rate is only stated once the history covers this share of the window.
 MIN_WINDOW_COVERAGE = 0.5
 LEAK_BUCKET_MIN_SECONDS = 5.0
+# A load rise counts beyond this many standard errors of its halves' difference (~0.1% by chance).
+RISE_SIGMAS = 3.0
 _NO_HISTORY = LeakVerdict(False, "no history yet")
 
 
@@ -31,6 +40,13 @@ class TrendReport:
     history_seconds: float
     slopes: dict[str, float] = field(default_factory=dict)  # window name -> bytes/s
     verdict: LeakVerdict = _NO_HISTORY
+    # Windows over which the serving load rose: their growth follows traffic, which the engine's
+    # budget bounds, so it is not extrapolated to an exhaustion.
+    follows_load: frozenset[str] = frozenset()
+
+    def exhaustion_slope(self, window: str) -> float | None:
+        """The window's growth as a rate to extrapolate; None where it follows a rise in load."""
+        return None if window in self.follows_load else self.slopes.get(window)
 
 
 def trend_report(
@@ -45,6 +61,7 @@ def trend_report(
         return TrendReport(now, 0.0)
     history = times[-1] - times[0]
     slopes: dict[str, float] = {}
+    follows: set[str] = set()
     for name, seconds in WINDOWS.items():
         start = _first_index_at_or_after(times, now - seconds)
         covered = times[-1] - times[start] if start < len(times) else 0.0
@@ -52,6 +69,8 @@ def trend_report(
             slope = robust_slope(times[start:], values[start:])
             if slope is not None:
                 slopes[name] = slope
+                if load is not None and load_rose(load, now - seconds):
+                    follows.add(name)
     start = _first_index_at_or_after(times, now - LEAK_WINDOW_SECONDS)
     span = times[-1] - times[start]
     if span < LEAK_MIN_HISTORY_SECONDS:
@@ -62,7 +81,22 @@ def trend_report(
             times[start:], values[start:], max(LEAK_BUCKET_MIN_SECONDS, span / ROBUST_POINTS)
         )
         verdict = assess_leak(bt, bv, load, kv)
-    return TrendReport(now, history, slopes, verdict)
+    return TrendReport(now, history, slopes, verdict, frozenset(follows))
+
+
+def load_rose(load: Series, since: float, max_change: float = LeakThresholds.max_load_change) -> bool:
+    """Whether the load's samples from `since` rose by more than the leak verdict's max_load_change, and
+    by more than RISE_SIGMAS standard errors of the halves' difference.
+
+    Memory that follows a ramp stops growing when the ramp ends; extrapolated, it "exhausts" a GPU
+    whose engine never leaves its budget. The noise bound keeps a 5 min window of Poisson arrivals,
+    which can read 20% by chance, from hiding a leak's exhaustion now and then.
+    """
+    times, values = load
+    start = _first_index_at_or_after(list(times), since)
+    window = (times[start:], values[start:])
+    change, stderr = half_change_relative(window), half_change_stderr(window)
+    return change is not None and stderr is not None and change > max(max_change, RISE_SIGMAS * stderr)
 
 
 def _first_index_at_or_after(times: list[float], t: float) -> int:

@@ -14,7 +14,7 @@ from servescope.exporter.derived.engine_signals import (
     kv_saturation_seconds,
     over_budget,
 )
-from servescope.exporter.derived.leak import Series
+from servescope.exporter.derived.leak import Series, half_change_relative
 from servescope.exporter.derived.memory_signals import (
     LEAK_WINDOW_SECONDS,
     TrendReport,
@@ -79,16 +79,17 @@ class DerivedSource:
 
     def _load_of(self, uuid: str, now: float) -> tuple[Series | None, Series | None]:
         """The serving load on a GPU: its engines' tokens/s and KV usage, else NVML utilisation."""
+        gpu = self.history.find_gpu(uuid)
+        utilization = [] if gpu is None else [self.history.utilization_window(gpu, LEAK_WINDOW_SECONDS, now)]
         engines = self.board.engines_on(uuid)
         if engines:
             # Several engines on one GPU: the one whose load moved most decides (growth follows it).
+            # NVML utilisation is a candidate too: read every second, it shows a slow ramp that an
+            # engine's tokens/s, sampled at each scrape of Poisson arrivals, cannot yet tell from noise.
             loads = [self.board.series(e.tokens_rate, LEAK_WINDOW_SECONDS, now) for e in engines]
             kvs = [self.board.series(e.kv_usage, LEAK_WINDOW_SECONDS, now) for e in engines]
-            return _most_moving(loads), _most_moving(kvs)
-        gpu = self.history.find_gpu(uuid)
-        if gpu is None:
-            return None, None
-        return self.history.utilization_window(gpu, LEAK_WINDOW_SECONDS, now), None
+            return _most_moving(loads + utilization), _most_moving(kvs)
+        return (utilization[0] if utilization else None), None
 
     # --- one cycle ---------------------------------------------------------------------------------
     def collect(self) -> Collection:
@@ -130,11 +131,8 @@ class DerivedSource:
         for window, slope in report.slopes.items():
             out.append(Sample(growth, (*labels, window), slope))
             if gpu:
-                out.append(
-                    Sample(
-                        m.MEMORY_EXHAUSTION, (*labels, window), exhaustion(values[-1], track.capacity, slope)
-                    )
-                )
+                left = exhaustion(values[-1], track.capacity, report.exhaustion_slope(window))
+                out.append(Sample(m.MEMORY_EXHAUSTION, (*labels, window), left))
         leak = m.LEAK_SUSPECTED if gpu else m.PROCESS_LEAK_SUSPECTED
         out.append(Sample(leak, labels, 1 if report.verdict.suspected else 0))
         return out
@@ -169,7 +167,8 @@ class DerivedSource:
 
 
 def _most_moving(series: list[tuple[list[float], list[float]]]) -> Series | None:
+    """The series whose halves differ most (relative to its mean): one noisy sample cannot decide."""
     usable = [s for s in series if len(s[0]) >= 4]
     if not usable:
         return None
-    return max(usable, key=lambda s: abs(s[1][-1] - s[1][0]) / (abs(sum(s[1]) / len(s[1])) or 1.0))
+    return max(usable, key=lambda s: abs(half_change_relative(s) or 0.0))
