@@ -86,6 +86,12 @@ def _deploy() -> None:
     app.add_typer(deploy_app, name="deploy")
 
 
+def _capacity() -> None:
+    from servescope.capacity.cli import app as capacity_app
+
+    app.add_typer(capacity_app, name="capacity")
+
+
 # Subcommands are imported only when they run: `serve`, the long-running one, then does not carry the
 # alert, dashboard, deploy and demo code (about 5 MiB of resident memory per exporter).
 SUBCOMMANDS = {
@@ -100,6 +106,7 @@ SUBCOMMANDS = {
     "demo": _demo,
     "deploy": _deploy,
     "sim": _sim,
+    "capacity": _capacity,
 }
 _registered: set[str] = set()
 
