@@ -92,6 +92,12 @@ def _capacity() -> None:
     app.add_typer(capacity_app, name="capacity")
 
 
+def _tune() -> None:
+    from servescope.tune.cli import app as tune_app
+
+    app.add_typer(tune_app, name="tune")
+
+
 # Subcommands are imported only when they run: `serve`, the long-running one, then does not carry the
 # alert, dashboard, deploy and demo code (about 5 MiB of resident memory per exporter).
 SUBCOMMANDS = {
@@ -107,6 +113,7 @@ SUBCOMMANDS = {
     "deploy": _deploy,
     "sim": _sim,
     "capacity": _capacity,
+    "tune": _tune,
 }
 _registered: set[str] = set()
 
