@@ -36,6 +36,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("servescope.demo.cli", "demo"),
     "deploy": ("servescope.deploy.cli", "app"),
     "sim": ("servescope.sim.cli", "app"),
+    "capacity": ("servescope.capacity.cli", "app"),
+    "tune": ("servescope.tune.cli", "app"),
 }
 _registered: set[str] = set()
 

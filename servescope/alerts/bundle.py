@@ -10,6 +10,7 @@ import yaml
 from servescope.alerts.alertmanager import alertmanager_config
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.model import Alert, Group
+from servescope.alerts.rules_capacity_baseline import capacity_baseline
 from servescope.alerts.rules_engine import endpoint_records, engine
 from servescope.alerts.rules_gpu import health
 from servescope.alerts.rules_memory import memory
@@ -29,6 +30,7 @@ def groups(cfg: AlertsConfig) -> list[Group]:
         slo_records(cfg),
         slo_long_records(cfg),
         kv_baseline(cfg),
+        capacity_baseline(cfg),
         endpoint_records(cfg),
         health(cfg),
         memory(cfg),

@@ -15,13 +15,18 @@ rise 8 x 10.8 / 25.6 = 3.4x and latency 25.6 / 10.8 = +137%. A full batch obeys 
 x latency rises by the batch ratio, 8), so the operators' 3.2x and +120% (product 7.0) cannot both hold
 exactly; the constants sit in between. Larger batches keep gaining throughput, slowly (~750 tokens/s at
 64, ~1660 at 256) while each token takes longer (85 ms, 154 ms).
+
+How quantization, the KV cache dtype, memory utilisation, chunked prefill, prefix caching and the
+scheduling policy change these terms: engine_params.py.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+from servescope.sim.engine_params import Effective, check_flags
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +47,18 @@ class StepCost:
             + self.experts * coverage
             + self.kv_per_1k_context * context_tokens / 1024
             + self.prefill_per_token * prefill_tokens
+        )
+
+    def scaled(self, flags: Effective) -> StepCost:
+        """This cost under quantization and KV-cache dtype factors (engine_params.py)."""
+        if (flags.weight_read, flags.kv_read, flags.prefill_compute) == (1.0, 1.0, 1.0):
+            return self
+        return replace(
+            self,
+            base=self.base * flags.weight_read,
+            experts=self.experts * flags.weight_read,
+            kv_per_1k_context=self.kv_per_1k_context * flags.kv_read,
+            prefill_per_token=self.prefill_per_token * flags.prefill_compute,
         )
 
 
@@ -69,6 +86,14 @@ class EngineConfig:
     max_num_batched_tokens: int = 8192
     gpu_memory_utilization: float = 0.9
     cost: StepCost = field(default_factory=StepCost)
+    # vLLM's serving flags beyond the batch limits (engine_params.py); the defaults are vLLM's own.
+    dtype: str = "auto"
+    quantization: str | None = None
+    kv_cache_dtype: str = "auto"
+    enable_chunked_prefill: bool = False
+    enable_prefix_caching: bool = True
+    scheduling_policy: str = "fcfs"
+    arrival_pattern: str = "poisson"  # or "constant": one request every 1 / arrival_rate seconds
 
     def __post_init__(self) -> None:
         problems = []
@@ -80,6 +105,7 @@ class EngineConfig:
         for name in ("prefix_hit_fraction", "abort_fraction"):
             if not 0 <= getattr(self, name) <= 1:
                 problems.append(f"{name} must be between 0 and 1, got {getattr(self, name)}")
+        problems += check_flags(self)
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -111,6 +137,7 @@ class Request:
     generated: int = 0
     blocks: int = 0
     preemptions: int = 0
+    pending: int = 0  # prompt tokens still to prefill (chunked prefill), after the step planned
     scheduled_at: float | None = None
     first_token_at: float | None = None
     last_token_at: float = 0.0
@@ -132,6 +159,7 @@ class FinishedRequest:
     prompt_tokens: int
     generation_tokens: int
     preemptions: int
+    first_token: float | None = None
 
 
 @dataclass(slots=True)
@@ -153,6 +181,7 @@ def new_request(config: EngineConfig, arrival: float, rng: random.Random, *, cli
     share = min(1.0, rng.uniform(0.0, 2.0 * c.prefix_hit_fraction))
     # Prefix-cache hits come in whole blocks, and vLLM always computes the last prompt token.
     cached = min(prompt - 1, int(prompt * share) // c.block_size * c.block_size)
+    cached = cached if c.enable_prefix_caching else 0
     aborts = rng.random() < c.abort_fraction
     abort_after = max(1, natural // 2) if aborts else None
     return Request(arrival, prompt, c.max_tokens, natural, cached, client, abort_after)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
+from servescope.sim.engine_model import Request
+
 
 def _floats(text: str) -> tuple[float, ...]:
     return tuple(float(word) for word in text.split())
@@ -136,3 +138,23 @@ class EngineStats:
             ("request_prefill_kv_computed_tokens", prompt - cached),
         ):
             self.histograms[name].observe(value)
+
+
+def record_finished(stats: EngineStats, req: Request, reason: str, now: float) -> None:
+    """Record `req`, finished at `now` for `reason`, with the phase times vLLM derives."""
+    scheduled = req.scheduled_at if req.scheduled_at is not None else now
+    first = req.first_token_at if req.first_token_at is not None else scheduled
+    last = max(req.last_token_at, first)
+    stats.observe_finished(
+        reason,
+        e2e=now - req.arrival,
+        queue=scheduled - req.arrival,
+        prefill=first - scheduled,
+        decode=last - first,
+        inference=last - scheduled,
+        prompt=req.prompt,
+        cached=req.cached,
+        generated=req.generated,
+        max_tokens=req.max_tokens,
+        preemptions=req.preemptions,
+    )

@@ -22,13 +22,15 @@ from servescope.sim.engine_model import (
     finish_reason,
     new_request,
 )
-from servescope.sim.engine_stats import EngineStats
+from servescope.sim.engine_params import EngineStartError, effective
+from servescope.sim.engine_scheduler import Scheduling
+from servescope.sim.engine_stats import EngineStats, record_finished
 
-__all__ = ["EngineConfig", "FinishedRequest", "SimulatedEngine"]
+__all__ = ["EngineConfig", "EngineStartError", "FinishedRequest", "SimulatedEngine"]
 
 
-class SimulatedEngine:
-    """One vLLM engine (one data-parallel rank) under load, stepped by an explicit clock."""
+class SimulatedEngine(Scheduling):
+    """One vLLM engine (one data-parallel rank) under load; EngineStartError where vLLM would not start."""
 
     def __init__(
         self,
@@ -42,6 +44,8 @@ class SimulatedEngine:
         history: int = 10_000,
     ) -> None:
         self.config = config or EngineConfig()
+        flags = effective(self.config)
+        self._blocks, self._cost = flags.num_gpu_blocks, self.config.cost.scaled(flags)
         self.model_name, self.engine_id = model_name, engine_id
         # One stream per source of randomness, so that the order in which they are drawn never matters.
         self._arrival_rng = random.Random(f"{seed}/arrivals")
@@ -85,7 +89,11 @@ class SimulatedEngine:
     @property
     def kv_cache_usage(self) -> float:
         """Fraction of KV blocks held by running sequences (vLLM's kv_cache_usage_perc, 0-1)."""
-        return self._used_blocks / self.config.num_gpu_blocks
+        return self._used_blocks / self._blocks
+
+    def in_flight(self) -> list[float]:
+        """Arrival times of the requests waiting or running now."""
+        return [req.arrival for req in (*self._waiting, *self._running)]
 
     # --- control ----------------------------------------------------------------------------------
     def set_load(
@@ -160,7 +168,11 @@ class SimulatedEngine:
 
     def _draw_arrival(self, now: float) -> float:
         rate = self.config.arrival_rate
-        return now + self._arrival_rng.expovariate(rate) if rate > 0 else math.inf
+        if rate <= 0:
+            return math.inf
+        if self.config.arrival_pattern == "constant":
+            return now + 1.0 / rate
+        return now + self._arrival_rng.expovariate(rate)
 
     def _ingest(self, t: float) -> None:
         while self._next_arrival <= t:
@@ -174,69 +186,6 @@ class SimulatedEngine:
             self._clients += 1
             self._waiting.append(new_request(self.config, now, self._client_rng, client=True))
 
-    # --- scheduling -------------------------------------------------------------------------------
-    def _take(self, req: Request, blocks: int) -> None:
-        req.blocks += blocks
-        self._used_blocks += blocks
-
-    def _release(self, req: Request) -> None:
-        self._used_blocks -= req.blocks
-        self._context_tokens -= req.context
-        req.blocks = 0
-
-    def _preempt(self, req: Request) -> None:
-        # vLLM V1 preempts by recomputation: the KV is freed and the request waits at the queue head.
-        self._release(req)
-        req.preemptions += 1
-        self.stats.preemptions += 1
-        self._waiting.appendleft(req)
-
-    def _grow_running(self) -> bool:
-        """Give each running sequence room for its next token, preempting the newest when blocks run out."""
-        preempted = False
-        i = 0
-        while i < len(self._running):
-            req = self._running[i]
-            need = self.config.blocks_for(req.context) - req.blocks
-            while need > self.config.num_gpu_blocks - self._used_blocks:
-                preempted = True
-                victim = self._running.pop()
-                self._preempt(victim)
-                if victim is req:
-                    return preempted
-            self._take(req, need)
-            i += 1
-        return preempted
-
-    def _plan(self, start: float) -> Step:
-        c = self.config
-        preempted = self._grow_running()
-        decoding = list(self._running)
-        prefilling: list[Request] = []
-        tokens, prefill = len(decoding), 0
-        # Like vLLM, a step that had to preempt admits nobody new.
-        while not preempted and self._waiting and len(self._running) < c.max_num_seqs:
-            req = self._waiting[0]
-            compute = req.context - req.cached
-            need = self.config.blocks_for(req.context)
-            if need > c.num_gpu_blocks - self._used_blocks:
-                break
-            if prefilling and tokens + compute > c.max_num_batched_tokens:
-                break
-            self._waiting.popleft()
-            self._take(req, need)
-            self._context_tokens += req.context
-            if req.scheduled_at is None:
-                req.scheduled_at = start
-                self.stats.prefix_queries += req.prompt
-                self.stats.prefix_hits += req.cached
-            self._running.append(req)
-            prefilling.append(req)
-            tokens += compute
-            prefill += compute
-        seconds = c.cost.seconds(len(self._running), self._context_tokens, prefill)
-        return Step(start, start + seconds, decoding, prefilling, tokens)
-
     def _complete(self, step: Step) -> None:
         end = step.end
         # Poisson arrivals during the step queue before the closed-loop requests its finishes send.
@@ -248,7 +197,7 @@ class SimulatedEngine:
         # Every sequence that decoded had its previous token at the end of the previous step.
         stats.observe("inter_token_latency_seconds", end - step.start, len(decoding))
         for req in step.prefilling:
-            if req.done:
+            if req.done or req.pending > 0:
                 continue
             if req.first_token_at is None:
                 req.first_token_at = end
@@ -271,25 +220,17 @@ class SimulatedEngine:
 
     def _finish(self, req: Request, reason: str, now: float) -> None:
         req.done = True
-        scheduled = req.scheduled_at if req.scheduled_at is not None else now
-        first = req.first_token_at if req.first_token_at is not None else scheduled
-        last = max(req.last_token_at, first)
-        self.stats.observe_finished(
-            reason,
-            e2e=now - req.arrival,
-            queue=scheduled - req.arrival,
-            prefill=first - scheduled,
-            decode=last - first,
-            inference=last - scheduled,
-            prompt=req.prompt,
-            cached=req.cached,
-            generated=req.generated,
-            max_tokens=req.max_tokens,
-            preemptions=req.preemptions,
-        )
+        record_finished(self.stats, req, reason, now)
         self.finished.append(
             FinishedRequest(
-                req.arrival, now, now - req.arrival, reason, req.prompt, req.generated, req.preemptions
+                req.arrival,
+                now,
+                now - req.arrival,
+                reason,
+                req.prompt,
+                req.generated,
+                req.preemptions,
+                req.first_token_at,
             )
         )
         if req.client:

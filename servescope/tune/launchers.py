@@ -1,0 +1,166 @@
+"""Launchers: (re)start the engine with a trial's flags, hand back a step runner, stop it.
+
+Flags become argv items (`--max-num-seqs 8`, `--enable-chunked-prefill` / `--no-enable-chunked-prefill`,
+None left out), never shell text: the command template is split once with shlex and `{flags}` stands for
+the flag items. A failed start (the process exits, /health never answers, OOM) raises LaunchError, which
+the study records as an infeasible trial.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import httpx
+
+from servescope.load.records import StepRunner
+from servescope.tune.space import FLAG_NAME, Value
+
+LOG_TAIL_BYTES = 2000
+
+
+class LaunchError(RuntimeError):
+    """The engine did not start with these flags."""
+
+
+class Launcher(Protocol):
+    """Starts an engine configuration and stops it again."""
+
+    def start(self, params: Mapping[str, Value]) -> StepRunner: ...
+    def stop(self) -> None: ...
+
+
+def flag_argv(params: Mapping[str, Value]) -> list[str]:
+    """vLLM's command-line form of `params`; raises ValueError naming a bad flag name."""
+    argv: list[str] = []
+    for name, value in params.items():
+        if not FLAG_NAME.match(name):
+            raise ValueError(f"flag {name!r}: names are lower_case flag names")
+        option = "--" + name.replace("_", "-")
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            argv.append(option if value else "--no-" + option[2:])
+        else:
+            argv += [option, str(value)]
+    return argv
+
+
+@dataclass(slots=True)
+class CommandLauncher:
+    """Restarts a local process from a template, waits for its /health, stops its process group."""
+
+    template: str  # e.g. "vllm serve facebook/opt-125m --port 18221 {flags}"
+    health_url: str
+    runner: Callable[[], StepRunner]
+    start_timeout_s: float = 300.0
+    log_path: Path | None = None
+    fixed: Mapping[str, Value] = field(default_factory=dict)
+    _process: subprocess.Popen[bytes] | None = None
+
+    def argv(self, params: Mapping[str, Value]) -> list[str]:
+        flags = flag_argv({**self.fixed, **params})
+        out: list[str] = []
+        for word in shlex.split(self.template):
+            out += flags if word == "{flags}" else [word]
+        return out
+
+    def start(self, params: Mapping[str, Value]) -> StepRunner:
+        self.stop()
+        log = self.log_path.open("ab") if self.log_path is not None else subprocess.DEVNULL
+        try:
+            self._process = subprocess.Popen(
+                self.argv(params), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        except OSError as err:
+            raise LaunchError(f"cannot run {self.template.split()[0]!r}: {err}") from err
+        finally:
+            if not isinstance(log, int):
+                log.close()
+        self._wait_healthy()
+        return self.runner()
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + self.start_timeout_s
+        assert self._process is not None
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                code = self._process.returncode
+                self._process = None
+                raise LaunchError(f"the engine exited with status {code} while starting{self._log_tail()}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(self.health_url, timeout=2.0).status_code == 200:
+                    return
+            time.sleep(1.0)
+        self.stop()
+        raise LaunchError(f"{self.health_url} did not answer 200 within {self.start_timeout_s:g} s")
+
+    def _log_tail(self) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        with self.log_path.open("rb") as handle:
+            handle.seek(max(0, self.log_path.stat().st_size - LOG_TAIL_BYTES))
+            return ": ..." + handle.read().decode("utf-8", "replace")[-LOG_TAIL_BYTES:]
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@dataclass(slots=True)
+class KubernetesLauncher:
+    """Patches a Deployment's container args with the trial's flags; a dry run only prints the patch."""
+
+    deployment: str
+    namespace: str
+    base_args: Sequence[str]
+    runner: Callable[[], StepRunner]
+    execute: bool = False
+    container_index: int = 0
+    rollout_timeout_s: int = 600
+    printed: list[str] = field(default_factory=list)
+
+    def patch(self, params: Mapping[str, Value]) -> str:
+        """The JSON patch replacing the container's args."""
+        path = f"/spec/template/spec/containers/{self.container_index}/args"
+        return json.dumps([{"op": "replace", "path": path, "value": [*self.base_args, *flag_argv(params)]}])
+
+    def commands(self, params: Mapping[str, Value]) -> list[list[str]]:
+        target = ["-n", self.namespace, f"deployment/{self.deployment}"]
+        return [
+            ["kubectl", "patch", *target, "--type=json", "-p", self.patch(params)],
+            ["kubectl", "rollout", "status", *target, f"--timeout={self.rollout_timeout_s}s"],
+        ]
+
+    def start(self, params: Mapping[str, Value]) -> StepRunner:
+        if not self.execute:
+            self.printed += [shlex.join(command) for command in self.commands(params)]
+            raise LaunchError("dry run: the patch was printed, not applied (pass --execute to apply it)")
+        for command in self.commands(params):
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=self.rollout_timeout_s + 30, check=False
+            )
+            if done.returncode != 0:
+                raise LaunchError(f"{shlex.join(command[:3])} failed: {done.stderr.strip()[-500:]}")
+        return self.runner()
+
+    def stop(self) -> None:
+        """The next patch replaces this configuration; nothing to stop in between."""

@@ -1,0 +1,97 @@
+"""Launchers: flags as argv, a local command restarted and health-checked, a Kubernetes patch dry run."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import cast
+
+import pytest
+
+from servescope.load.records import StepRunner
+from servescope.tune.launchers import CommandLauncher, KubernetesLauncher, LaunchError, flag_argv
+
+# A stand-in engine process at the process boundary: serves /health, or exits 3 the way vLLM exits
+# when the memory it is asked for is not free.
+ENGINE = """
+import http.server, sys
+args = sys.argv[2:]
+if "--gpu-memory-utilization" in args and float(args[args.index("--gpu-memory-utilization") + 1]) > 0.96:
+    print("ValueError: Free memory on device is less than desired GPU memory utilization", flush=True)
+    sys.exit(3)
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_flags_become_vllm_options_and_never_shell_text() -> None:
+    params = {
+        "max_num_seqs": 8,
+        "enable_chunked_prefill": False,
+        "quantization": None,
+        "kv_cache_dtype": "fp8",
+    }
+    assert flag_argv(params) == [
+        "--max-num-seqs",
+        "8",
+        "--no-enable-chunked-prefill",
+        "--kv-cache-dtype",
+        "fp8",
+    ]
+    assert flag_argv({"enable_prefix_caching": True}) == ["--enable-prefix-caching"]
+    assert flag_argv({"x": "a; rm -rf /"}) == ["--x", "a; rm -rf /"]  # one argv item, no shell
+    with pytest.raises(ValueError, match="'--evil'"):
+        flag_argv({"--evil": 1})
+
+
+def test_a_local_command_is_started_health_checked_and_stopped(tmp_path: Path) -> None:
+    script = tmp_path / "engine.py"
+    script.write_text(ENGINE)
+    port = free_port()
+    sentinel = cast(StepRunner, object())  # the runner the launcher hands back, untouched
+    launcher = CommandLauncher(
+        f"{sys.executable} {script} {port} {{flags}}",
+        f"http://127.0.0.1:{port}/health",
+        runner=lambda: sentinel,
+        start_timeout_s=20,
+        log_path=tmp_path / "engine.log",
+    )
+    assert launcher.start({"max_num_seqs": 8}) is sentinel
+    process = launcher._process
+    assert process is not None and process.poll() is None
+    launcher.stop()
+    assert process.poll() is not None
+    with pytest.raises(OSError):
+        os.killpg(process.pid, 0)  # the whole process group is gone
+    with pytest.raises(LaunchError, match=r"exited with status 3.*less than desired GPU memory"):
+        launcher.start({"gpu_memory_utilization": 0.99})
+
+
+def test_kubernetes_dry_run_prints_the_patch_and_applies_nothing() -> None:
+    launcher = KubernetesLauncher("vllm", "serving", ["--model", "m"], runner=lambda: None)  # type: ignore[arg-type,return-value]
+    with pytest.raises(LaunchError, match="dry run"):
+        launcher.start({"max_num_seqs": 64})
+    patch = json.loads(launcher.patch({"max_num_seqs": 64}))
+    assert patch == [
+        {
+            "op": "replace",
+            "path": "/spec/template/spec/containers/0/args",
+            "value": ["--model", "m", "--max-num-seqs", "64"],
+        }
+    ]
+    assert launcher.printed[0].startswith("kubectl patch -n serving deployment/vllm --type=json -p ")
+    assert launcher.printed[1] == "kubectl rollout status -n serving deployment/vllm --timeout=600s"
