@@ -80,6 +80,12 @@ def _sim() -> None:
     app.add_typer(sim_app, name="sim")
 
 
+def _load() -> None:
+    from servescope.load.cli import app as load_app
+
+    app.add_typer(load_app, name="load")
+
+
 def _deploy() -> None:
     from servescope.deploy.cli import app as deploy_app
 
@@ -100,6 +106,7 @@ SUBCOMMANDS = {
     "demo": _demo,
     "deploy": _deploy,
     "sim": _sim,
+    "load": _load,
 }
 _registered: set[str] = set()
 
