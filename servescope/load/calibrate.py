@@ -19,7 +19,7 @@ from servescope.load.client import RequestSpec
 from servescope.load.mock_server import MockConfig
 from servescope.load.runner import HttpStepRunner
 from servescope.load.schedule import LengthDistribution
-from servescope.load.validity import ValidityRules, achieved_in_window
+from servescope.load.validity import ValidityRules, achieved_rate
 
 LISTENING = r"mock OpenAI server on 127\.0\.0\.1:(\d+)"
 CALIBRATION_CLIENTS = 64
@@ -79,7 +79,7 @@ def measure_ceiling(
         rules=ValidityRules(check_backlog=False),
     )
     result = runner.run_step(CALIBRATION_CLIENTS, seconds, seed=0)
-    return achieved_in_window([r for r in result.records if r.ok], result.duration_s)
+    return achieved_rate([r for r in result.records if r.ok], result.duration_s)
 
 
 def calibrate(seconds: float = 3.0, *, stream: bool = True, output_tokens: int = 8) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 from typing import Annotated, Any
 
@@ -154,3 +155,49 @@ def calibrate_command(
     except RuntimeError as exc:
         usage_error(str(exc), 1)
     typer.echo(f"client ceiling {ceiling:.1f} req/s; results above {0.7 * ceiling:.1f} req/s are refused")
+
+
+def _locust(models: dict[type[BaseModel], BaseModel], extra: dict[str, Any]) -> None:
+    from servescope.load.scaleout import LocustPlan, run_locust
+
+    target, load, output = models[TargetSettings], models[LoadSettings], models[OutputSettings]
+    assert isinstance(target, TargetSettings) and isinstance(load, LoadSettings)
+    assert isinstance(output, OutputSettings)
+    plan = LocustPlan(
+        target.url,
+        target.model or first_model(target.url),
+        load.rate,
+        load.duration_s,
+        extra["workers"],
+        load.arrival,
+        load.cv,
+        load.seed,
+        load.prompt_tokens,
+        load.output_tokens,
+        target.timeout_s,
+    )
+    rules = ValidityRules(max_lag_p99_s=load.max_lag_s, client_ceiling=output.ceiling)
+    try:
+        result = run_locust(plan, rules)
+    except RuntimeError as exc:
+        usage_error(str(exc), 1)
+    report(result, output)
+
+
+WORKERS = inspect.Parameter(
+    "workers",
+    inspect.Parameter.KEYWORD_ONLY,
+    default=2,
+    annotation=Annotated[int, typer.Option(min=1, max=64, help="Locust worker processes on this machine.")],
+)
+app.command("locust")(
+    settings_command(
+        [TargetSettings, LoadSettings, OutputSettings],
+        _locust,
+        extra=[WORKERS],
+        doc="Run one open-loop step through a local Locust master and --workers workers.\n\n"
+        "Each worker sends every N-th request of the one seeded schedule (streamed /v1/completions); the "
+        "records are merged and judged by the same validity rules as `load run`; Locust's own merged "
+        "histogram is quoted beside. Needs the `load` extra (locust, gevent), run as subprocesses.",
+    )
+)

@@ -71,10 +71,12 @@ class _Progress:
 
 
 def _take(progress: _Progress, chunk: dict[str, Any], now: float) -> None:
-    if _content(chunk):
+    # Every chunk with a choice is one step's tokens (its text may be empty: a partial UTF-8 sequence,
+    # or the closing chunk); TTFT waits for the first chunk with text, what a user sees first.
+    if chunk.get("choices"):
         progress.chunks += 1
-        if progress.first_token_s is None:
-            progress.first_token_s = now
+    if progress.first_token_s is None and _content(chunk):
+        progress.first_token_s = now
     usage = chunk.get("usage")
     if isinstance(usage, dict):
         progress.prompt_tokens = int(usage.get("prompt_tokens") or 0)

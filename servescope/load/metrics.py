@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    start_http_server,
+)
 
 from servescope.load.records import LoopMode, RequestRecord, StepResult
-from servescope.load.validity import achieved_in_window
+from servescope.load.validity import achieved_rate
 
 # Client latency buckets: fine below a second (where a P99 SLO of 500 ms sits), coarse above.
 LATENCY_BUCKETS = (
@@ -101,12 +108,13 @@ class LoadMetrics:
 
     def step_finished(self, result: StepResult) -> None:
         self.achieved.clear()
-        self.achieved.labels(result.mode).set(achieved_in_window(result.records, result.duration_s))
+        self.achieved.labels(result.mode).set(achieved_rate(result.records, result.duration_s))
         self.valid.set(1 if result.valid else 0)
 
 
 def serve_metrics(metrics: LoadMetrics, port: int, host: str = "127.0.0.1") -> None:
     """Expose the metrics on http://host:port/metrics from a background thread."""
+    disable_created_metrics()  # this process exposes only these: no *_created series per family
     start_http_server(port, addr=host, registry=metrics.registry)
 
 

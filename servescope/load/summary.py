@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from servescope.load.records import RequestRecord, StepResult
-from servescope.load.validity import achieved_in_window, bucket_bounds, percentile
+from servescope.load.validity import achieved_rate, bucket_bounds, percentile
 
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 
@@ -15,6 +16,28 @@ QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 def _quantiles(values: Sequence[float | None]) -> dict[str, float | None]:
     present = [v for v in values if v is not None]
     return {name: percentile(present, q) for name, q in QUANTILES.items()}
+
+
+@dataclass(frozen=True)
+class TtftAgreement:
+    """The client's P99 TTFT from the send beside the engine histogram's P99 bucket."""
+
+    client_p99_s: float
+    bucket: tuple[float, float]
+    slack_s: float  # the client's own measured delay (schedule lag p99), allowed above the bucket
+
+    @property
+    def agrees(self) -> bool:
+        return self.bucket[0] <= self.client_p99_s <= self.bucket[1] + self.slack_s
+
+
+def ttft_agreement(result: StepResult) -> TtftAgreement | None:
+    """Compare the client's P99 TTFT with the engine's over the same step; None without both."""
+    bucket = bucket_bounds(result.engine_ttft_buckets, 0.99)
+    client = percentile([r.service_ttft_s for r in result.records if r.ok and r.service_ttft_s], 0.99)
+    if bucket is None or client is None:
+        return None
+    return TtftAgreement(client, bucket, result.schedule_lag_p99_s)
 
 
 def mode_label(result: StepResult) -> str:
@@ -27,7 +50,7 @@ def summarise(result: StepResult) -> dict[str, Any]:
     """Everything a report needs about one step, JSON-ready."""
     ok: list[RequestRecord] = [r for r in result.records if r.ok]
     errors = Counter(r.error for r in result.records if r.error is not None)
-    engine_p99 = bucket_bounds(result.engine_ttft_buckets, 0.99)
+    agreement = ttft_agreement(result)
     return {
         "mode": result.mode,
         "label": mode_label(result),
@@ -35,7 +58,7 @@ def summarise(result: StepResult) -> dict[str, Any]:
         "invalid_reason": result.invalid_reason,
         "offered": result.offered,
         "duration_s": result.duration_s,
-        "achieved_rate": achieved_in_window(result.records, result.duration_s),
+        "achieved_rate": achieved_rate(result.records, result.duration_s),
         "requests": len(result.records),
         "succeeded": len(ok),
         "errors": dict(sorted(errors.items())),
@@ -45,7 +68,8 @@ def summarise(result: StepResult) -> dict[str, Any]:
         "e2e_s": _quantiles([r.e2e_s for r in ok]),
         "tpot_s": _quantiles([r.tpot_s for r in ok]),
         "schedule_lag_p99_s": result.schedule_lag_p99_s,
-        "engine_ttft_p99_bucket_s": list(engine_p99) if engine_p99 else None,
+        "engine_ttft_p99_bucket_s": list(agreement.bucket) if agreement else None,
+        "engine_ttft_agrees": agreement.agrees if agreement else None,
         "engine_waiting_max": max((s.waiting for s in result.engine_samples), default=None),
         "engine_running_max": max((s.running for s in result.engine_samples), default=None),
         "notes": list(result.notes),
@@ -76,9 +100,10 @@ def render_text(summary: dict[str, Any]) -> str:
         lines.append(f"  {title:22} p50 {_ms(q['p50'])}  p90 {_ms(q['p90'])}  p99 {_ms(q['p99'])}")
     bucket = summary["engine_ttft_p99_bucket_s"]
     if bucket:
+        agrees = "agrees with" if summary["engine_ttft_agrees"] else "DISAGREES with"
         lines.append(
-            f"  engine TTFT p99 in bucket ({_ms(bucket[0])}, {_ms(bucket[1])}]; "
-            f"waiting max {summary['engine_waiting_max']}"
+            f"  client TTFT p99 (from send) {agrees} the engine's p99 bucket "
+            f"({_ms(bucket[0])}, {_ms(bucket[1])}] (+ lag slack); waiting max {summary['engine_waiting_max']}"
         )
     lines.extend(f"  note: {note}" for note in summary["notes"])
     return "\n".join(lines)

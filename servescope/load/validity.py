@@ -47,10 +47,11 @@ def bucket_bounds(buckets: Sequence[tuple[float, float]], q: float) -> tuple[flo
     return lower, math.inf
 
 
-def achieved_in_window(records: Sequence[RequestRecord], duration_s: float) -> float:
-    """Requests sent within the step's window per second (late sends past the window do not count)."""
-    sent = sum(1 for r in records if r.sent_s is not None and r.sent_s <= duration_s)
-    return sent / duration_s if duration_s > 0 else 0.0
+def achieved_rate(records: Sequence[RequestRecord], duration_s: float) -> float:
+    """Requests sent per second of the span the sends took: the window, or longer when they ran late."""
+    sent = [r.sent_s for r in records if r.sent_s is not None]
+    span = max([duration_s, *sent])
+    return len(sent) / span if span > 0 else 0.0
 
 
 def schedule_lags(records: Sequence[RequestRecord]) -> list[float]:
@@ -83,7 +84,7 @@ def invalid_reason(
 ) -> str | None:
     """Every reason an open-loop step cannot stand as a result, joined; None when it can."""
     reasons: list[str] = []
-    achieved = achieved_in_window(records, duration_s)
+    achieved = achieved_rate(records, duration_s)
     due = scheduled_in_window(records, duration_s) or offered
     if achieved < rules.min_achieved_fraction * due:
         reasons.append(
@@ -103,7 +104,7 @@ def invalid_reason(
 
 def ceiling_reason(records: Sequence[RequestRecord], duration_s: float, ceiling: float) -> str | None:
     """Why a step (open or closed loop) measured the client rather than the engine, or None."""
-    achieved = achieved_in_window(records, duration_s)
+    achieved = achieved_rate(records, duration_s)
     if ceiling > 0 and achieved > CEILING_FRACTION * ceiling:
         return (
             f"achieved {achieved:.1f} req/s is above {CEILING_FRACTION:.0%} of the client's own ceiling "

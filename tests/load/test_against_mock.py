@@ -10,14 +10,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from servescope.load.calibrate import mock_process
+from servescope.load.calibrate import measure_ceiling, mock_process
 from servescope.load.client import RequestSpec
 from servescope.load.engine_metrics import metrics_url
 from servescope.load.mock_server import MockConfig
 from servescope.load.records import StepResult
 from servescope.load.runner import HttpStepRunner
-from servescope.load.schedule import LengthDistribution
-from servescope.load.validity import ValidityRules, bucket_bounds, percentile
+from servescope.load.scaleout import LocustPlan, run_locust
+from servescope.load.schedule import LengthDistribution, arrival_times
+from servescope.load.validity import ValidityRules, achieved_rate, bucket_bounds, percentile
 
 pytestmark = pytest.mark.e2e
 SHAPES = LengthDistribution(16, 10)
@@ -96,3 +97,29 @@ def test_errors_are_recorded_by_reason(mock: str) -> None:
     assert {r.error for r in missing.records} == {"http_404"}
     closed_port = runner("http://127.0.0.1:9").run_step(10.0, 1.0, seed=4)
     assert {r.error for r in closed_port.records} == {"connect"}
+
+
+@pytest.mark.slow
+def test_locust_master_and_two_workers_keep_a_schedule_one_process_cannot() -> None:
+    # A lag bound of 500 ms for both sides alike: on a shared 2-core machine the master, two workers,
+    # the mock and this process contend, and a tighter bound measures the neighbours, not the client.
+    rules = ValidityRules(max_lag_p99_s=0.5)
+    with mock_process(MockConfig(slots=10_000, ttft_s=0.005, token_s=0.002)) as fast:
+        ceiling = measure_ceiling(fast.base_url, 2.0)
+        # Open-loop Poisson bursts at one process's closed-loop ceiling: it falls behind, two do not.
+        rate = round(ceiling)
+        single = HttpStepRunner(RequestSpec(fast.base_url, "mock"), LengthDistribution(16, 8), rules=rules)
+        alone = single.run_step(rate, 4.0, seed=5)
+        plan = LocustPlan(fast.base_url, "mock", rate, 4.0, workers=2, seed=5, output_tokens=8)
+        spread = run_locust(plan, rules)
+    print(
+        f"\nceiling {ceiling:.0f} req/s; at {rate} req/s one process achieved "
+        f"{achieved_rate(alone.records, 4.0):.1f} req/s, {alone.invalid_reason or 'valid'}; Locust + 2 "
+        f"workers achieved {achieved_rate(spread.records, 4.0):.1f} req/s, "
+        f"{spread.invalid_reason or 'valid'}; "
+        f"{spread.notes[1]}"
+    )
+    assert not alone.valid, "one process kept a Poisson schedule at its own ceiling"
+    assert spread.valid, spread.invalid_reason
+    assert all(r.ok for r in spread.records) and {r.output_tokens for r in spread.records} == {8}
+    assert len(spread.records) == len(arrival_times(rate, 4.0, seed=5)), "the workers split one schedule"
