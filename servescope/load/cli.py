@@ -201,3 +201,63 @@ app.command("locust")(
         "histogram is quoted beside. Needs the `load` extra (locust, gevent), run as subprocesses.",
     )
 )
+
+
+def _replay(models: dict[type[BaseModel], BaseModel], extra: dict[str, Any]) -> None:
+    from servescope.load.replay import (
+        PrometheusApi,
+        ReplayError,
+        read_profile,
+        replay_schedule,
+        replay_shapes,
+    )
+
+    target, load, output = models[TargetSettings], models[LoadSettings], models[OutputSettings]
+    assert isinstance(target, TargetSettings) and isinstance(load, LoadSettings)
+    assert isinstance(output, OutputSettings)
+    try:
+        profile = read_profile(
+            PrometheusApi(extra["prometheus"]), extra["start"], extra["end"], extra["step"], extra["selector"]
+        )
+        times, duration = replay_schedule(
+            profile, compress=extra["compress"], rate_scale=extra["rate_scale"], seed=load.seed
+        )
+    except (ReplayError, ValueError) as exc:
+        usage_error(str(exc), 1)
+    peak = max(rate for _, rate in profile.curve)
+    typer.echo(
+        f"replaying {profile.duration_s:.0f} s of traffic (peak {peak:.2f} req/s) in {duration:.1f} s: "
+        f"{len(times)} requests, rates x{extra['rate_scale']:g}"
+    )
+    runner = build_runner(target, load, output)
+    runner.shapes, runner.mode = replay_shapes(profile, load.seed), "open"
+    report(runner.run_schedule(times, duration, seed=load.seed), output)
+
+
+def _option(name: str, default: Any, kind: Any, text: str) -> inspect.Parameter:
+    flag = "--" + name.replace("_", "-")
+    annotation = Annotated[kind, typer.Option(flag, help=text)]
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+
+
+REPLAY_OPTIONS = [
+    _option("prometheus", "http://127.0.0.1:9090", str, "Prometheus that scraped the engines."),
+    _option("start", 0.0, float, "Start of the range to replay, unix seconds."),
+    _option("end", 0.0, float, "End of the range to replay, unix seconds."),
+    _option("step", 60.0, float, "Seconds per point of the rate curve."),
+    _option("selector", "", str, 'PromQL label matchers picking the engines, e.g. model_name="llama".'),
+    _option("compress", 60.0, float, "Replay this many times faster (a day at 1440: one minute)."),
+    _option("rate_scale", 1.0, float, "Multiply every rate of the curve (more or less load, same shape)."),
+]
+app.command("replay")(
+    settings_command(
+        [TargetSettings, LoadSettings, OutputSettings],
+        _replay,
+        extra=REPLAY_OPTIONS,
+        doc="Replay a production traffic shape taken from Prometheus as an open-loop load.\n\n"
+        "The arrival-rate curve is the rate of vllm:request_success_total over [--start, --end]; prompt and "
+        "output lengths follow the vllm:request_prompt_tokens / vllm:request_generation_tokens histograms "
+        "over the same range. Time runs --compress times faster; --rate-scale multiplies the rates. The "
+        "step is judged by the same validity rules as `load run` (--rate and --mode are not used).",
+    )
+)

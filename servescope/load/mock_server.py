@@ -130,12 +130,16 @@ class MockEngine:
         finally:
             self.running -= 1
             self._slots.release()
-        self.e2e.observe(time.perf_counter() - arrived)
+        self.finished(prompt_tokens, max_tokens, time.perf_counter() - arrived)
+
+    def finished(self, prompt_tokens: int, output_tokens: int, e2e_s: float) -> None:
+        """Count one finished request as vLLM does: success, token counters, length histograms."""
+        self.e2e.observe(e2e_s)
         self.success.inc()
         self.prompt_tokens.inc(prompt_tokens)
-        self.generation_tokens.inc(max_tokens)
+        self.generation_tokens.inc(output_tokens)
         self.prompt_lengths.observe(prompt_tokens)
-        self.output_lengths.observe(max_tokens)
+        self.output_lengths.observe(output_tokens)
 
 
 class BadRequestError(Exception):
