@@ -23,6 +23,7 @@ from servescope.load.mock_server import MockConfig, MockEngine, metrics_page
 from servescope.load.replay import (
     Profile,
     PrometheusApi,
+    ReplayError,
     draw_lengths,
     read_profile,
     replay_schedule,
