@@ -21,7 +21,8 @@ from gevent.pool import Pool
 from locust import User, constant, events, task
 from locust.env import Environment
 
-from servescope.load.schedule import LengthDistribution, arrival_times, split_schedule
+from servescope.load.client import RequestSpec, body_of
+from servescope.load.schedule import LengthDistribution, Shape, arrival_times, split_schedule
 
 MAX_IN_FLIGHT = 256
 
@@ -107,33 +108,11 @@ class OpenLoopUser(User):
         records: list[dict[str, Any]],
     ) -> None:
         opts = self.environment.parsed_options
-        record: dict[str, Any] = {
-            "scheduled_s": at,
-            "sent_s": time.perf_counter() - start,
-            "first_token_s": None,
-            "done_s": None,
-            "output_tokens": 0,
-            "error": None,
-        }
-        body = {
-            "model": opts.ss_model,
-            "prompt": " ".join(["hello"] * prompt),
-            "max_tokens": output,
-            "stream": True,
-            "ignore_eos": True,
-            "stream_options": {"include_usage": True},
-        }
+        record: dict[str, Any] = {"scheduled_s": at, "sent_s": time.perf_counter() - start}
+        record.update(first_token_s=None, done_s=None, output_tokens=0, error=None)
+        spec = RequestSpec(str(self.host), opts.ss_model, timeout_s=opts.ss_timeout)
         try:
-            with session.post(
-                f"{self.host}/v1/completions", json=body, stream=True, timeout=opts.ss_timeout
-            ) as response:
-                if response.status_code != 200:
-                    raise _FailedError(f"http_{response.status_code}")
-                for line in response.iter_lines():
-                    _read_line(line, record, start)
-            record["done_s"] = time.perf_counter() - start
-            if record["first_token_s"] is None:
-                record["error"] = "no_content"
+            _exchange(session, spec, body_of(spec, Shape(prompt, output)), record, start)
         except _FailedError as exc:
             record["error"] = str(exc)
         except requests.Timeout:
@@ -147,6 +126,20 @@ class OpenLoopUser(User):
         e2e = None if record["done_s"] is None else record["done_s"] - at
         _fire(self.environment, "ttft", ttft, record["error"])
         _fire(self.environment, "e2e", e2e, record["error"])
+
+
+def _exchange(
+    session: requests.Session, spec: RequestSpec, body: dict[str, Any], record: dict[str, Any], start: float
+) -> None:
+    url = f"{spec.base_url}/v1/completions"
+    with session.post(url, json=body, stream=True, timeout=spec.timeout_s) as response:
+        if response.status_code != 200:
+            raise _FailedError(f"http_{response.status_code}")
+        for line in response.iter_lines():
+            _read_line(line, record, start)
+    record["done_s"] = time.perf_counter() - start
+    if record["first_token_s"] is None:
+        record["error"] = "no_content"
 
 
 class _FailedError(Exception):

@@ -15,7 +15,7 @@ from servescope.load.records import LoopMode, RequestRecord, StepResult
 from servescope.load.validity import achieved_rate
 
 # Client latency buckets: fine below a second (where a P99 SLO of 500 ms sits), coarse above.
-LATENCY_BUCKETS = (
+LATENCY_BUCKETS: tuple[float, ...] = (
     0.005,
     0.01,
     0.025,
@@ -32,9 +32,8 @@ LATENCY_BUCKETS = (
     1.5,
     2.5,
     5.0,
-    10.0,
-    30.0,
 )
+LATENCY_BUCKETS += (10.0, 30.0)
 PREFIX = "servescope_load_"
 
 
@@ -46,7 +45,7 @@ class LoadMetrics:
         r = self.registry
         self.offered = Gauge(
             f"{PREFIX}offered_rate",
-            "Offered load of the current step (req/s, or clients when closed loop)",
+            "Offered load of the step (req/s; clients if closed loop)",
             ["mode"],
             registry=r,
         )
@@ -56,32 +55,18 @@ class LoadMetrics:
             ["mode"],
             registry=r,
         )
-        self.valid = Gauge(
-            f"{PREFIX}step_valid", "1 if the last finished step was valid, 0 if not", registry=r
-        )
+        self.valid = Gauge(f"{PREFIX}step_valid", "1 if the last finished step was valid, else 0", registry=r)
         self.in_flight = Gauge(f"{PREFIX}in_flight", "Requests sent and not yet answered", registry=r)
         self.requests = Counter(f"{PREFIX}requests", "Requests finished, by outcome", ["outcome"], registry=r)
         self.errors = Counter(f"{PREFIX}errors", "Failed requests by reason", ["reason"], registry=r)
-        self.ttft = Histogram(
-            f"{PREFIX}ttft_seconds",
-            "Client TTFT from the scheduled send",
-            registry=r,
-            buckets=LATENCY_BUCKETS,
-        )
-        self.e2e = Histogram(
-            f"{PREFIX}e2e_seconds",
-            "Client end-to-end latency from the scheduled send",
-            registry=r,
-            buckets=LATENCY_BUCKETS,
-        )
-        self.lag = Histogram(
-            f"{PREFIX}schedule_lag_seconds",
-            "How late each send went out against the schedule",
-            registry=r,
-            buckets=LATENCY_BUCKETS,
-        )
         self.output_tokens = Counter(f"{PREFIX}output_tokens", "Output tokens received", registry=r)
+        self.ttft = self._latency("ttft_seconds", "Client TTFT from the scheduled send")
+        self.e2e = self._latency("e2e_seconds", "Client end-to-end latency from the scheduled send")
+        self.lag = self._latency("schedule_lag_seconds", "How late each send went out against the schedule")
         self.mode: LoopMode = "open"
+
+    def _latency(self, name: str, text: str) -> Histogram:
+        return Histogram(f"{PREFIX}{name}", text, registry=self.registry, buckets=LATENCY_BUCKETS)
 
     def step_started(self, mode: LoopMode, offered: float) -> None:
         self.mode = mode

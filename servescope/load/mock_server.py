@@ -23,7 +23,7 @@ MAX_HEAD_BYTES = 16 * 1024
 MAX_BODY_BYTES = 1024 * 1024
 MAX_TOKENS = 4096
 # vLLM 0.x's own buckets, so that bucket-bound cross-checks read the same edges as against vLLM.
-TTFT_BUCKETS = (
+TTFT_BUCKETS: tuple[float, ...] = (
     0.001,
     0.005,
     0.01,
@@ -40,13 +40,8 @@ TTFT_BUCKETS = (
     5.0,
     7.5,
     10.0,
-    20.0,
-    40.0,
-    80.0,
-    160.0,
-    640.0,
-    2560.0,
 )
+TTFT_BUCKETS += (20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
 E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0)
 LENGTH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
 
@@ -72,43 +67,34 @@ class MockEngine:
         self.running = 0
         self.waiting = 0
         self.registry = CollectorRegistry()
-        labels = ["model_name"]
-        r = self.registry
-        Gauge("vllm:num_requests_running", "Requests in a slot", labels, registry=r).labels(
-            config.model
-        ).set_function(lambda: self.running)
-        Gauge("vllm:num_requests_waiting", "Requests waiting for a slot", labels, registry=r).labels(
-            config.model
-        ).set_function(lambda: self.waiting)
-        self.ttft = Histogram(
-            "vllm:time_to_first_token_seconds", "TTFT from arrival", labels, registry=r, buckets=TTFT_BUCKETS
-        ).labels(config.model)
-        self.e2e = Histogram(
-            "vllm:e2e_request_latency_seconds", "E2E from arrival", labels, registry=r, buckets=E2E_BUCKETS
-        ).labels(config.model)
-        self.prompt_lengths = Histogram(
-            "vllm:request_prompt_tokens",
-            "Prompt tokens per request",
-            labels,
-            registry=r,
-            buckets=LENGTH_BUCKETS,
-        ).labels(config.model)
-        self.output_lengths = Histogram(
-            "vllm:request_generation_tokens",
-            "Output tokens per request",
-            labels,
-            registry=r,
-            buckets=LENGTH_BUCKETS,
-        ).labels(config.model)
-        self.success = Counter(
-            "vllm:request_success", "Finished requests", [*labels, "finished_reason"], registry=r
-        ).labels(config.model, "length")
-        self.prompt_tokens = Counter("vllm:prompt_tokens", "Prompt tokens", labels, registry=r).labels(
-            config.model
+        self._gauge("vllm:num_requests_running", "Requests in a slot").set_function(lambda: self.running)
+        self._gauge("vllm:num_requests_waiting", "Requests waiting for a slot").set_function(
+            lambda: self.waiting
         )
-        self.generation_tokens = Counter(
-            "vllm:generation_tokens", "Generated tokens", labels, registry=r
-        ).labels(config.model)
+        self.ttft = self._histogram("vllm:time_to_first_token_seconds", "TTFT from arrival", TTFT_BUCKETS)
+        self.e2e = self._histogram("vllm:e2e_request_latency_seconds", "E2E from arrival", E2E_BUCKETS)
+        self.prompt_lengths = self._histogram("vllm:request_prompt_tokens", "Prompt tokens", LENGTH_BUCKETS)
+        self.output_lengths = self._histogram(
+            "vllm:request_generation_tokens", "Output tokens", LENGTH_BUCKETS
+        )
+        self.success = Counter(
+            "vllm:request_success",
+            "Finished requests",
+            ["model_name", "finished_reason"],
+            registry=self.registry,
+        ).labels(config.model, "length")
+        self.prompt_tokens = self._counter("vllm:prompt_tokens", "Prompt tokens")
+        self.generation_tokens = self._counter("vllm:generation_tokens", "Generated tokens")
+
+    def _gauge(self, name: str, text: str) -> Gauge:
+        return Gauge(name, text, ["model_name"], registry=self.registry).labels(self.config.model)
+
+    def _counter(self, name: str, text: str) -> Counter:
+        return Counter(name, text, ["model_name"], registry=self.registry).labels(self.config.model)
+
+    def _histogram(self, name: str, text: str, buckets: tuple[float, ...]) -> Histogram:
+        family = Histogram(name, text, ["model_name"], registry=self.registry, buckets=buckets)
+        return family.labels(self.config.model)
 
     async def generate(self, prompt_tokens: int, max_tokens: int) -> AsyncIterator[int]:
         """Yield token indexes as they are produced: after the queue and TTFT, then one per token delay."""

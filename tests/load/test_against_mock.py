@@ -14,7 +14,7 @@ from servescope.load.calibrate import measure_ceiling, mock_process
 from servescope.load.client import RequestSpec
 from servescope.load.engine_metrics import metrics_url
 from servescope.load.mock_server import MockConfig
-from servescope.load.records import StepResult
+from servescope.load.records import StepResult, StepRunner
 from servescope.load.runner import HttpStepRunner
 from servescope.load.scaleout import LocustPlan, run_locust
 from servescope.load.schedule import LengthDistribution, arrival_times
@@ -28,6 +28,11 @@ SHAPES = LengthDistribution(16, 10)
 def mock() -> Iterator[str]:
     with mock_process(MockConfig(slots=4, ttft_s=0.02, token_s=0.005)) as served:
         yield served.base_url
+
+
+def test_the_http_runner_is_a_step_runner() -> None:
+    runner: StepRunner = HttpStepRunner(RequestSpec("http://127.0.0.1:9", "mock"))
+    assert callable(runner.run_step)
 
 
 def runner(base: str, **options: object) -> HttpStepRunner:
@@ -106,10 +111,14 @@ def test_locust_master_and_two_workers_keep_a_schedule_one_process_cannot() -> N
     rules = ValidityRules(max_lag_p99_s=0.5)
     with mock_process(MockConfig(slots=10_000, ttft_s=0.005, token_s=0.002)) as fast:
         ceiling = measure_ceiling(fast.base_url, 2.0)
-        # Open-loop Poisson bursts at one process's closed-loop ceiling: it falls behind, two do not.
-        rate = round(ceiling)
         single = HttpStepRunner(RequestSpec(fast.base_url, "mock"), LengthDistribution(16, 8), rules=rules)
-        alone = single.run_step(rate, 4.0, seed=5)
+        # Open-loop Poisson at one process's closed-loop ceiling, or above it until that process falls
+        # behind (the ceiling was measured over 2 s of a machine whose load comes and goes).
+        for factor in (1.0, 1.5, 2.0):
+            rate = round(factor * ceiling)
+            alone = single.run_step(rate, 4.0, seed=5)
+            if not alone.valid:
+                break
         plan = LocustPlan(fast.base_url, "mock", rate, 4.0, workers=2, seed=5, output_tokens=8)
         spread = run_locust(plan, rules)
     print(
@@ -119,7 +128,7 @@ def test_locust_master_and_two_workers_keep_a_schedule_one_process_cannot() -> N
         f"{spread.invalid_reason or 'valid'}; "
         f"{spread.notes[1]}"
     )
-    assert not alone.valid, "one process kept a Poisson schedule at its own ceiling"
+    assert not alone.valid, "one process kept a Poisson schedule at twice its own ceiling"
     assert spread.valid, spread.invalid_reason
     assert all(r.ok for r in spread.records) and {r.output_tokens for r in spread.records} == {8}
     assert len(spread.records) == len(arrival_times(rate, 4.0, seed=5)), "the workers split one schedule"

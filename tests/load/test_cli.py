@@ -69,55 +69,34 @@ def test_a_run_exposes_its_metrics_and_writes_its_summary(mock: str, tmp_path: P
     assert "VALID" in output and "open loop" in output
 
 
-def test_closed_loop_is_labelled_and_an_invalid_step_exits_3(mock: str) -> None:
-    closed = subprocess.run(
-        [
-            *SERVESCOPE,
-            "run",
-            "--url",
-            mock,
-            "--mode",
-            "closed",
-            "--concurrency",
-            "2",
-            "--duration",
-            "1",
-            "--output-tokens",
-            "4",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+def load(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*SERVESCOPE, *args], capture_output=True, text=True, check=False, timeout=60)
+
+
+def test_closed_loop_is_labelled(mock: str) -> None:
+    closed = load("run", "--url", mock, "--mode", "closed", "--concurrency", "2", "--duration", "1")
     assert closed.returncode == 0, closed.stderr
     assert closed.stdout.startswith("CLOSED LOOP, 2 concurrent clients")
-    over = subprocess.run(
-        [
-            *SERVESCOPE,
-            "run",
-            "--url",
-            mock,
-            "--rate",
-            "200",
-            "--duration",
-            "2",
-            "--output-tokens",
-            "10",
-            "--max-in-flight",
-            "4",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
+
+
+def test_an_invalid_step_exits_3(mock: str) -> None:
+    over = load(
+        "run",
+        "--url",
+        mock,
+        "--rate",
+        "200",
+        "--duration",
+        "2",
+        "--output-tokens",
+        "10",
+        "--max-in-flight",
+        "4",
     )
     assert over.returncode == 3, over.stdout + over.stderr
     assert "INVALID (not a result)" in over.stdout
 
 
 def test_bad_input_names_the_flag(mock: str) -> None:
-    bad = subprocess.run(
-        [*SERVESCOPE, "run", "--url", "ftp://x", "--model", "m"], capture_output=True, text=True, check=False
-    )
+    bad = load("run", "--url", "ftp://x", "--model", "m")
     assert bad.returncode == 2 and "--url" in bad.stderr
