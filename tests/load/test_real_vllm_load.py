@@ -62,7 +62,10 @@ def test_a_short_run_completes_and_agrees_with_the_engine_histogram() -> None:
         assert ttft_agreement(result) is not None, "the engine's TTFT histogram moved over the step"
         if agrees(result):
             return
-    found = [(r.invalid_reason, ttft_agreement(r)) for r in results]
-    raise AssertionError(
-        f"no attempt of {ATTEMPTS} was valid with the client's P99 TTFT in the engine's bucket: {found}"
-    )
+    if not any(r.valid for r in results):
+        # No step kept a 2 req/s schedule: the machine is too busy for the client's latency to mean
+        # anything, and the comparison is not made (the run itself completed, asserted above).
+        lags = ", ".join(f"{r.schedule_lag_p99_s * 1000:.0f} ms" for r in results)
+        pytest.skip(f"the client's own schedule lag p99 was {lags} in {ATTEMPTS} attempts: machine too busy")
+    found = [(r.invalid_reason, ttft_agreement(r)) for r in results if r.valid]
+    raise AssertionError(f"no valid attempt had the client's P99 TTFT in the engine's P99 bucket: {found}")
