@@ -92,8 +92,10 @@ def read_profile(
     api: PrometheusApi, start: float, end: float, step_s: float = 60.0, selector: str = ""
 ) -> Profile:
     """The traffic of [start, end] (unix seconds) on the engines `selector` picks (PromQL matchers)."""
-    if end <= start or step_s <= 0:
-        raise ReplayError(f"range {start}..{end} step {step_s}: end must follow start, step be positive")
+    if step_s <= 0 or end - start < step_s:
+        raise ReplayError(
+            f"range {start}..{end} step {step_s}: the range must hold at least one positive step"
+        )
     if (end - start) / step_s > MAX_POINTS:
         raise ReplayError(f"range {end - start:.0f} s at step {step_s} s exceeds {MAX_POINTS} points")
     window = f"{max(2 * step_s, 60.0):.0f}s"  # at least two scrapes of a 30 s interval in every window

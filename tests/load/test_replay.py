@@ -6,9 +6,12 @@ The history is an hour of the mock engine's own vLLM-named metrics (1 req/s, the
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -114,3 +117,51 @@ def test_the_replay_runs_as_an_open_loop_load(prometheus: PrometheusApi) -> None
     assert len(result.records) - early > 2 * early, "the second half is three times as busy"
     assert {r.output_tokens for r in result.records} <= set(range(6, 11))
     assert all(21 <= r.prompt_tokens <= 50 or 101 <= r.prompt_tokens <= 200 for r in result.records)
+
+
+@pytest.mark.e2e
+def test_the_replay_command(prometheus: PrometheusApi, tmp_path: Path) -> None:
+    out = tmp_path / "replay.json"
+    with mock_process(MockConfig(slots=16, ttft_s=0.005, token_s=0.002)) as mock:
+        argv = [
+            sys.executable,
+            "-m",
+            "servescope",
+            "load",
+            "replay",
+            "--url",
+            mock.base_url,
+            "--prometheus",
+            prometheus.base_url,
+            "--start",
+            str(START),
+            "--end",
+            str(START + HOUR),
+            "--compress",
+            "1200",
+            "--rate-scale",
+            "5",
+            "--max-lag",
+            "1",
+            "--json",
+            str(out),
+        ]
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode in (0, 3), done.stderr  # 3: invalid on a busy machine, still reported
+    assert done.stdout.startswith("replaying 3600 s of traffic (peak 3.")
+    times, _ = replay_schedule(
+        read_profile(prometheus, START, START + HOUR), compress=1200, rate_scale=5, seed=0
+    )
+    assert json.loads(out.read_text())["requests"] == len(times)
+    absent = subprocess.run(
+        [*argv[:5], "--prometheus", prometheus.base_url, "--start", "1", "--end", "1000"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert absent.returncode == 1 and "no series" in absent.stderr
+    short = subprocess.run(
+        [*argv[:5], "--start", "10", "--end", "20"], capture_output=True, text=True, check=False
+    )
+    assert short.returncode == 1 and "at least one positive step" in short.stderr
