@@ -38,6 +38,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("servescope.sim.cli", "app"),
     "capacity": ("servescope.capacity.cli", "app"),
     "tune": ("servescope.tune.cli", "app"),
+    "load": ("servescope.load.cli", "app"),
 }
 _registered: set[str] = set()
 

@@ -27,6 +27,7 @@ DASHBOARDS = {
     "batching": "Batching efficiency",
     "interconnect": "Interconnect",
     "health": "servescope health",
+    "load": "Load test",
 }
 # Filters: every GPU query carries GPU, every engine query ENGINE (Grafana expands the variables).
 GPU = 'hostname=~"$hostname", gpu=~"$gpu"'

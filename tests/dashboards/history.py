@@ -16,6 +16,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from prometheus_client import generate_latest
 from quality.node import Node, Timing
 from quality.openmetrics import SeriesBuffer
 from quality.prom import Prometheus, create_blocks
@@ -26,6 +27,8 @@ from servescope.exporter.dcgm.counters import load_counters, specs_of
 from servescope.exporter.publisher import Publisher
 from servescope.exporter.runner import SourceRunner
 from servescope.exporter.runtime import process_families
+from servescope.load.metrics import LoadMetrics
+from servescope.load.records import RequestRecord, StepResult
 from servescope.sim.registry import make_scenario
 from servescope.sim.vllm_engine import EngineConfig
 from tests.alerts.promtool import RULES
@@ -92,11 +95,33 @@ def simulate(plan: NodePlan, work: Path) -> Path:
 RULE_PASSES = 2
 
 
+def load_generator(work: Path) -> Path:
+    """`servescope load`'s own metrics over the same range: an open-loop run at 5 req/s whose TTFT grows
+    with a backlog and whose every 20th request times out (so every load panel has data)."""
+    metrics = LoadMetrics()
+    buffer = SeriesBuffer("loadgen:9400", job="servescope-load")
+    metrics.step_started("open", 5.0)
+    for tick in range(1, int(SIMULATED_SECONDS / TIMING.scrape_interval) + 1):
+        for n in range(5 * int(TIMING.scrape_interval)):
+            due = tick * TIMING.scrape_interval + n / 5.0
+            metrics.sent(0.002)
+            error = "timeout" if n % 20 == 0 else None
+            done = None if error else due + 0.3
+            metrics.finished(RequestRecord(due, due + 0.002, due + 0.05 + tick / 1000, done, 16, 8, error))
+        step = StepResult("open", 5.0, TIMING.scrape_interval, ())
+        metrics.step_finished(step)
+        buffer.add(generate_latest(metrics.registry).decode(), START + tick * TIMING.scrape_interval)
+    path = work / "loadgen.om"
+    buffer.write(path)
+    return path
+
+
 def backfill(work: Path) -> Path:
     """A TSDB under `work` holding both nodes' series and the recording rules evaluated over them."""
     tsdb = work / "tsdb"
     for plan in NODES:
         create_blocks(simulate(plan, work), tsdb)
+    create_blocks(load_generator(work), tsdb)
     for rule_pass in range(RULE_PASSES):
         records = work / f"records-{rule_pass}"
         with Prometheus(tsdb) as raw:

@@ -1,0 +1,102 @@
+"""`servescope load` as a user runs it: a step against the mock, its live metrics, its exit status."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from servescope.common.processes import free_port
+from servescope.load.calibrate import mock_process
+from servescope.load.metrics import metric_names
+from servescope.load.mock_server import MockConfig
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
+SERVESCOPE = [sys.executable, "-m", "servescope", "load"]
+
+
+@pytest.fixture(scope="module")
+def mock() -> Iterator[str]:
+    with mock_process(MockConfig(slots=4, ttft_s=0.02, token_s=0.005)) as served:
+        yield served.base_url
+
+
+def test_a_run_exposes_its_metrics_and_writes_its_summary(mock: str, tmp_path: Path) -> None:
+    port, out = free_port(), tmp_path / "step.json"
+    argv = [
+        *SERVESCOPE,
+        "run",
+        "--url",
+        mock,
+        "--rate",
+        "10",
+        "--duration",
+        "4",
+        "--prompt-tokens",
+        "8",
+        "--output-tokens",
+        "10",
+        "--metrics-port",
+        str(port),
+        "--json",
+        str(out),
+        "--max-lag",
+        "0.25",
+    ]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as run:
+        try:
+
+            def exposed() -> str | None:
+                page = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+                return page if "servescope_load_ttft_seconds_count 0.0" not in page else None
+
+            page = wait_for("the run's own metrics with a TTFT observed", exposed, timeout=15, every=0.2)
+            output, _ = run.communicate(timeout=30)
+        finally:
+            run.kill()
+    assert run.returncode == 0, output
+    assert 'servescope_load_offered_rate{mode="open"} 10.0' in page
+    names = {line.split("{")[0].split(" ")[0] for line in page.splitlines() if not line.startswith("#")}
+    assert {"servescope_load_in_flight", "servescope_load_ttft_seconds_bucket"} <= names <= metric_names()
+    summary = json.loads(out.read_text())
+    assert summary["valid"] and summary["mode"] == "open" and summary["succeeded"] == summary["requests"]
+    assert "VALID" in output and "open loop" in output
+
+
+def load(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*SERVESCOPE, *args], capture_output=True, text=True, check=False, timeout=60)
+
+
+def test_closed_loop_is_labelled(mock: str) -> None:
+    closed = load("run", "--url", mock, "--mode", "closed", "--concurrency", "2", "--duration", "1")
+    assert closed.returncode == 0, closed.stderr
+    assert closed.stdout.startswith("CLOSED LOOP, 2 concurrent clients")
+
+
+def test_an_invalid_step_exits_3(mock: str) -> None:
+    over = load(
+        "run",
+        "--url",
+        mock,
+        "--rate",
+        "200",
+        "--duration",
+        "2",
+        "--output-tokens",
+        "10",
+        "--max-in-flight",
+        "4",
+    )
+    assert over.returncode == 3, over.stdout + over.stderr
+    assert "INVALID (not a result)" in over.stdout
+
+
+def test_bad_input_names_the_flag(mock: str) -> None:
+    bad = load("run", "--url", "ftp://x", "--model", "m")
+    assert bad.returncode == 2 and "--url" in bad.stderr

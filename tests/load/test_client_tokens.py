@@ -1,0 +1,70 @@
+"""Token counting from real SSE bytes: usage wins, the chunk count is the fallback, mismatches are named."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+
+from servescope.load.client import RequestSpec, TokenSource, body_of, send
+from servescope.load.records import RequestRecord
+from servescope.load.schedule import Shape
+
+
+def sse(chunks: list[Any]) -> bytes:
+    return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+
+
+def text(t: str) -> dict[str, object]:
+    return {"choices": [{"index": 0, "text": t}]}
+
+
+def exchange(body: bytes, status: int = 200, stream: bool = True) -> tuple[RequestRecord, TokenSource]:
+    def answer(request: httpx.Request) -> httpx.Response:
+        assert json.loads(request.content)["stream"] is stream
+        return httpx.Response(status, content=body, headers={"content-type": "text/event-stream"})
+
+    async def go() -> tuple[RequestRecord, TokenSource]:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+            spec = RequestSpec("http://engine", "m", stream=stream)
+            return await send(client, spec, Shape(4, 3), 0.0, lambda: 1.0)
+
+    return asyncio.run(go())
+
+
+def test_usage_is_the_count_and_agrees() -> None:
+    usage = {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 3}}
+    record, source = exchange(sse([text("a"), text("b"), text("c"), usage]))
+    assert (record.ok, record.output_tokens, record.prompt_tokens, source) == (True, 3, 5, "usage")
+
+
+def test_a_chunk_count_that_differs_from_usage_is_a_mismatch() -> None:
+    usage = {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 4}}
+    record, source = exchange(sse([text("ab"), text("c"), usage]))  # two chunks, four tokens
+    assert (record.output_tokens, source) == (4, "mismatch")
+
+
+def test_without_usage_the_chunks_are_counted() -> None:
+    # A chunk with empty text still carries a token (a partial UTF-8 sequence); TTFT waits for text.
+    record, source = exchange(sse([text(""), text("a"), text("b")]))
+    assert (record.output_tokens, source) == (3, "chunks")
+
+
+def test_failures_become_reasons() -> None:
+    assert exchange(b"overloaded", status=503)[0].error == "http_503"
+    assert exchange(b"data: {not json\n\n")[0].error == "bad_response"
+    assert exchange(sse([{"choices": []}]))[0].error == "no_content"
+
+
+def test_request_bodies_ask_for_usage_and_ignore_eos() -> None:
+    chat = body_of(RequestSpec("http://e", "m", api="chat"), Shape(3, 7))
+    assert chat["messages"][0]["content"] == "hello hello hello"
+    assert (chat["max_tokens"], chat["ignore_eos"], chat["stream_options"]) == (
+        7,
+        True,
+        {"include_usage": True},
+    )
+    plain = body_of(RequestSpec("http://e", "m", stream=False, ignore_eos=False), Shape(2, 1))
+    assert "stream_options" not in plain and "ignore_eos" not in plain and plain["prompt"] == "hello hello"

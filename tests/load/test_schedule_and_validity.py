@@ -1,0 +1,173 @@
+"""Schedules, percentiles and the validity rules, on fixed inputs (no network)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from servescope.load.engine_metrics import bucket_delta, parse_page
+from servescope.load.records import EngineSample, RequestRecord
+from servescope.load.schedule import LengthDistribution, arrival_times, read_shapes, split_schedule
+from servescope.load.validity import (
+    ValidityRules,
+    backlog_reason,
+    bucket_bounds,
+    ceiling_reason,
+    invalid_reason,
+    percentile,
+)
+
+
+def gaps(times: list[float]) -> list[float]:
+    return [b - a for a, b in itertools.pairwise(times)]
+
+
+def test_constant_schedule_is_evenly_spaced() -> None:
+    times = arrival_times(4.0, 2.0, arrival="constant")
+    assert times == [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75]
+
+
+def test_poisson_schedule_has_the_rate_and_exponential_gaps() -> None:
+    times = arrival_times(50.0, 200.0, arrival="poisson", seed=3)
+    assert len(times) == pytest.approx(10_000, rel=0.03)
+    spacing = gaps(times)
+    assert statistics.stdev(spacing) / statistics.mean(spacing) == pytest.approx(1.0, abs=0.05)
+    assert times == arrival_times(50.0, 200.0, arrival="poisson", seed=3), "same seed, same schedule"
+    assert times != arrival_times(50.0, 200.0, arrival="poisson", seed=4)
+
+
+@pytest.mark.parametrize("cv", [0.5, 2.0, 4.0])
+def test_gamma_schedule_has_the_asked_burstiness(cv: float) -> None:
+    times = arrival_times(50.0, 400.0, arrival="gamma", cv=cv, seed=1)
+    spacing = gaps(times)
+    assert len(times) == pytest.approx(20_000, rel=0.1)
+    assert statistics.stdev(spacing) / statistics.mean(spacing) == pytest.approx(cv, rel=0.1)
+
+
+def test_schedule_refuses_bad_input() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        arrival_times(0.0, 10.0)
+    with pytest.raises(ValueError, match="exceeds"):
+        arrival_times(1e6, 10.0)
+    with pytest.raises(ValueError, match="arrival"):
+        arrival_times(1.0, 10.0, arrival="uniform")  # type: ignore[arg-type]
+
+
+def test_split_schedule_shares_interleave_and_cover_it() -> None:
+    times = arrival_times(10.0, 3.0, arrival="constant")
+    shares = [split_schedule(times, 3, i) for i in range(3)]
+    assert sorted(t for share in shares for t in share) == times
+    assert all(abs(len(s) - len(times) / 3) <= 1 for s in shares)
+    with pytest.raises(ValueError, match="outside"):
+        split_schedule(times, 3, 3)
+
+
+def test_lengths_spread_within_bounds() -> None:
+    shapes = LengthDistribution(100, 20, spread=0.5).sample(500, seed=1)
+    assert {50 <= s.prompt_tokens <= 150 and 10 <= s.output_tokens <= 30 for s in shapes} == {True}
+    assert len({s.prompt_tokens for s in shapes}) > 50
+
+
+def test_shapes_file_counts_bad_lines(tmp_path: Path) -> None:
+    path = tmp_path / "shapes.jsonl"
+    good = [{"prompt_tokens": 10, "output_tokens": 5}, {"prompt_tokens": 200, "output_tokens": 50}]
+    path.write_text(
+        "\n".join(
+            [
+                *map(json.dumps, good),
+                "not json",
+                '{"prompt_tokens": -1, "output_tokens": 2}',
+                '{"prompt_tokens": true, "output_tokens": 2}',
+                "[1]",
+            ]
+        )
+        + "\n"
+    )
+    shapes, bad = read_shapes(path)
+    assert bad == 4
+    assert {(s.prompt_tokens, s.output_tokens) for s in shapes.sample(100, seed=0)} == {(10, 5), (200, 50)}
+    path.write_text("nothing\n")
+    with pytest.raises(ValueError, match=r"shapes\.jsonl"):
+        read_shapes(path)
+
+
+def test_percentile_interpolates() -> None:
+    assert percentile([], 0.5) is None
+    assert percentile([3.0], 0.99) == 3.0
+    assert percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
+    assert percentile(list(map(float, range(101))), 0.99) == pytest.approx(99.0)
+
+
+def test_bucket_bounds_find_the_quantile_bucket() -> None:
+    buckets = [(0.1, 50.0), (0.25, 98.0), (0.5, 100.0), (float("inf"), 100.0)]
+    assert bucket_bounds(buckets, 0.5) == (0.0, 0.1)
+    assert bucket_bounds(buckets, 0.99) == (0.25, 0.5)
+    assert bucket_bounds([], 0.99) is None
+
+
+def on_time(n: int, rate: float, ttft: float = 0.02, lag: float = 0.0) -> list[RequestRecord]:
+    return [
+        RequestRecord(i / rate, i / rate + lag, i / rate + lag + ttft, i / rate + lag + 0.1, 10, 10)
+        for i in range(n)
+    ]
+
+
+def test_a_kept_schedule_is_valid() -> None:
+    records = on_time(100, 10.0)
+    assert invalid_reason(records, 10.0, 10.0, [], ValidityRules()) is None
+
+
+def test_a_lagging_client_is_invalid_for_rate_and_lag() -> None:
+    records = on_time(100, 10.0, lag=0.2)  # each send 200 ms late: lag p99 over 50 ms
+    reason = invalid_reason(records, 10.0, 10.0, [], ValidityRules())
+    assert reason is not None and "scheduling lag p99 200.0 ms" in reason
+    late = [*on_time(90, 10.0), *(RequestRecord(9 + i / 10, 12.0, None, None) for i in range(10))]
+    reason = invalid_reason(late, 10.0, 10.0, [], ValidityRules(max_lag_p99_s=100.0))
+    assert reason is not None and "below 98%" in reason
+
+
+def test_a_growing_backlog_is_detected() -> None:
+    growing = [EngineSample(float(t), 4.0, 2.0 * t) for t in range(10)]
+    assert "waiting queue grew" in (backlog_reason([], growing) or "")
+    steady = [EngineSample(float(t), 4.0, 1.0 + (t % 2)) for t in range(10)]
+    assert backlog_reason(on_time(100, 10.0), steady) is None
+    slower = [
+        RequestRecord(i / 10, i / 10, i / 10 + 0.02 + i * 0.01, i / 10 + 1.0 + i * 0.01) for i in range(100)
+    ]
+    assert "TTFT grew" in (backlog_reason(slower, []) or "")
+
+
+def test_results_near_the_client_ceiling_are_refused() -> None:
+    records = on_time(100, 10.0)
+    assert ceiling_reason(records, 10.0, 20.0) is None
+    assert "ceiling" in (ceiling_reason(records, 10.0, 12.0) or "")
+    assert ceiling_reason(records, 10.0, 0.0) is None
+
+
+PAGE = """\
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="a"} 3
+vllm:num_requests_running{model_name="b"} 1
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{model_name="a"} 5
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{le="0.1",model_name="a"} 7
+vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="a"} 9
+vllm:time_to_first_token_seconds_count{model_name="a"} 9
+vllm:time_to_first_token_seconds_sum{model_name="a"} 1.5
+"""
+
+
+def test_engine_page_and_bucket_delta() -> None:
+    page = parse_page(PAGE)
+    assert (page.running, page.waiting) == (4.0, 5.0)
+    assert page.ttft_buckets == {0.1: 7.0, float("inf"): 9.0}
+    later = {0.1: 10.0, float("inf"): 14.0}
+    assert bucket_delta(page.ttft_buckets, later) == ((0.1, 3.0), (float("inf"), 5.0))
+    assert bucket_delta(later, page.ttft_buckets) == ((0.1, 7.0), (float("inf"), 9.0)), (
+        "a reset counts from 0"
+    )

@@ -1,0 +1,61 @@
+"""The step summary a user reads, and the load options' declarations (no network)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from servescope.common.settings_cli import cli_flag
+from servescope.load.records import EngineSample, RequestRecord, StepResult
+from servescope.load.settings import LoadSettings, OutputSettings, TargetSettings
+from servescope.load.summary import mode_label, render_text, summarise, ttft_agreement
+
+
+def step(mode: str = "open", engine_le: float = 0.1, reason: str | None = None) -> StepResult:
+    records = tuple(RequestRecord(i / 10, i / 10, i / 10 + 0.05, i / 10 + 0.2, 8, 4) for i in range(50))
+    return StepResult(
+        mode=mode,  # type: ignore[arg-type]
+        offered=10.0 if mode == "open" else 4,
+        duration_s=5.0,
+        records=(*records, RequestRecord(5.0, 5.0, None, None, 8, 0, "timeout")),
+        engine_samples=(EngineSample(1.0, 3, 0), EngineSample(2.0, 4, 1)),
+        engine_ttft_buckets=((0.025, 0.0), (engine_le, 50.0), (float("inf"), 50.0)),
+        invalid_reason=reason,
+    )
+
+
+def test_summary_quotes_rates_percentiles_errors_and_the_engine() -> None:
+    summary = summarise(step())
+    assert (summary["requests"], summary["succeeded"], summary["errors"]) == (51, 50, {"timeout": 1})
+    assert summary["ttft_s"]["p99"] == pytest.approx(0.05)
+    assert summary["engine_ttft_p99_bucket_s"] == [0.025, 0.1] and summary["engine_ttft_agrees"] is True
+    assert summary["engine_waiting_max"] == 1
+    text = render_text(summary)
+    assert text.startswith("open loop, 10 req/s offered: VALID") and "agrees with" in text
+
+
+def test_a_client_outside_the_engine_bucket_disagrees() -> None:
+    agreement = ttft_agreement(step(engine_le=0.04))
+    assert agreement is not None and not agreement.agrees
+
+
+def test_invalid_and_closed_steps_say_so_first() -> None:
+    assert render_text(summarise(step(reason="backlog: x"))).startswith(
+        "open loop, 10 req/s offered: INVALID (not a result): backlog: x"
+    )
+    assert mode_label(step("closed")).startswith("CLOSED LOOP, 4 concurrent clients")
+
+
+def test_every_load_option_has_a_flag_and_a_description() -> None:
+    for model in (TargetSettings, LoadSettings, OutputSettings):
+        for field, info in model.model_fields.items():
+            assert info.description, f"{model.__name__}.{field}"
+            assert cli_flag(model, field).startswith("--")
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(ValidationError, match="http"):
+        TargetSettings(url="ftp://engine")
+    assert TargetSettings(url="http://engine:8000/v1/").url == "http://engine:8000"
+    with pytest.raises(ValidationError):
+        LoadSettings(rate=0)
