@@ -55,8 +55,8 @@ def p99_ttft(result: StepResult) -> float:
 def test_below_capacity_the_step_is_valid_and_agrees_with_the_engine(
     mock: str, api: str, stream: bool
 ) -> None:
-    # A generous lag bound: the shared 2-core CI machine delays sends by tens of ms at times.
-    result = runner(mock, api=api, stream=stream, rules=ValidityRules(max_lag_p99_s=0.25)).run_step(
+    # A generous lag bound: the shared 2-core machine delays sends by a few hundred ms at times.
+    result = runner(mock, api=api, stream=stream, rules=ValidityRules(max_lag_p99_s=0.5)).run_step(
         15.0, 3.0, seed=1
     )
     assert result.valid, result.invalid_reason

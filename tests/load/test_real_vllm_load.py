@@ -7,6 +7,7 @@ CI starts the server and sets SERVESCOPE_TEST_VLLM_URL; without it the test is s
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +34,7 @@ pytestmark = [
 # ATTEMPTS times, and every attempt is printed.
 ATTEMPTS = 3
 MAX_LAG_S = 0.1
+MAX_CPU_PRESSURE = 25.0
 
 
 def one_step(seed: int) -> StepResult:
@@ -50,6 +52,16 @@ def agrees(result: StepResult) -> bool:
     return result.valid and agreement is not None and agreement.agrees
 
 
+def cpu_pressure() -> float:
+    """Share of the last 10 s some task waited for a CPU (Linux PSI), in percent; 0 where unknown."""
+    try:
+        first = Path("/proc/pressure/cpu").read_text().splitlines()[0]
+    except (OSError, IndexError):
+        return 0.0
+    fields = dict(item.split("=") for item in first.split()[1:])
+    return float(fields.get("avg10", 0.0))
+
+
 def test_a_short_run_completes_and_agrees_with_the_engine_histogram() -> None:
     results = []
     for seed in range(ATTEMPTS):
@@ -59,13 +71,17 @@ def test_a_short_run_completes_and_agrees_with_the_engine_histogram() -> None:
         assert all(r.ok for r in result.records), {r.error for r in result.records}
         assert {r.output_tokens for r in result.records} == {16}, "ignore_eos and usage: exactly 16 tokens"
         assert result.engine_samples, "the engine's /metrics were sampled"
-        assert ttft_agreement(result) is not None, "the engine's TTFT histogram moved over the step"
+        agreement = ttft_agreement(result)
+        assert agreement is not None, "the engine's TTFT histogram moved over the step"
+        # The engine's span (arrival to first token) lies inside the client's (send to receipt): the
+        # client can never see a P99 below the engine's P99 bucket, however busy the machine.
+        assert agreement.client_p99_s >= agreement.bucket[0], agreement
         if agrees(result):
             return
-    if not any(r.valid for r in results):
-        # No step kept a 2 req/s schedule: the machine is too busy for the client's latency to mean
-        # anything, and the comparison is not made (the run itself completed, asserted above).
-        lags = ", ".join(f"{r.schedule_lag_p99_s * 1000:.0f} ms" for r in results)
-        pytest.skip(f"the client's own schedule lag p99 was {lags} in {ATTEMPTS} attempts: machine too busy")
-    found = [(r.invalid_reason, ttft_agreement(r)) for r in results if r.valid]
+    found = [(r.invalid_reason, ttft_agreement(r)) for r in results]
+    pressure = cpu_pressure()
+    if pressure > MAX_CPU_PRESSURE or not any(r.valid for r in results):
+        # Tasks waited for a CPU much of the time: the client's and the server front end's queueing
+        # for it, not the engine, sets the client's tail. The run itself completed (asserted above).
+        pytest.skip(f"CPU pressure {pressure:.0f} % (PSI avg10): no comparison of tails; measured {found}")
     raise AssertionError(f"no valid attempt had the client's P99 TTFT in the engine's P99 bucket: {found}")

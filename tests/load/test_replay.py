@@ -119,49 +119,39 @@ def test_the_replay_runs_as_an_open_loop_load(prometheus: PrometheusApi) -> None
     assert all(21 <= r.prompt_tokens <= 50 or 101 <= r.prompt_tokens <= 200 for r in result.records)
 
 
+REPLAY = [sys.executable, "-m", "servescope", "load", "replay"]
+
+
+def replay_command(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*REPLAY, *args], capture_output=True, text=True, check=False, timeout=120)
+
+
 @pytest.mark.e2e
 def test_the_replay_command(prometheus: PrometheusApi, tmp_path: Path) -> None:
     out = tmp_path / "replay.json"
+    hour = ["--start", str(START), "--end", str(START + HOUR), "--compress", "1200", "--rate-scale", "5"]
     with mock_process(MockConfig(slots=16, ttft_s=0.005, token_s=0.002)) as mock:
-        argv = [
-            sys.executable,
-            "-m",
-            "servescope",
-            "load",
-            "replay",
+        done = replay_command(
             "--url",
             mock.base_url,
             "--prometheus",
             prometheus.base_url,
-            "--start",
-            str(START),
-            "--end",
-            str(START + HOUR),
-            "--compress",
-            "1200",
-            "--rate-scale",
-            "5",
+            *hour,
             "--max-lag",
             "1",
             "--json",
             str(out),
-        ]
-        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
+        )
     assert done.returncode in (0, 3), done.stderr  # 3: invalid on a busy machine, still reported
     assert done.stdout.startswith("replaying 3600 s of traffic (peak 3.")
-    times, _ = replay_schedule(
-        read_profile(prometheus, START, START + HOUR), compress=1200, rate_scale=5, seed=0
-    )
+    profile = read_profile(prometheus, START, START + HOUR)
+    times, _ = replay_schedule(profile, compress=1200, rate_scale=5, seed=0)
     assert json.loads(out.read_text())["requests"] == len(times)
-    absent = subprocess.run(
-        [*argv[:5], "--prometheus", prometheus.base_url, "--start", "1", "--end", "1000"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+
+
+@pytest.mark.e2e
+def test_the_replay_command_names_what_it_cannot_replay(prometheus: PrometheusApi) -> None:
+    absent = replay_command("--prometheus", prometheus.base_url, "--start", "1", "--end", "1000")
     assert absent.returncode == 1 and "no series" in absent.stderr
-    short = subprocess.run(
-        [*argv[:5], "--start", "10", "--end", "20"], capture_output=True, text=True, check=False
-    )
+    short = replay_command("--start", "10", "--end", "20")
     assert short.returncode == 1 and "at least one positive step" in short.stderr
