@@ -19,6 +19,10 @@ from servescope.sim.pynvml_module import SimulatedPynvml
 # same way); SERVESCOPE_SHARED points elsewhere when the checkout was cloned on its own.
 SHARED = Path(os.environ.get("SERVESCOPE_SHARED", Path(__file__).parents[1].parent / "shared"))
 SAMPLES = SHARED / "samples"
+# Tests that start real vLLM servers of their own (DP=2, restarts) take minutes each on 2 cores, so they
+# run only when asked: `.ci/run` asks, after `make test`, once the shared server is stopped.
+OWN_VLLM_SERVERS = os.environ.get("SERVESCOPE_TEST_VLLM_OWN_SERVERS") == "1"
+OWN_VLLM_SKIP_REASON = "starts its own real vLLM (minutes): needs SERVESCOPE_TEST_VLLM_OWN_SERVERS=1"
 
 
 class FakeClock:

@@ -31,7 +31,7 @@ from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.scrape import Scraper
 from servescope.exporter.vllm.source import VllmSource
 from servescope.exporter.vllm.text_parser import ExpositionParser
-from tests.helpers import SHARED, values
+from tests.helpers import OWN_VLLM_SERVERS, OWN_VLLM_SKIP_REASON, SHARED, values
 
 SETUP = SHARED / "tools" / "real-vllm" / "setup.sh"
 VENV = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "servescope" / "vllm-venv"
@@ -43,6 +43,7 @@ STOP_SECONDS = 60
 GPU_A, GPU_B = "GPU-dp-rank-0", "GPU-dp-rank-1"
 pytestmark = [
     pytest.mark.real_vllm,
+    pytest.mark.skipif(not OWN_VLLM_SERVERS, reason=OWN_VLLM_SKIP_REASON),
     pytest.mark.skipif(not SETUP.exists(), reason=f"no {SETUP}: the real-vLLM setup script is not here"),
     pytest.mark.skipif(
         not (VENV / "bin" / "vllm").exists(), reason=f"no vLLM venv at {VENV}: run setup.sh once to build it"
