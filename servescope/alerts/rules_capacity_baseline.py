@@ -13,8 +13,13 @@ from __future__ import annotations
 from servescope import catalog as c
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.model import ENGINE_KEYS, Alert, Group, Record, sel
+from servescope.alerts.topology import podmonitor
+from servescope.catalog.placement import GPU_POD_INFO
 
-BY = "job, instance, model_name, engine, endpoint"
+# In the PodMonitor topology an engine's own series carry its pod, and the kubelet's allocation
+# (servescope_gpu_pod_info) says how many GPUs the pod holds; the pod is the unit there.
+EXPORTER_BY = "job, instance, model_name, engine, endpoint"
+POD_BY = "namespace, pod, model_name"
 TOKENS_PER_GPU = "engine:servescope_generation_tokens_per_gpu:rate5m"
 RUNNING_AVG = "engine:servescope_requests_running:avg5m"
 DROP = 0.2  # the share below the baseline that counts as a regression
@@ -23,9 +28,9 @@ MIN_RUNNING = 1  # a baseline with less than one request running on average says
 FOR = "1h"
 
 
-def below_baseline(offset: str) -> str:
+def below_baseline(offset: str, by: str) -> str:
     """Engines whose tokens/s per GPU is DROP below `offset` ago, at a running batch within tolerance."""
-    on = f"on ({BY})"
+    on = f"on ({by})"
     then_running = f"({RUNNING_AVG} offset {offset})"
     return (
         f"({TOKENS_PER_GPU} < {1 - DROP:g} * ({TOKENS_PER_GPU} offset {offset})"
@@ -36,18 +41,25 @@ def below_baseline(offset: str) -> str:
 
 def capacity_baseline(cfg: AlertsConfig) -> Group:
     """Records of throughput per GPU and load, and the alert on a drop against both baselines."""
-    tokens = f"sum by ({BY}) (rate({sel(cfg, c.GENERATION_TOKENS.name)}[5m]))"
-    gpus = f"count by ({BY}) ({sel(cfg, c.ENGINE_GPU_INFO.name)})"
-    running = f"avg by ({BY}) (avg_over_time({sel(cfg, c.RUNNING.name)}[5m]))"
-    no_week = f"({TOKENS_PER_GPU} unless on ({BY}) ({TOKENS_PER_GPU} offset 7d))"
+    by = POD_BY if podmonitor(cfg) else EXPORTER_BY
+    tokens = f"sum by ({by}) (rate({sel(cfg, c.GENERATION_TOKENS.name)}[5m]))"
+    if podmonitor(cfg):
+        allocated = f"max by (namespace, pod, uuid) ({sel(cfg, GPU_POD_INFO.name)})"
+        pod_gpus = f"count by (namespace, pod) ({allocated})"
+        per_gpu = f"{tokens} / on (namespace, pod) group_left () {pod_gpus}"
+    else:
+        per_gpu = f"{tokens} / on ({by}) count by ({by}) ({sel(cfg, c.ENGINE_GPU_INFO.name)})"
+    running = f"avg by ({by}) (avg_over_time({sel(cfg, c.RUNNING.name)}[5m]))"
+    no_week = f"({TOKENS_PER_GPU} unless on ({by}) ({TOKENS_PER_GPU} offset 7d))"
     return Group(
         "servescope-capacity-baseline",
         (
-            Record(TOKENS_PER_GPU, f"{tokens} / on ({BY}) {gpus}"),
+            Record(TOKENS_PER_GPU, per_gpu),
             Record(RUNNING_AVG, running),
             Alert(
                 "ServescopeThroughputBelowBaseline",
-                f"{below_baseline('1d')} and on ({BY}) ({below_baseline('7d')} or on ({BY}) {no_week})",
+                f"{below_baseline('1d', by)} and on ({by}) ({below_baseline('7d', by)} or on ({by}) "
+                f"{no_week})",
                 FOR,
                 "warning",
                 "An engine's output tokens/s per GPU is below its daily baseline at comparable load.",
