@@ -197,19 +197,20 @@ def test_text_table_explains_the_gap() -> None:
     assert "= 576 values per layer instead, replicated on every GPU" in mla.stdout
 
 
-BAD_OPTIONS = [
-    (["--gpu-memory", "14x1GiB"], "--gpu-memory: cannot read '14x1GiB'"),
-    (["--weights-bytes", "lots"], "--weights-bytes: cannot read 'lots'"),
-    (["--dtype", "fp4"], "--dtype: unknown dtype 'fp4'"),
-    (["--kv-dtype", "q8"], "--kv-dtype: unknown dtype 'q8'"),
-    (["--tensor-parallel", "3"], "--tensor-parallel 3: does not divide num_attention_heads 32"),
-    (["--tensor-parallel", "0"], "--tensor-parallel: expected at least 1, got 0"),
-    (["--gpu-memory-utilization", "1.5"], r"--gpu-memory-utilization: expected a fraction in \(0, 1\]"),
-    (["--seq-len", "0"], "--seq-len: expected at least 1, got 0"),
-]
+# The options (split on spaces) and the one line each is refused with.
+BAD_OPTIONS = {
+    "--gpu-memory 14x1GiB": "--gpu-memory: cannot read '14x1GiB'",
+    "--weights-bytes lots": "--weights-bytes: cannot read 'lots'",
+    "--dtype fp4": "--dtype: unknown dtype 'fp4'",
+    "--kv-dtype q8": "--kv-dtype: unknown dtype 'q8'",
+    "--tensor-parallel 3": "--tensor-parallel 3: does not divide num_attention_heads 32",
+    "--tensor-parallel 0": "--tensor-parallel: expected at least 1, got 0",
+    "--gpu-memory-utilization 1.5": r"--gpu-memory-utilization: expected a fraction in \(0, 1\]",
+    "--seq-len 0": "--seq-len: expected at least 1, got 0",
+}
 
 
-@pytest.mark.parametrize(("args", "message"), BAD_OPTIONS)
+@pytest.mark.parametrize(("args", "message"), [(a.split(), m) for a, m in BAD_OPTIONS.items()])
 def test_bad_options_exit_2_with_one_line(args: list[str], message: str) -> None:
     result = CliRunner().invoke(app, ["batch-size", "--model-config", str(LLAMA), *args])
     assert result.exit_code == 2

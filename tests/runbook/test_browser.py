@@ -31,11 +31,12 @@ def _chromium() -> str:
     return path
 
 
+EXPORTER_ARGS = ("--simulate", "--gpus", "2", "--engines", "1", "--seed", "5", "--derived-interval", "1")
+
+
 @pytest.fixture(scope="module")
 def exporter() -> Iterator[Served]:
-    with servescope_serving(
-        "--simulate", "--gpus", "2", "--engines", "1", "--seed", "5", "--derived-interval", "1"
-    ) as served:
+    with servescope_serving(*EXPORTER_ARGS) as served:
         yield served
 
 
