@@ -65,6 +65,7 @@ class CommandLauncher:
     start_timeout_s: float = 300.0
     log_path: Path | None = None
     fixed: Mapping[str, Value] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)  # added to this process's environment
     _process: subprocess.Popen[bytes] | None = None
 
     def argv(self, params: Mapping[str, Value]) -> list[str]:
@@ -79,7 +80,11 @@ class CommandLauncher:
         log = self.log_path.open("ab") if self.log_path is not None else subprocess.DEVNULL
         try:
             self._process = subprocess.Popen(
-                self.argv(params), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                self.argv(params),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, **self.env},
             )
         except OSError as err:
             raise LaunchError(f"cannot run {self.template.split()[0]!r}: {err}") from err

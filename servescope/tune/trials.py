@@ -82,7 +82,12 @@ def run_trial(
     finally:
         launcher.stop()
     seconds = time.monotonic() - started
-    run = build_run(_label(chosen), plan, knee, None)
+    sizing = (
+        provision(space.peak_qps, knee.lower, gpus_per_replica=space.gpus_per_replica)
+        if knee.lower > 0
+        else None
+    )
+    run = build_run(_label(chosen), plan, knee, sizing)
     trial = Trial(
         number, chosen, "pruned" if knee.pruned else "complete", seconds=seconds, steps=len(knee.steps)
     )

@@ -58,6 +58,7 @@ def test_flags_become_vllm_options_and_never_shell_text() -> None:
         flag_argv({"--evil": 1})
 
 
+@pytest.mark.e2e
 def test_a_local_command_is_started_health_checked_and_stopped(tmp_path: Path) -> None:
     script = tmp_path / "engine.py"
     script.write_text(ENGINE)

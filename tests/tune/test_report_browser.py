@@ -1,0 +1,79 @@
+"""The tuning report renders in headless Chromium: every chart drawn, nothing fetched, no script errors.
+
+`UPDATE_SCREENSHOT=1` also writes the screenshot to docs/images/capacity-report.png.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from servescope.tune.cli import SimulatedLauncher, write_reports
+from servescope.tune.space import parse_space
+from servescope.tune.strategies import run_study
+
+pytestmark = pytest.mark.e2e
+DOCS_SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "images" / "capacity-report.png"
+SPACE = {
+    "engine": {"num_gpu_blocks": 8192},
+    "parameters": {
+        "max_num_seqs": [32, 128, 256],
+        "quantization": [None, "fp8"],
+        "gpu_memory_utilization": [0.9, 0.98],
+    },
+    "second_objective": "gpus",
+    "peak_qps": 100,
+    "capacity": {"slo": ["ttft:0.5"], "duration_s": 15, "repeats": 2, "warmup_s": 3},
+}
+
+
+def _chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.fail("chromium is not installed: `make test` installs Debian's chromium package")
+    return path
+
+
+def test_the_report_renders_every_chart_in_headless_chromium(tmp_path: Path) -> None:
+    from playwright import sync_api
+
+    space = parse_space(SPACE)
+    study = run_study(space, SimulatedLauncher(space.warmup_s), "grid", remeasure=3)
+    write_reports(study, tmp_path)
+    requests: list[str] = []
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=_chromium(), headless=True, args=["--no-sandbox"]
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.on("request", lambda request: requests.append(request.url))
+            page.goto((tmp_path / "tune.html").as_uri())
+            charts = page.locator("svg")
+            assert charts.count() == 5
+            for i in range(5):
+                box = charts.nth(i).bounding_box()
+                assert box is not None and box["width"] > 600 and box["height"] > 300
+                assert charts.nth(i).locator("circle").count() > 0  # every chart has points
+            titles = charts.evaluate_all("svgs => svgs.map(s => s.querySelector('text').textContent)")
+            assert titles[:3] == [
+                "Offered rate vs ttft p99",
+                "Goodput (requests/s meeting every SLO)",
+                "Throughput vs running batch",
+            ]
+            assert titles[3:] == ["Search progress (grid)", "Pareto front"]
+            assert page.locator("svg rect").count() >= 3  # the knee intervals of the top candidates
+            shot = page.screenshot(full_page=True)
+            assert not errors, errors
+        finally:
+            browser.close()
+    assert requests == [(tmp_path / "tune.html").as_uri()]  # self-contained: nothing else fetched
+    assert shot[:8] == b"\x89PNG\r\n\x1a\n"
+    (tmp_path / "capacity-report.png").write_bytes(shot)
+    if os.environ.get("UPDATE_SCREENSHOT"):
+        DOCS_SCREENSHOT.write_bytes(shot)
