@@ -10,7 +10,7 @@ import typer
 from servescope.capacity.compare import compare, describe
 from servescope.capacity.report import capacity_html, capacity_markdown
 from servescope.capacity.result import CapacityRun, build_run, load, save
-from servescope.capacity.runners import RunnerUnavailableError, http_runner, parse_flags
+from servescope.capacity.runners import checked_http_runner, parse_flags
 from servescope.capacity.search import SearchPlan, find_knee
 from servescope.capacity.sizing import provision
 from servescope.capacity.steps import Slo
@@ -44,7 +44,7 @@ def choose_runner(
             raise ValueError(
                 "--set configures the simulated engine; restart a real one with `servescope tune`"
             )
-        return http_runner(url)
+        return checked_http_runner(url, mode)
     from servescope.sim.load_runner import EngineStartError, start_simulated  # only when asked for
 
     try:
@@ -100,7 +100,7 @@ def run_command(
         slos = tuple(Slo.parse(text, quantile) for text in (slo or ["ttft:0.5"]))
         plan = SearchPlan(slos, duration, repeats, start_qps, max_qps, resolution, seed)
         runner = choose_runner(url, simulate, set_flag or [], cast(LoopMode, mode), warmup)
-    except (ValueError, RunnerUnavailableError) as err:
+    except ValueError as err:
         raise _fail(str(err)) from None
     knee = find_knee(
         runner,

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable
 
-from servescope.load.records import StepRunner
-
-HTTP_RUNNER = "servescope.load.http_runner"
-
-
-class RunnerUnavailableError(RuntimeError):
-    """The runner asked for is not part of this installation."""
+from servescope.load.endpoint import EndpointStepRunner
+from servescope.load.records import LoopMode, StepRunner
 
 
 def parse_value(text: str) -> object:
@@ -40,14 +34,13 @@ def parse_flags(pairs: Iterable[str]) -> dict[str, object]:
     return flags
 
 
-def http_runner(url: str) -> StepRunner:
-    """The HTTP load runner against `url`; raises RunnerUnavailableError when this build lacks it."""
-    try:
-        module = importlib.import_module(HTTP_RUNNER)
-    except ModuleNotFoundError as err:
-        raise RunnerUnavailableError(
-            f"--url needs the HTTP load runner ({HTTP_RUNNER}), which this installation does not have; "
-            "use --simulate, or install a servescope that ships `servescope load`"
-        ) from err
-    runner: StepRunner = module.HttpStepRunner(url)
+def http_runner(url: str, mode: LoopMode = "open") -> StepRunner:
+    """The HTTP load runner against `url` (its model read from /v1/models at the first step)."""
+    return EndpointStepRunner(url, mode)
+
+
+def checked_http_runner(url: str, mode: LoopMode = "open") -> StepRunner:
+    """`http_runner`, having reached the engine once; raises ValueError naming the URL otherwise."""
+    runner = EndpointStepRunner(url, mode)
+    runner.check()
     return runner

@@ -8,13 +8,13 @@ import inspect
 import json
 from typing import Annotated, Any
 
-import httpx
 import typer
 from pydantic import BaseModel
 
 from servescope.common.listen import ListenError, parse_listen
 from servescope.common.settings_cli import settings_command, usage_error
 from servescope.load.client import RequestSpec
+from servescope.load.endpoint import listed_model
 from servescope.load.engine_metrics import metrics_url
 from servescope.load.metrics import LoadMetrics, serve_metrics
 from servescope.load.mock_server import MockConfig
@@ -36,10 +36,9 @@ app = typer.Typer(
 def first_model(base_url: str) -> str:
     """The first model the server lists at /v1/models; a usage error naming the URL otherwise."""
     try:
-        listing = httpx.get(f"{base_url}/v1/models", timeout=10.0, trust_env=False).json()
-        return str(listing["data"][0]["id"])
-    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
-        usage_error(f"{base_url}/v1/models: cannot read a model name ({exc}); pass --model", 1)
+        return listed_model(base_url)
+    except ValueError as exc:
+        usage_error(f"{exc}; pass --model", 1)
 
 
 def build_runner(target: TargetSettings, load: LoadSettings, output: OutputSettings) -> HttpStepRunner:

@@ -11,7 +11,7 @@ from typing import Annotated, cast
 
 import typer
 
-from servescope.capacity.runners import RunnerUnavailableError, http_runner
+from servescope.capacity.runners import http_runner
 from servescope.load.records import StepRunner
 from servescope.tune.launchers import CommandLauncher, KubernetesLauncher, Launcher, LaunchError
 from servescope.tune.report import tune_html, tune_json, tune_markdown
@@ -126,9 +126,7 @@ def run_command(
     try:
         space = load_space(space_file)
         chosen = make_launcher(space, launcher, options)
-        if launcher == "command" or execute:
-            http_runner(cast(str, url))  # fail now, not after the first restart, when it is missing
-    except (ValueError, RunnerUnavailableError) as err:
+    except ValueError as err:
         raise _fail(str(err)) from None
     study = run_study(
         space,

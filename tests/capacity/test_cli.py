@@ -47,11 +47,11 @@ def test_compare_flags_a_real_regression_and_not_a_reseeded_baseline(tmp_path: P
     assert "REGRESSION" in regressed.output
 
 
-def test_url_without_the_http_runner_and_bad_input_fail_clearly(tmp_path: Path) -> None:
+def test_an_unreachable_url_and_bad_input_fail_clearly(tmp_path: Path) -> None:
     both = CliRunner().invoke(app, ["run", "--simulate", "--url", "http://127.0.0.1:9"])
     assert both.exit_code == 2 and "exactly one of --simulate and --url" in both.output
     http = CliRunner().invoke(app, ["run", "--url", "http://127.0.0.1:9"])
-    assert http.exit_code == 2 and "HTTP load runner" in http.output
+    assert http.exit_code == 2 and "http://127.0.0.1:9/v1/models: cannot read a model name" in http.output
     bad_slo = CliRunner().invoke(app, ["run", "--simulate", "--slo", "ttft"])
     assert bad_slo.exit_code == 2 and "'ttft'" in bad_slo.output
     bad_flag = CliRunner().invoke(app, ["run", "--simulate", "--set", "gpu_memory_utilization=0.99"])
