@@ -1,31 +1,26 @@
 """A 2-trial tune against the real CPU vLLM: each trial restarts `vllm serve` through the command launcher.
 
-The load comes from a small open-loop HTTP step runner kept in this test (streamed /v1/completions on
-a constant schedule, TTFT from the scheduled time, the engine's TTFT histogram read as /metrics
-deltas), so the launcher, the knee search, the cross-check and the report run against a real engine.
-Starts and stops its own server on port 18221 (a few minutes on 2 cores), with the venv and tiny model
-that ../shared/tools/real-vllm/setup.sh installs.
+The load is `servescope load`'s open-loop HTTP runner (what `tune --url` drives), so the launcher, the
+knee search, the cross-check and the report run against a real engine. Starts and stops its own server
+on port 18221 (a few minutes on 2 cores), with the venv and tiny model that
+../shared/tools/real-vllm/setup.sh installs; it runs only when asked (SERVESCOPE_TEST_VLLM_OWN_SERVERS).
 """
 
 from __future__ import annotations
 
 import math
 import os
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from servescope.load.records import RequestRecord, StepResult
+from servescope.capacity.runners import http_runner
+from servescope.load.records import StepRunner
 from servescope.tune.cli import write_reports
 from servescope.tune.launchers import CommandLauncher
 from servescope.tune.space import parse_space
 from servescope.tune.strategies import run_study
-from tests.helpers import SHARED
+from tests.helpers import OWN_VLLM_SERVERS, OWN_VLLM_SKIP_REASON, SHARED
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "servescope"
 VLLM, MODEL = CACHE / "vllm-venv" / "bin" / "vllm", CACHE / "tiny-llm"
@@ -34,6 +29,7 @@ BASE = f"http://127.0.0.1:{PORT}"
 pytestmark = [
     pytest.mark.real_vllm,
     pytest.mark.slow,
+    pytest.mark.skipif(not OWN_VLLM_SERVERS, reason=OWN_VLLM_SKIP_REASON),
     pytest.mark.skipif(
         not (SHARED / "tools" / "real-vllm" / "setup.sh").exists() or not VLLM.exists() or not MODEL.exists(),
         reason="no CPU vLLM: run ../shared/tools/real-vllm/setup.sh once to install its venv and model",
@@ -47,61 +43,8 @@ TEMPLATE = (
 )
 
 
-def _ttft_buckets() -> dict[float, float]:
-    text = httpx.get(f"{BASE}/metrics", timeout=10).text
-    found: dict[float, float] = {}
-    for family in text_string_to_metric_families(text):
-        if family.name == "vllm:time_to_first_token_seconds":
-            for sample in family.samples:
-                if sample.name.endswith("_bucket"):
-                    bound = float(sample.labels["le"])
-                    found[bound] = found.get(bound, 0.0) + sample.value
-    return found
-
-
-class OpenLoopRunner:
-    """Constant-rate streamed completions; enough of a load runner to drive a real engine in this test."""
-
-    def run_step(self, offered: float, duration_s: float, *, seed: int) -> StepResult:
-        count = max(1, round(offered * duration_s))
-        before = _ttft_buckets()
-        start = time.monotonic()
-        lock = threading.Lock()
-        records: list[RequestRecord] = []
-
-        def one(index: int) -> None:
-            due = index / offered
-            time.sleep(max(0.0, start + due - time.monotonic()))
-            sent = time.monotonic() - start
-            first = done = None
-            error, tokens = None, 0
-            body = {"model": "tiny-llm", "prompt": f"seed {seed} request {index}", "max_tokens": 16}
-            body |= {"stream": True, "ignore_eos": True}
-            try:
-                with httpx.stream("POST", f"{BASE}/v1/completions", json=body, timeout=60) as response:
-                    for line in response.iter_lines():
-                        if line.startswith("data: ") and line != "data: [DONE]":
-                            first = first if first is not None else time.monotonic() - start
-                            tokens += 1
-                done = time.monotonic() - start
-            except httpx.HTTPError as err:
-                error = type(err).__name__
-            with lock:
-                records.append(RequestRecord(due, sent, first, done, 8, tokens, error))
-
-        with ThreadPoolExecutor(max_workers=64) as pool:
-            list(pool.map(one, range(count)))
-        after = _ttft_buckets()
-        buckets = tuple((bound, after[bound] - before.get(bound, 0.0)) for bound in sorted(after))
-        lag = sorted(r.sent_s - r.scheduled_s for r in records if r.sent_s is not None)
-        return StepResult(
-            "open",
-            offered,
-            duration_s,
-            tuple(sorted(records, key=lambda r: r.scheduled_s)),
-            schedule_lag_p99_s=lag[math.ceil(0.99 * len(lag)) - 1] if lag else 0.0,
-            engine_ttft_buckets=buckets,
-        )
+def open_loop_runner() -> StepRunner:
+    return http_runner(BASE)
 
 
 def test_two_trials_restart_a_real_vllm_and_report(tmp_path: Path) -> None:
@@ -120,7 +63,7 @@ def test_two_trials_restart_a_real_vllm_and_report(tmp_path: Path) -> None:
     launcher = CommandLauncher(
         TEMPLATE,
         f"{BASE}/health",
-        OpenLoopRunner,
+        open_loop_runner,
         start_timeout_s=240,
         log_path=tmp_path / "vllm.log",
         env=ENV,
@@ -137,7 +80,7 @@ def test_two_trials_restart_a_real_vllm_and_report(tmp_path: Path) -> None:
     assert all(t.knee[0] > 0 and t.run is not None and t.run.steps for t in study.trials)
     checks = [c for t in study.trials if t.run is not None for c in t.run.cross_checks]
     # Every step was cross-checked against the engine's own histogram. The client cannot see a first
-    # token before the engine made it; how far above the engine's bucket it lies is this runner's (and
+    # token before the engine made it; how far above the engine's bucket it lies is the client's (and
     # this machine's) overhead, which the report flags step by step rather than this test hiding it.
     assert len(checks) == sum(len(t.run.knee.steps) for t in study.trials if t.run is not None)
     assert all(c.client_p99 >= c.engine_low and math.isfinite(c.engine_high) for c in checks), checks
