@@ -25,6 +25,8 @@ class EnginePage:
     running: float
     waiting: float
     ttft_buckets: dict[float, float]
+    ttft_sum: float = 0.0
+    ttft_count: float = 0.0
 
 
 def _wanted(line: str) -> bool:
@@ -34,7 +36,7 @@ def _wanted(line: str) -> bool:
 
 def parse_page(text: str) -> EnginePage:
     """The running/waiting gauges and cumulative TTFT buckets (by upper bound) of one exposition page."""
-    running = waiting = 0.0
+    running = waiting = ttft_sum = ttft_count = 0.0
     buckets: dict[float, float] = {}
     # Only the three families are parsed: a whole vLLM page costs tens of ms of the loop that sends.
     wanted = "\n".join(line for line in text.splitlines() if _wanted(line)) + "\n"
@@ -47,7 +49,11 @@ def parse_page(text: str) -> EnginePage:
             elif sample.name == f"{TTFT}_bucket":
                 upper = float(sample.labels["le"])
                 buckets[upper] = buckets.get(upper, 0.0) + sample.value
-    return EnginePage(running, waiting, buckets)
+            elif sample.name == f"{TTFT}_sum":
+                ttft_sum += sample.value
+            elif sample.name == f"{TTFT}_count":
+                ttft_count += sample.value
+    return EnginePage(running, waiting, buckets, ttft_sum, ttft_count)
 
 
 def bucket_delta(before: dict[float, float], after: dict[float, float]) -> tuple[tuple[float, float], ...]:
@@ -90,6 +96,14 @@ class EngineWatch:
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.interval_s)
+
+    def ttft_mean_s(self) -> float | None:
+        """The engine's mean TTFT over the step; None without requests counted or across a reset."""
+        if self.first is None or self.last is None:
+            return None
+        count = self.last.ttft_count - self.first.ttft_count
+        total = self.last.ttft_sum - self.first.ttft_sum
+        return total / count if count > 0 and total >= 0 else None
 
     def ttft_buckets(self) -> tuple[tuple[float, float], ...]:
         if self.first is None or self.last is None:

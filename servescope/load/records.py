@@ -77,6 +77,10 @@ class StepResult:
     # The engine's TTFT histogram over the step (cumulative bucket counts by upper bound), for the
     # client-versus-server cross-check; empty when the runner cannot read it.
     engine_ttft_buckets: tuple[tuple[float, float], ...] = ()
+    # The engine's mean TTFT over the step (its histogram's _sum / _count). Beside the client's mean it
+    # measures the path between them (HTTP, the API server's tokenising and streaming), which the
+    # engine's clock leaves out and a tail comparison must discount.
+    engine_ttft_mean_s: float | None = None
     invalid_reason: str | None = None  # set by the runner when the step cannot stand as a result
     notes: tuple[str, ...] = field(default=())
 

@@ -210,6 +210,7 @@ class HttpStepRunner:
             schedule_lag_p99_s=lag,
             engine_samples=samples,
             engine_ttft_buckets=watch.ttft_buckets() if watch else (),
+            engine_ttft_mean_s=watch.ttft_mean_s() if watch else None,
             invalid_reason=reason,
             notes=tuple(notes),
         )

@@ -25,19 +25,30 @@ class TtftAgreement:
     client_p99_s: float
     bucket: tuple[float, float]
     slack_s: float  # the client's own measured delay (schedule lag p99), allowed above the bucket
+    path_s: float = 0.0  # mean client TTFT minus the engine's mean: the HTTP and API-server path
 
     @property
     def agrees(self) -> bool:
-        return self.bucket[0] <= self.client_p99_s <= self.bucket[1] + self.slack_s
+        """Never below the engine's bucket; above it by no more than the measured path and lag."""
+        return self.bucket[0] <= self.client_p99_s <= self.bucket[1] + self.path_s + self.slack_s
+
+
+def path_seconds(client_ttfts: list[float], engine_mean_s: float | None) -> float:
+    """How much longer the client's mean TTFT is than the engine's: the path the engine's clock omits."""
+    if engine_mean_s is None or not client_ttfts:
+        return 0.0
+    return max(0.0, sum(client_ttfts) / len(client_ttfts) - engine_mean_s)
 
 
 def ttft_agreement(result: StepResult) -> TtftAgreement | None:
     """Compare the client's P99 TTFT with the engine's over the same step; None without both."""
     bucket = bucket_bounds(result.engine_ttft_buckets, 0.99)
-    client = percentile([r.service_ttft_s for r in result.records if r.ok and r.service_ttft_s], 0.99)
+    ttfts = [r.service_ttft_s for r in result.records if r.ok and r.service_ttft_s]
+    client = percentile(ttfts, 0.99)
     if bucket is None or client is None:
         return None
-    return TtftAgreement(client, bucket, result.schedule_lag_p99_s)
+    path = path_seconds(ttfts, result.engine_ttft_mean_s)
+    return TtftAgreement(client, bucket, result.schedule_lag_p99_s, path)
 
 
 def mode_label(result: StepResult) -> str:
@@ -70,6 +81,7 @@ def summarise(result: StepResult) -> dict[str, Any]:
         "schedule_lag_p99_s": result.schedule_lag_p99_s,
         "engine_ttft_p99_bucket_s": list(agreement.bucket) if agreement else None,
         "engine_ttft_agrees": agreement.agrees if agreement else None,
+        "engine_ttft_path_s": agreement.path_s if agreement else None,
         "engine_waiting_max": max((s.waiting for s in result.engine_samples), default=None),
         "engine_running_max": max((s.running for s in result.engine_samples), default=None),
         "notes": list(result.notes),
@@ -103,7 +115,9 @@ def render_text(summary: dict[str, Any]) -> str:
         agrees = "agrees with" if summary["engine_ttft_agrees"] else "DISAGREES with"
         lines.append(
             f"  client TTFT p99 (from send) {agrees} the engine's p99 bucket "
-            f"({_ms(bucket[0])}, {_ms(bucket[1])}] (+ lag slack); waiting max {summary['engine_waiting_max']}"
+            f"({_ms(bucket[0])}, {_ms(bucket[1])}] "
+            f"(+ path {_ms(summary['engine_ttft_path_s'])} + lag slack); "
+            f"waiting max {summary['engine_waiting_max']}"
         )
     lines.extend(f"  note: {note}" for note in summary["notes"])
     return "\n".join(lines)

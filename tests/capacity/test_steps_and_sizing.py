@@ -82,3 +82,15 @@ def test_cross_check_finds_the_bucket_of_the_engine_p99() -> None:
     fast = StepResult("open", 10.0, 10.0, tuple(records[:89]), engine_ttft_buckets=buckets)
     assert cross_check(fast) is not None and not cross_check(fast).agrees  # type: ignore[union-attr]
     assert cross_check(StepResult("open", 10.0, 10.0, tuple(records))) is None
+
+
+def test_cross_check_allows_for_the_path_measured_from_the_means() -> None:
+    # The engine's P99 is in (0.25, 0.5]; every client TTFT is 0.6 s, and the engine's mean is 0.3 s:
+    # the 0.3 s between the means is the path the engine's clock leaves out, so 0.6 s agrees.
+    buckets = ((0.25, 0.0), (0.5, 100.0), (math.inf, 100.0))
+    records = tuple(_request(i * 0.1, 0.6, 1.0) for i in range(100))
+    slow_path = StepResult("open", 10.0, 10.0, records, engine_ttft_buckets=buckets, engine_ttft_mean_s=0.3)
+    check = cross_check(slow_path)
+    assert check is not None and check.agrees and check.path_s == pytest.approx(0.3)
+    unknown_path = StepResult("open", 10.0, 10.0, records, engine_ttft_buckets=buckets)
+    assert cross_check(unknown_path) is not None and not cross_check(unknown_path).agrees  # type: ignore[union-attr]

@@ -166,6 +166,7 @@ def test_engine_page_and_bucket_delta() -> None:
     page = parse_page(PAGE)
     assert (page.running, page.waiting) == (4.0, 5.0)
     assert page.ttft_buckets == {0.1: 7.0, float("inf"): 9.0}
+    assert (page.ttft_sum, page.ttft_count) == (1.5, 9.0)
     later = {0.1: 10.0, float("inf"): 14.0}
     assert bucket_delta(page.ttft_buckets, later) == ((0.1, 3.0), (float("inf"), 5.0))
     assert bucket_delta(later, page.ttft_buckets) == ((0.1, 7.0), (float("inf"), 9.0)), (

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from pydantic import ValidationError
 
 from servescope.common.settings_cli import cli_flag
 from servescope.load.records import EngineSample, RequestRecord, StepResult
 from servescope.load.settings import LoadSettings, OutputSettings, TargetSettings
-from servescope.load.summary import mode_label, render_text, summarise, ttft_agreement
+from servescope.load.summary import mode_label, path_seconds, render_text, summarise, ttft_agreement
 
 
 def step(mode: str = "open", engine_le: float = 0.1, reason: str | None = None) -> StepResult:
@@ -59,3 +61,16 @@ def test_bad_settings_are_refused() -> None:
     assert TargetSettings(url="http://engine:8000/v1/").url == "http://engine:8000"
     with pytest.raises(ValidationError):
         LoadSettings(rate=0)
+
+
+def test_the_path_the_engine_clock_omits_is_measured_from_the_means_and_allowed_for() -> None:
+    # Every client TTFT is 50 ms; the engine says 10 ms on average, all in its (0.025, 0.04] bucket: the
+    # 40 ms between them is the HTTP and API-server path, and the client's P99 agrees once allowed it.
+    discounted = replace(step(engine_le=0.04), engine_ttft_mean_s=0.01)
+    agreement = ttft_agreement(discounted)
+    assert agreement is not None and agreement.path_s == pytest.approx(0.04) and agreement.agrees
+    assert summarise(discounted)["engine_ttft_path_s"] == pytest.approx(0.04)
+    # Without the engine's mean there is no path to allow for: the same step disagrees.
+    assert path_seconds([0.05, 0.05], None) == 0.0
+    # A client faster on average than the engine clamps at no path, never a negative one.
+    assert path_seconds([0.01], 0.02) == 0.0
