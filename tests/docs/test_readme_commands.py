@@ -50,6 +50,12 @@ MY_ALERTS = "release_label: my-release\n"
 NOT_HERE = {
     "servescope demo": "the whole stack for minutes: tests/docs/test_readme_demo.py runs `make demo`",
     "servescope dashboards push": "needs a Grafana to push to",
+    # The load commands load an engine for up to a minute (the documents' --url is the user's engine):
+    # tests/load runs each of them against the mock engine, and replay against a backfilled Prometheus.
+    "servescope load run": "loads the user's engine for a minute: tests/load/test_cli.py runs it on the mock",
+    "servescope load mock-server": "a server until stopped: tests/load starts it for every load test",
+    "servescope load locust": "loads the user's engine: tests/load/test_against_mock.py scales out",
+    "servescope load replay": "needs the user's Prometheus: tests/load/test_replay.py backfills one",
 }
 NEVER_HERE = {"--execute": "really changes a cluster (a drain)"}
 # What the documents must keep showing, so an extraction that finds nothing cannot pass.
