@@ -27,28 +27,11 @@ def mock() -> Iterator[str]:
         yield served.base_url
 
 
-def test_a_run_exposes_its_metrics_and_writes_its_summary(mock: str, tmp_path: Path) -> None:
-    port, out = free_port(), tmp_path / "step.json"
-    argv = [
-        *SERVESCOPE,
-        "run",
-        "--url",
-        mock,
-        "--rate",
-        "10",
-        "--duration",
-        "4",
-        "--prompt-tokens",
-        "8",
-        "--output-tokens",
-        "10",
-        "--metrics-port",
-        str(port),
-        "--json",
-        str(out),
-        "--max-lag",
-        "0.25",
-    ]
+def run_with_metrics(mock: str, tmp_path: Path) -> tuple[int, str, str, Path]:
+    """One `load run` with its own metrics port: its exit code, output, a metrics page and its JSON."""
+    port, out = free_port(), tmp_path / f"step-{free_port()}.json"
+    argv = [*SERVESCOPE, "run", "--url", mock, "--rate", "10", "--duration", "4", "--prompt-tokens", "8"]
+    argv += ["--output-tokens", "10", "--metrics-port", str(port), "--json", str(out), "--max-lag", "0.25"]
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as run:
         try:
 
@@ -60,7 +43,17 @@ def test_a_run_exposes_its_metrics_and_writes_its_summary(mock: str, tmp_path: P
             output, _ = run.communicate(timeout=30)
         finally:
             run.kill()
-    assert run.returncode == 0, output
+    return run.returncode, output, page, out
+
+
+def test_a_run_exposes_its_metrics_and_writes_its_summary(mock: str, tmp_path: Path) -> None:
+    # A run the shared machine starved of CPU is rightly invalid (exit 3, its latency grew): it is run
+    # again, up to 3 times, and one must be valid.
+    for _ in range(3):
+        code, output, page, out = run_with_metrics(mock, tmp_path)
+        if code != 3:
+            break
+    assert code == 0, output
     assert 'servescope_load_offered_rate{mode="open"} 10.0' in page
     names = {line.split("{")[0].split(" ")[0] for line in page.splitlines() if not line.startswith("#")}
     assert {"servescope_load_in_flight", "servescope_load_ttft_seconds_bucket"} <= names <= metric_names()
