@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from servescope.common.settings_cli import setting
 from servescope.deploy import checks, kps
 
 # Namespaces Kubernetes itself owns: servescope never creates (and so never deletes) one of them.
@@ -27,35 +28,34 @@ class ClusterOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    namespace: str = Field(
+    namespace: str = setting(
         "servescope",
-        json_schema_extra=flag("--namespace"),
-        description="Namespace of servescope's objects (exporter, runbook service, rules, dashboards). "
+        "--namespace",
+        "Namespace of servescope's objects (exporter, runbook service, rules, dashboards). "
         "Its own by default: the exporter needs the `privileged` Pod Security level, which a shared "
         "namespace should not be given.",
     )
-    release: str = Field(
+    release: str = setting(
         kps.CHART,
-        json_schema_extra=flag("--release"),
-        description="Helm release of kube-prometheus-stack: its Prometheus selects ServiceMonitors, "
+        "--release",
+        "Helm release of kube-prometheus-stack: its Prometheus selects ServiceMonitors, "
         "PodMonitors and PrometheusRules labelled release=<this>; its service names derive from it.",
     )
-    kps_name_override: str = Field(
+    kps_name_override: str = setting(
         "",
-        json_schema_extra=flag("--kps-name-override"),
-        description="The chart's nameOverride value, if your release sets one (it changes the service "
-        "names).",
+        "--kps-name-override",
+        "The chart's nameOverride value, if your release sets one (it changes the service names).",
     )
-    kps_fullname_override: str = Field(
+    kps_fullname_override: str = setting(
         "",
-        json_schema_extra=flag("--kps-fullname-override"),
-        description="The chart's fullnameOverride value, if your release sets one (the service names then "
+        "--kps-fullname-override",
+        "The chart's fullnameOverride value, if your release sets one (the service names then "
         "start with it).",
     )
-    prometheus_namespace: str = Field(
+    prometheus_namespace: str = setting(
         "monitoring",
-        json_schema_extra=flag("--prometheus-namespace"),
-        description="Namespace of Prometheus (and of a PrometheusAgent, if one scrapes instead).",
+        "--prometheus-namespace",
+        "Namespace of Prometheus (and of a PrometheusAgent, if one scrapes instead).",
     )
     prometheus_pod_labels: dict[str, str] = Field(
         default_factory=lambda: _pod_labels(kps.PROMETHEUS_POD),
@@ -68,10 +68,10 @@ class ClusterOptions(BaseModel):
         description="KEY=VALUE label of PrometheusAgent pods in the Prometheus namespace, also let in to "
         "scrape the exporters (repeatable).",
     )
-    extra_scraper_namespace: str = Field(
+    extra_scraper_namespace: str = setting(
         "",
-        json_schema_extra=flag("--extra-scraper-namespace"),
-        description="Namespace of another scraper let in to the exporters (Grafana Alloy, vmagent, an "
+        "--extra-scraper-namespace",
+        "Namespace of another scraper let in to the exporters (Grafana Alloy, vmagent, an "
         "OpenTelemetry collector). Empty: none.",
     )
     extra_scraper_pod_labels: dict[str, str] = Field(
@@ -80,44 +80,44 @@ class ClusterOptions(BaseModel):
         description="KEY=VALUE label of that scraper's pods (repeatable). None: every pod of "
         "--extra-scraper-namespace.",
     )
-    alertmanager_namespace: str = Field(
+    alertmanager_namespace: str = setting(
         "monitoring",
-        json_schema_extra=flag("--alertmanager-namespace"),
-        description="Namespace Alertmanager runs in; it posts alerts to the runbook service.",
+        "--alertmanager-namespace",
+        "Namespace Alertmanager runs in; it posts alerts to the runbook service.",
     )
     alertmanager_pod_labels: dict[str, str] = Field(
         default_factory=lambda: _pod_labels(kps.ALERTMANAGER_POD),
         json_schema_extra=flag("--alertmanager-pod-label"),
         description="KEY=VALUE label of the Alertmanager pods, for the NetworkPolicies (repeatable).",
     )
-    people_namespace: str = Field(
+    people_namespace: str = setting(
         "",
-        json_schema_extra=flag("--people-namespace"),
-        description="Namespace whose pods may open the runbook pages, e.g. your ingress controller's. "
+        "--people-namespace",
+        "Namespace whose pods may open the runbook pages, e.g. your ingress controller's. "
         "Empty: none (kubectl port-forward still works).",
     )
-    gpu_operator_namespace: str = Field(
+    gpu_operator_namespace: str = setting(
         "gpu-operator",
-        json_schema_extra=flag("--gpu-operator-namespace"),
-        description="Namespace of the NVIDIA GPU Operator, whose dcgm-exporter `--dcgm gpu-operator` reads.",
+        "--gpu-operator-namespace",
+        "Namespace of the NVIDIA GPU Operator, whose dcgm-exporter `--dcgm gpu-operator` reads.",
     )
-    create_namespace: bool = Field(
+    create_namespace: bool = setting(
         True,
-        json_schema_extra=flag("--create-namespace/--no-create-namespace"),
-        description="Include the Namespace object (then `kubectl delete -k` deletes it). Refused for a "
+        "--create-namespace/--no-create-namespace",
+        "Include the Namespace object (then `kubectl delete -k` deletes it). Refused for a "
         "namespace that the monitoring stack, the GPU Operator or Kubernetes uses: pass "
         "--no-create-namespace to put servescope into a namespace you manage.",
     )
-    prometheus_url: str = Field(
+    prometheus_url: str = setting(
         "",
-        json_schema_extra=flag("--prometheus-url"),
-        description="Prometheus for the runbooks' PromQL steps. Empty: kube-prometheus-stack's service, "
+        "--prometheus-url",
+        "Prometheus for the runbooks' PromQL steps. Empty: kube-prometheus-stack's service, "
         "http://<fullname>-prometheus.<prometheus-namespace>.svc:9090, named as the chart names it.",
     )
-    alertmanager_url: str = Field(
+    alertmanager_url: str = setting(
         "",
-        json_schema_extra=flag("--alertmanager-url"),
-        description="Alertmanager for the runbooks' silence steps. Empty: kube-prometheus-stack's service, "
+        "--alertmanager-url",
+        "Alertmanager for the runbooks' silence steps. Empty: kube-prometheus-stack's service, "
         "http://<fullname>-alertmanager.<alertmanager-namespace>.svc:9093.",
     )
 

@@ -8,7 +8,7 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from servescope.alerts.config import AlertsConfig
 from servescope.common.hosts import HOST_PORT_PATTERN
-from servescope.common.settings_cli import cli_flag
+from servescope.common.settings_cli import cli_flag, setting
 from servescope.deploy import checks
 from servescope.deploy.cluster import ClusterOptions, flag
 from servescope.deploy.names import (
@@ -37,47 +37,45 @@ VLLM_DROP_SERIES = (
 class DeployOptions(ClusterOptions):
     """Defaults fit a GPU Operator cluster monitored by kube-prometheus-stack (docs/kubernetes.md)."""
 
-    image: str = Field(
+    image: str = setting(
         DEFAULT_IMAGE,
-        json_schema_extra=flag("--image"),
-        description="Container image of the exporter and the runbook service (built from deploy/Dockerfile).",
+        "--image",
+        "Container image of the exporter and the runbook service (built from deploy/Dockerfile).",
     )
-    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
-        "IfNotPresent",
-        json_schema_extra=flag("--image-pull-policy"),
-        description="Always, IfNotPresent or Never.",
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = setting(
+        "IfNotPresent", "--image-pull-policy", "Always, IfNotPresent or Never."
     )
-    topology: Topology = Field(
+    topology: Topology = setting(
         "exporter",
-        json_schema_extra=flag("--topology"),
-        description="exporter: each exporter finds and scrapes the engines on its node (the derived signals "
+        "--topology",
+        "exporter: each exporter finds and scrapes the engines on its node (the derived signals "
         "need it; hostPID and ptrace for the socket walk). podmonitor: Prometheus scrapes the engines "
         "through a PodMonitor; the exporter adds GPU series and servescope_gpu_pod_info only, with no "
         "hostPID and no capability.",
     )
-    process_memory: bool = Field(
+    process_memory: bool = setting(
         False,
-        json_schema_extra=flag("--process-memory/--no-process-memory"),
-        description="With --topology podmonitor: still give the exporter hostPID, UID 0, SYS_PTRACE and "
+        "--process-memory/--no-process-memory",
+        "With --topology podmonitor: still give the exporter hostPID, UID 0, SYS_PTRACE and "
         "DAC_READ_SEARCH, so per-process GPU memory names its processes. The exporter topology has them "
         "anyway.",
     )
-    pod_resources: bool = Field(
+    pod_resources: bool = setting(
         True,
-        json_schema_extra=flag("--pod-resources/--no-pod-resources"),
-        description="Mount the kubelet's pod-resources socket folder read-only (GPU -> pod attribution, "
+        "--pod-resources/--no-pod-resources",
+        "Mount the kubelet's pod-resources socket folder read-only (GPU -> pod attribution, "
         "servescope_gpu_pod_info). It takes UID 0, no capability. Off: no hostPath at all.",
     )
-    passthrough: bool = Field(
+    passthrough: bool = setting(
         False,
-        json_schema_extra=flag("--passthrough/--no-passthrough"),
-        description="Let the exporter re-export each engine's own vllm:* series. Off on Kubernetes: "
+        "--passthrough/--no-passthrough",
+        "Let the exporter re-export each engine's own vllm:* series. Off on Kubernetes: "
         "Prometheus scrapes the engines itself, and the same series would be stored twice.",
     )
-    host_network: bool = Field(
+    host_network: bool = setting(
         False,
-        json_schema_extra=flag("--host-network/--no-host-network"),
-        description="Run the exporter in the node's network namespace (NetworkPolicies do not apply to it). "
+        "--host-network/--no-host-network",
+        "Run the exporter in the node's network namespace (NetworkPolicies do not apply to it). "
         "Not needed to reach engines: the exporter reads each engine's own network namespace.",
     )
     node_selector: dict[str, str] = Field(
@@ -86,43 +84,42 @@ class DeployOptions(ClusterOptions):
         description="KEY=VALUE node label the exporter's nodes carry (repeatable; the default is the GPU "
         "Operator's nvidia.com/gpu.present=true).",
     )
-    runtime_class: str = Field(
+    runtime_class: str = setting(
         "nvidia",
-        json_schema_extra=flag("--runtime-class"),
-        description="runtimeClassName of the exporter pods: the GPU Operator's `nvidia` class (since its "
+        "--runtime-class",
+        "runtimeClassName of the exporter pods: the GPU Operator's `nvidia` class (since its "
         "v25.10, CDI is on and nvidia is not the default runtime). Empty: the node's default runtime.",
     )
-    priority_class: str = Field(
+    priority_class: str = setting(
         "system-node-critical",
-        json_schema_extra=flag("--priority-class"),
-        description="priorityClassName of the exporter pods, as dcgm-exporter and the GPU Operator use. "
-        "Empty: none.",
+        "--priority-class",
+        "priorityClassName of the exporter pods, as dcgm-exporter and the GPU Operator use. Empty: none.",
     )
-    dcgm: DcgmSource = Field(
+    dcgm: DcgmSource = setting(
         "gpu-operator",
-        json_schema_extra=flag("--dcgm"),
-        description="Where DCGM fields come from. gpu-operator: the Operator's dcgm-exporter on the same "
+        "--dcgm",
+        "Where DCGM fields come from. gpu-operator: the Operator's dcgm-exporter on the same "
         "node, through a Service with internalTrafficPolicy Local in --gpu-operator-namespace. "
         "exporter-url: --dcgm-exporter-url. dcgmi: the image's dcgmi (built with DCGM=1). off: none.",
     )
-    dcgm_host: str = Field(
+    dcgm_host: str = setting(
         "",
-        pattern=HOST_PORT_PATTERN,
-        json_schema_extra=flag("--dcgm-host"),
-        description="With --dcgm dcgmi: the host engine `dcgmi dmon --host` connects to. Empty: the GPU "
+        "--dcgm-host",
+        "With --dcgm dcgmi: the host engine `dcgmi dmon --host` connects to. Empty: the GPU "
         "Operator's standalone one, nvidia-dcgm.<gpu-operator-namespace>.svc:5555.",
+        pattern=HOST_PORT_PATTERN,
     )
-    dcgm_exporter_url: str = Field(
+    dcgm_exporter_url: str = setting(
         "",
-        json_schema_extra=flag("--dcgm-exporter-url"),
-        description="With --dcgm exporter-url: the dcgm-exporter to read, e.g. "
+        "--dcgm-exporter-url",
+        "With --dcgm exporter-url: the dcgm-exporter to read, e.g. "
         "http://$(NODE_IP):9400/metrics where it listens on the host network ($(NODE_IP) is the node's "
         "address).",
     )
-    scrape_interval: str = Field(
+    scrape_interval: str = setting(
         "15s",
-        json_schema_extra=flag("--scrape-interval"),
-        description="How often Prometheus scrapes each exporter and engine (a Prometheus duration).",
+        "--scrape-interval",
+        "How often Prometheus scrapes each exporter and engine (a Prometheus duration).",
     )
     vllm_pod_labels: dict[str, str] = Field(
         default_factory=lambda: {"app.kubernetes.io/name": "vllm"},
@@ -130,59 +127,59 @@ class DeployOptions(ClusterOptions):
         description="With --topology podmonitor: KEY=VALUE label of the engine pods the PodMonitor selects "
         "(repeatable).",
     )
-    vllm_port: str = Field(
+    vllm_port: str = setting(
         "http",
-        json_schema_extra=flag("--vllm-port"),
-        description="With --topology podmonitor: name of the engine container's port serving /metrics.",
+        "--vllm-port",
+        "With --topology podmonitor: name of the engine container's port serving /metrics.",
     )
     vllm_namespaces: list[str] = Field(
         default_factory=list,
         json_schema_extra=flag("--vllm-namespace"),
         description="With --topology podmonitor: namespaces of the engine pods (repeatable). None: all.",
     )
-    vllm_drop_series: str = Field(
+    vllm_drop_series: str = setting(
         VLLM_DROP_SERIES,
-        json_schema_extra=flag("--vllm-drop-series"),
-        description="With --topology podmonitor: regular expression of the engine series names the "
+        "--vllm-drop-series",
+        "With --topology podmonitor: regular expression of the engine series names the "
         "PodMonitor drops before they are stored. The default drops the _created series and the histograms "
         "no rule reads (docs/scale-out.md). Empty: keep every series.",
     )
-    agent: bool = Field(
+    agent: bool = setting(
         False,
-        json_schema_extra=flag("--agent/--no-agent"),
-        description="Scrape servescope's targets with a PrometheusAgent in servescope's namespace that "
+        "--agent/--no-agent",
+        "Scrape servescope's targets with a PrometheusAgent in servescope's namespace that "
         "remote-writes to --remote-write-url (docs/scale-out.md); the central Prometheus then does not "
         "scrape them.",
     )
-    remote_write_url: str = Field(
+    remote_write_url: str = setting(
         "",
-        json_schema_extra=flag("--remote-write-url"),
-        description="With --agent: where it writes. Empty: kube-prometheus-stack's Prometheus, "
+        "--remote-write-url",
+        "With --agent: where it writes. Empty: kube-prometheus-stack's Prometheus, "
         "http://<fullname>-prometheus.<prometheus-namespace>.svc:9090/api/v1/write (enable its "
         "remote-write receiver).",
     )
-    agent_shards: int = Field(
+    agent_shards: int = setting(
         1,
+        "--agent-shards",
+        "With --agent: shards the targets are spread over (prometheus-operator `shards`).",
         ge=1,
         le=64,
-        json_schema_extra=flag("--agent-shards"),
-        description="With --agent: shards the targets are spread over (prometheus-operator `shards`).",
     )
-    runbook_url: str = Field(
+    runbook_url: str = setting(
         "",
-        json_schema_extra=flag("--runbook-url"),
-        description="Base of every alert's runbook_url, as people's browsers reach the runbook service "
+        "--runbook-url",
+        "Base of every alert's runbook_url, as people's browsers reach the runbook service "
         "(e.g. your ingress). Empty: http://servescope-runbooks.<namespace>.svc:9110.",
     )
-    grafana_url: str = Field(
+    grafana_url: str = setting(
         AlertsConfig.model_fields["dashboard_base_url"].default,
-        json_schema_extra=flag("--grafana-url"),
-        description="Base of the dashboard links in the alerts' annotations.",
+        "--grafana-url",
+        "Base of the dashboard links in the alerts' annotations.",
     )
-    incidents_pvc: str = Field(
+    incidents_pvc: str = setting(
         "",
-        json_schema_extra=flag("--incidents-pvc"),
-        description="An existing PersistentVolumeClaim keeping the runbook service's incidents and audit "
+        "--incidents-pvc",
+        "An existing PersistentVolumeClaim keeping the runbook service's incidents and audit "
         "log. Empty: an emptyDir, lost when the pod goes.",
     )
 

@@ -5,57 +5,38 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
-from pydantic.config import JsonDict
+from pydantic import BaseModel, field_validator
 
+from servescope.common.settings_cli import setting
 from servescope.load.client import Api
 from servescope.load.schedule import Arrival
-
-
-def _flag(name: str) -> JsonDict:
-    return {"cli": name}
 
 
 class TargetSettings(BaseModel):
     """Which endpoint, and what each request asks of it."""
 
-    url: str = Field(
-        "http://127.0.0.1:8000",
-        json_schema_extra=_flag("--url"),
-        description="Base URL of the OpenAI-compatible server (without /v1).",
+    url: str = setting(
+        "http://127.0.0.1:8000", "--url", "Base URL of the OpenAI-compatible server (without /v1)."
     )
-    model: str = Field(
-        "",
-        json_schema_extra=_flag("--model"),
-        description="Model name to ask for. Empty: the first of the server's /v1/models.",
+    model: str = setting("", "--model", "Model name to ask for. Empty: the first of the server's /v1/models.")
+    api: Api = setting(
+        "completions", "--api", "completions (/v1/completions) or chat (/v1/chat/completions)."
     )
-    api: Api = Field(
-        "completions",
-        json_schema_extra=_flag("--api"),
-        description="completions (/v1/completions) or chat (/v1/chat/completions).",
-    )
-    stream: bool = Field(
+    stream: bool = setting(
         True,
-        json_schema_extra=_flag("--stream/--no-stream"),
-        description="Stream (SSE): TTFT is the first content token. Without it TTFT is the whole answer.",
+        "--stream/--no-stream",
+        "Stream (SSE): TTFT is the first content token. Without it TTFT is the whole answer.",
     )
-    ignore_eos: bool = Field(
+    ignore_eos: bool = setting(
+        True, "--ignore-eos/--no-ignore-eos", "Ask vLLM to generate exactly the output length (ignore_eos)."
+    )
+    timeout_s: float = setting(
+        30.0, "--timeout", "Per-request timeout, seconds (counted as error reason timeout).", gt=0, le=600
+    )
+    engine_metrics: bool = setting(
         True,
-        json_schema_extra=_flag("--ignore-eos/--no-ignore-eos"),
-        description="Ask vLLM to generate exactly the output length (ignore_eos).",
-    )
-    timeout_s: float = Field(
-        30.0,
-        gt=0,
-        le=600,
-        json_schema_extra=_flag("--timeout"),
-        description="Per-request timeout, seconds (counted as error reason timeout).",
-    )
-    engine_metrics: bool = Field(
-        True,
-        json_schema_extra=_flag("--engine-metrics/--no-engine-metrics"),
-        description="Sample the server's /metrics during the run (vLLM's "
-        "running/waiting and TTFT histogram).",
+        "--engine-metrics/--no-engine-metrics",
+        "Sample the server's /metrics during the run (vLLM's running/waiting and TTFT histogram).",
     )
 
     @field_validator("url")
@@ -69,106 +50,68 @@ class TargetSettings(BaseModel):
 class LoadSettings(BaseModel):
     """The load: loop mode, rate or concurrency, arrivals, lengths, bounds."""
 
-    mode: Literal["open", "closed"] = Field(
+    mode: Literal["open", "closed"] = setting(
         "open",
-        json_schema_extra=_flag("--mode"),
-        description="open: arrivals on a precomputed schedule, latency "
+        "--mode",
+        "open: arrivals on a precomputed schedule, latency "
         "from the scheduled time. closed: fixed concurrency (each "
         "client waits for its answer; hides queueing).",
     )
-    rate: float = Field(
-        1.0,
-        gt=0,
-        le=100_000,
-        json_schema_extra=_flag("--rate"),
-        description="Open loop: offered requests per second.",
-    )
-    concurrency: int = Field(
-        1,
-        ge=1,
-        le=10_000,
-        json_schema_extra=_flag("--concurrency"),
-        description="Closed loop: concurrent clients.",
-    )
-    duration_s: float = Field(
+    rate: float = setting(1.0, "--rate", "Open loop: offered requests per second.", gt=0, le=100_000)
+    concurrency: int = setting(1, "--concurrency", "Closed loop: concurrent clients.", ge=1, le=10_000)
+    duration_s: float = setting(
         30.0,
+        "--duration",
+        "Seconds of schedule (the run drains its in-flight requests after).",
         gt=0,
         le=86_400,
-        json_schema_extra=_flag("--duration"),
-        description="Seconds of schedule (the run drains its in-flight requests after).",
     )
-    arrival: Arrival = Field(
-        "poisson",
-        json_schema_extra=_flag("--arrival"),
-        description="constant, poisson, or gamma (burstiness set by --cv).",
+    arrival: Arrival = setting(
+        "poisson", "--arrival", "constant, poisson, or gamma (burstiness set by --cv)."
     )
-    cv: float = Field(
+    cv: float = setting(
         1.0,
+        "--cv",
+        "Gamma arrivals: coefficient of variation of the gaps (1 = Poisson, >1 bursty).",
         gt=0,
         le=20,
-        json_schema_extra=_flag("--cv"),
-        description="Gamma arrivals: coefficient of variation of the gaps (1 = Poisson, >1 bursty).",
     )
-    prompt_tokens: int = Field(
-        128,
-        ge=1,
-        le=1_000_000,
-        json_schema_extra=_flag("--prompt-tokens"),
-        description="Mean prompt length, tokens.",
+    prompt_tokens: int = setting(128, "--prompt-tokens", "Mean prompt length, tokens.", ge=1, le=1_000_000)
+    output_tokens: int = setting(32, "--output-tokens", "Mean output length, tokens.", ge=1, le=1_000_000)
+    spread: float = setting(
+        0.0, "--spread", "Uniform spread of both lengths around their mean (0.2 = +-20 %).", ge=0, lt=1
     )
-    output_tokens: int = Field(
-        32,
-        ge=1,
-        le=1_000_000,
-        json_schema_extra=_flag("--output-tokens"),
-        description="Mean output length, tokens.",
+    shapes: Path | None = setting(
+        None, "--shapes", "JSONL of {prompt_tokens, output_tokens} per line, drawn from instead of the means."
     )
-    spread: float = Field(
-        0.0,
-        ge=0,
-        lt=1,
-        json_schema_extra=_flag("--spread"),
-        description="Uniform spread of both lengths around their mean (0.2 = +-20 %).",
-    )
-    shapes: Path | None = Field(
-        None,
-        json_schema_extra=_flag("--shapes"),
-        description="JSONL of {prompt_tokens, output_tokens} per line, drawn from instead of the means.",
-    )
-    max_in_flight: int = Field(
+    max_in_flight: int = setting(
         256,
+        "--max-in-flight",
+        "Cap on requests in flight; past it sends go out late (schedule lag), never dropped.",
         ge=1,
         le=10_000,
-        json_schema_extra=_flag("--max-in-flight"),
-        description="Cap on requests in flight; past it sends go out late (schedule lag), never dropped.",
     )
-    max_lag_s: float = Field(
-        0.05,
-        gt=0,
-        le=60,
-        json_schema_extra=_flag("--max-lag"),
-        description="Scheduling-lag p99 bound, seconds; above it the run is invalid.",
+    max_lag_s: float = setting(
+        0.05, "--max-lag", "Scheduling-lag p99 bound, seconds; above it the run is invalid.", gt=0, le=60
     )
-    seed: int = Field(0, json_schema_extra=_flag("--seed"), description="Seed of the schedule and lengths.")
+    seed: int = setting(0, "--seed", "Seed of the schedule and lengths.")
 
 
 class OutputSettings(BaseModel):
     """Where the run reports and exposes itself."""
 
-    metrics_port: int = Field(
+    metrics_port: int = setting(
         0,
+        "--metrics-port",
+        "Expose the run's own Prometheus metrics on this port (127.0.0.1); 0: not exposed.",
         ge=0,
         le=65535,
-        json_schema_extra=_flag("--metrics-port"),
-        description="Expose the run's own Prometheus metrics on this port (127.0.0.1); 0: not exposed.",
     )
-    json_out: Path | None = Field(
-        None, json_schema_extra=_flag("--json"), description="Write the run's summary as JSON to this file."
-    )
-    ceiling: float = Field(
+    json_out: Path | None = setting(None, "--json", "Write the run's summary as JSON to this file.")
+    ceiling: float = setting(
         0.0,
-        ge=0,
-        json_schema_extra=_flag("--ceiling"),
-        description="The client's measured ceiling (req/s, `servescope load calibrate`); "
+        "--ceiling",
+        "The client's measured ceiling (req/s, `servescope load calibrate`); "
         "a result above 70 % of it is refused. 0: not checked.",
+        ge=0,
     )
