@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from servescope.capacity.steps import quantile
 from servescope.load.records import StepResult
-from servescope.load.summary import path_seconds
+from servescope.load.summary import ttft_agreement
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,28 +48,15 @@ class CrossCheck:
     path_s: float = 0.0  # mean client TTFT minus the engine's mean (HTTP, API server), discounted
 
 
-def cross_check(step: StepResult, q: float = 0.99) -> CrossCheck | None:
-    """Compare client and engine TTFT at `q`; None when the runner read no engine histogram."""
-    buckets = step.engine_ttft_buckets
-    if not buckets or buckets[-1][1] <= 0:
+def cross_check(step: StepResult) -> CrossCheck | None:
+    """The load runner's client-versus-engine TTFT agreement of a step, as the capacity report keeps it.
+
+    None when the runner read no engine histogram. One definition for `servescope load` and capacity:
+    the client's P99 from the send, never below the engine's P99 bucket, above it by no more than the
+    measured path between them and the client's own lag.
+    """
+    agreement = ttft_agreement(step)
+    if agreement is None:
         return None
-    # The engine counts a request once its first token is out: the client's side counts the same ones.
-    ttfts = [r.ttft_s for r in step.records if r.ttft_s is not None]
-    client = quantile(ttfts, q)
-    low, high = engine_quantile_bucket(buckets, q)
-    # The histogram's bucket edges bound its quantile; the client's must fall in the same bucket, once
-    # the path the engine's clock leaves out (measured as the difference of the means) is allowed for.
-    path = path_seconds(ttfts, step.engine_ttft_mean_s)
-    return CrossCheck(step.offered, client, low, high, low <= client <= high + path, path)
-
-
-def engine_quantile_bucket(buckets: Sequence[tuple[float, float]], q: float) -> tuple[float, float]:
-    """(lower, upper) edge of the cumulative bucket where the `q` quantile falls."""
-    total = buckets[-1][1]
-    target = q * total
-    lower = 0.0
-    for bound, cumulative in buckets:
-        if cumulative >= target:
-            return lower, bound
-        lower = bound
-    return lower, math.inf
+    low, high = agreement.bucket
+    return CrossCheck(step.offered, agreement.client_p99_s, low, high, agreement.agrees, agreement.path_s)

@@ -6,9 +6,10 @@ import math
 
 import pytest
 
-from servescope.capacity.sizing import cross_check, engine_quantile_bucket, provision
+from servescope.capacity.sizing import cross_check, provision
 from servescope.capacity.steps import Slo, backlog_reason, quantile, summarise
 from servescope.load.records import EngineSample, RequestRecord, StepResult
+from servescope.load.validity import bucket_bounds
 
 
 def _request(at: float, ttft: float, e2e: float, tokens: int = 10) -> RequestRecord:
@@ -74,7 +75,7 @@ def test_provisioning_loads_each_replica_to_80_percent_of_the_knee_lower_bound()
 
 def test_cross_check_finds_the_bucket_of_the_engine_p99() -> None:
     buckets = ((0.1, 50.0), (0.25, 90.0), (0.5, 99.0), (1.0, 100.0), (math.inf, 100.0))
-    assert engine_quantile_bucket(buckets, 0.99) == (0.25, 0.5)
+    assert bucket_bounds(buckets, 0.99) == (0.25, 0.5)
     records = [_request(i * 0.1, 0.05, 1.0) for i in range(89)] + [_request(0, 0.3, 1.0) for _ in range(11)]
     agreeing = StepResult("open", 10.0, 10.0, tuple(records), engine_ttft_buckets=buckets)
     check = cross_check(agreeing)
