@@ -9,6 +9,7 @@ import html
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 import httpx
@@ -17,7 +18,10 @@ import pytest
 from servescope.runbooks.audit import MAX_RECORD_BYTES, AuditLog
 from tests.faults.runbook_peers import ALERT, TOKEN, run_step, runbook_server
 from tests.runbook.fakes import fake_kubectl
-from tests.runbook.test_browser import _chromium
+from tests.support.browser import headless_chromium
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Dialog
 
 pytestmark = pytest.mark.e2e
 
@@ -85,22 +89,22 @@ def test_the_execute_confirmation_shows_every_bound_parameter(tmp_path: Path) ->
 
 
 def test_chromium_shows_the_bound_parameters_before_executing(tmp_path: Path) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install the test extras (playwright)")
     crafted = {"node": "prod-db-1", "gpu": "0"}
     kubectl, marker = fake_kubectl(tmp_path)
-    with runbook_server(tmp_path / "server", kubectl=kubectl) as server, sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=_chromium(), headless=True, args=["--no-sandbox"])
-        try:
-            page = browser.new_page()
-            asked: list[str] = []
-            page.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
-            page.goto(f"{server.base}/runbooks/{ALERT}?{urlencode(crafted)}")
-            page.fill("#token", TOKEN)
-            page.check("#exec-cordon")
-            page.click("#run-cordon")
-            page.wait_for_timeout(300)
-        finally:
-            browser.close()
+    with runbook_server(tmp_path / "server", kubectl=kubectl) as server, headless_chromium() as (_, browser):
+        page = browser.new_page()
+        asked: list[str] = []
+
+        def dismiss(dialog: Dialog) -> None:
+            asked.append(dialog.message)
+            dialog.dismiss()
+
+        page.on("dialog", dismiss)
+        page.goto(f"{server.base}/runbooks/{ALERT}?{urlencode(crafted)}")
+        page.fill("#token", TOKEN)
+        page.check("#exec-cordon")
+        page.click("#run-cordon")
+        page.wait_for_timeout(300)
         outcomes = [r["outcome"] for r in server.audit()]
     assert len(asked) == 1
     assert "cordon_node(node='prod-db-1')" in asked[0] and 'gpu="0"' in asked[0], asked[0]

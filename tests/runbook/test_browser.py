@@ -6,7 +6,6 @@ the browser Playwright would download is not used.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,18 +16,12 @@ import pytest
 
 from tests.runbook.webhook.notices import alert, payload
 from tests.support import SERVESCOPE, Served, servescope_serving, start_child, stop, wait_for
+from tests.support.browser import headless_chromium
 from tests.support.servers import RUNBOOK_LISTENING
 
 pytestmark = pytest.mark.e2e
 ALERT = "ServescopeGpuMemoryLeakSuspected"
 SCREENSHOT = Path("/tmp/runbook-page.png")
-
-
-def _chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        pytest.fail("chromium is not installed: `make test` installs Debian's chromium package")
-    return path
 
 
 EXPORTER_ARGS = ("--simulate", "--gpus", "2", "--engines", "1", "--seed", "5", "--derived-interval", "1")
@@ -68,7 +61,6 @@ def runbook_server(exporter: Served, tmp_path_factory: pytest.TempPathFactory) -
 
 
 def test_runbook_page_in_chromium(exporter: Served, runbook_server: str, tmp_path: Path) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install the test extras (playwright)")
     gpus = httpx.get(f"{exporter.base}/api/v1/gpus", timeout=10).json()["gpus"]
     uuid = next(g["uuid"] for g in gpus if str(g.get("gpu", g.get("index"))) == "0")
     labels = {
@@ -78,33 +70,27 @@ def test_runbook_page_in_chromium(exporter: Served, runbook_server: str, tmp_pat
         "uuid": uuid,
     }
     url = f"{runbook_server}/runbooks/{ALERT}?{urlencode(labels)}"
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=_chromium(), headless=True, args=["--no-sandbox"]
+    with headless_chromium() as (sync_api, browser):
+        page = browser.new_page(viewport={"width": 1100, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(url)
+        assert page.title() == f"{ALERT} runbook"
+        page.click("#run-gpu-snapshot")
+        output = page.locator("#out-gpu-snapshot")
+        sync_api.expect(output).to_contain_text("OK", timeout=20_000)
+        sync_api.expect(output).to_contain_text(uuid)
+        image = page.locator("#memory-curve")
+        image.scroll_into_view_if_needed()
+        page.wait_for_function(
+            "() => { const i = document.getElementById('memory-curve');"
+            " return i.complete && i.naturalWidth > 0; }",
+            timeout=20_000,
         )
-        try:
-            page = browser.new_page(viewport={"width": 1100, "height": 900})
-            errors: list[str] = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.goto(url)
-            assert page.title() == f"{ALERT} runbook"
-            page.click("#run-gpu-snapshot")
-            output = page.locator("#out-gpu-snapshot")
-            sync_api.expect(output).to_contain_text("OK", timeout=20_000)
-            sync_api.expect(output).to_contain_text(uuid)
-            image = page.locator("#memory-curve")
-            image.scroll_into_view_if_needed()
-            page.wait_for_function(
-                "() => { const i = document.getElementById('memory-curve');"
-                " return i.complete && i.naturalWidth > 0; }",
-                timeout=20_000,
-            )
-            assert image.evaluate("i => i.naturalWidth") > 0
-            page.locator("#step-gpu-snapshot").scroll_into_view_if_needed()
-            shot = page.screenshot(full_page=True)
-            assert not errors, errors
-        finally:
-            browser.close()
+        assert image.evaluate("i => i.naturalWidth") > 0
+        page.locator("#step-gpu-snapshot").scroll_into_view_if_needed()
+        shot = page.screenshot(full_page=True)
+        assert not errors, errors
     (tmp_path / "runbook-page.png").write_bytes(shot)
     SCREENSHOT.write_bytes(shot)
 

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from servescope.tune.cli import SimulatedLauncher, write_reports
 from servescope.tune.space import parse_space
 from servescope.tune.strategies import run_study
+from tests.support.browser import headless_chromium
 
 pytestmark = pytest.mark.e2e
 DOCS_SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "images" / "capacity-report.png"
@@ -30,48 +30,33 @@ SPACE = {
 }
 
 
-def _chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        pytest.fail("chromium is not installed: `make test` installs Debian's chromium package")
-    return path
-
-
 def test_the_report_renders_every_chart_in_headless_chromium(tmp_path: Path) -> None:
-    from playwright import sync_api
-
     space = parse_space(SPACE)
     study = run_study(space, SimulatedLauncher(space.warmup_s), "grid", remeasure=3)
     write_reports(study, tmp_path)
     requests: list[str] = []
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=_chromium(), headless=True, args=["--no-sandbox"]
-        )
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            errors: list[str] = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.on("request", lambda request: requests.append(request.url))
-            page.goto((tmp_path / "tune.html").as_uri())
-            charts = page.locator("svg")
-            assert charts.count() == 5
-            for i in range(5):
-                box = charts.nth(i).bounding_box()
-                assert box is not None and box["width"] > 600 and box["height"] > 300
-                assert charts.nth(i).locator("circle").count() > 0  # every chart has points
-            titles = charts.evaluate_all("svgs => svgs.map(s => s.querySelector('text').textContent)")
-            assert titles[:3] == [
-                "Offered rate vs ttft p99",
-                "Goodput (requests/s meeting every SLO)",
-                "Throughput vs running batch",
-            ]
-            assert titles[3:] == ["Search progress (grid)", "Pareto front"]
-            assert page.locator("svg rect").count() >= 3  # the knee intervals of the top candidates
-            shot = page.screenshot(full_page=True)
-            assert not errors, errors
-        finally:
-            browser.close()
+    with headless_chromium() as (_, browser):
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.on("request", lambda request: requests.append(request.url))
+        page.goto((tmp_path / "tune.html").as_uri())
+        charts = page.locator("svg")
+        assert charts.count() == 5
+        for i in range(5):
+            box = charts.nth(i).bounding_box()
+            assert box is not None and box["width"] > 600 and box["height"] > 300
+            assert charts.nth(i).locator("circle").count() > 0  # every chart has points
+        titles = charts.evaluate_all("svgs => svgs.map(s => s.querySelector('text').textContent)")
+        assert titles[:3] == [
+            "Offered rate vs ttft p99",
+            "Goodput (requests/s meeting every SLO)",
+            "Throughput vs running batch",
+        ]
+        assert titles[3:] == ["Search progress (grid)", "Pareto front"]
+        assert page.locator("svg rect").count() >= 3  # the knee intervals of the top candidates
+        shot = page.screenshot(full_page=True)
+        assert not errors, errors
     assert requests == [(tmp_path / "tune.html").as_uri()]  # self-contained: nothing else fetched
     assert shot[:8] == b"\x89PNG\r\n\x1a\n"
     (tmp_path / "capacity-report.png").write_bytes(shot)
