@@ -7,6 +7,7 @@ CASES to check that each alert has a firing, a silent-before-`for` and a recover
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -74,6 +75,47 @@ def check(alert_name: str, eval_time: str, *expected: dict[str, Any]) -> dict[st
     return {"eval_time": eval_time, "alertname": alert_name, "exp_alerts": list(expected)}
 
 
+NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
+# An expression that reads these depends on every alert of the bundle.
+EVERY_ALERT = {"ALERTS", "ALERTS_FOR_STATE"}
+
+
+def names_read(rule: dict[str, Any]) -> set[str]:
+    """Every name its expression and templates (a template may `query`) could read."""
+    texts = [rule["expr"], *rule.get("annotations", {}).values(), *rule.get("labels", {}).values()]
+    return {name for text in texts for name in NAME.findall(str(text))}
+
+
+def groups_needed_by(tests: list[dict[str, Any]], rules: Path, tmp_path: Path) -> Path:
+    """`rules` cut down to the groups the cases depend on: the groups of the alerts they check and of
+    every recording rule those (or the cases' expressions) read, transitively; all of them once anything
+    reads ALERTS. The other groups cannot change what the cases see, and evaluating them at every step of
+    days of series is most of promtool's time. The rules kept are the built ones, unchanged."""
+    document = yaml.safe_load(rules.read_text())
+    groups = document["groups"]
+    owner = {
+        rule.get("alert") or rule["record"]: group["name"] for group in groups for rule in group["rules"]
+    }
+    names = {check["alertname"] for test in tests for check in test.get("alert_rule_test", [])}
+    names |= {n for test in tests for e in test.get("promql_expr_test", []) for n in NAME.findall(e["expr"])}
+    kept: set[str] = set()
+    while not names & EVERY_ALERT and (new := {owner[n] for n in names if n in owner} - kept):
+        kept |= new
+        names |= {
+            name
+            for group in groups
+            if group["name"] in new
+            for rule in group["rules"]
+            for name in names_read(rule)
+        }
+    if names & EVERY_ALERT:
+        return rules
+    document["groups"] = [group for group in groups if group["name"] in kept]
+    path = tmp_path / "rules_needed.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False, width=200))
+    return path
+
+
 def run_promtool(
     tests: list[dict[str, Any]], tmp_path: Path, evaluation_interval: str = "1m", rules: Path = RULES
 ) -> str:
@@ -84,7 +126,7 @@ def run_promtool(
     )
     path = tmp_path / "rules_test.yaml"
     document = {
-        "rule_files": [str(rules)],
+        "rule_files": [str(groups_needed_by(tests, rules, tmp_path))],
         "evaluation_interval": evaluation_interval,
         # Recording groups first, as listed in the bundle: without an order promtool evaluates groups
         # in a random one, and an alert could read a recording rule's value from the previous step.

@@ -4,7 +4,9 @@ the runbook service's webhook, and the incident must carry the output of its run
 
 The seven stacks (4 simulated H200s, 2 engines: engine 0 on GPUs 0-1, engine 1 on GPUs 2-3) run side by
 side, so the module takes as long as its slowest stack, not the sum; every check polls for what it
-waits for and has its own bound, and stops as soon as it holds. The slowest are steady (5 quiet
+waits for and has its own bound, and stops as soon as it holds. The tests run in the order their stacks
+are done, and each Ctrl-Cs its stack once its checks hold, so that what a finished stack would spend
+on simulating, scraping and evaluating goes to the tests still running. The slowest are steady (5 quiet
 minutes) and memory-leak, so they start first: the leak verdict needs 4 minutes of history whatever
 the rate, and the alert fires 30 to 65 s after it (the exporter refits every 30 s, Prometheus scrapes
 and evaluates every 5 s, `for` is 30 s at the demo profile), about 5 minutes in. At the demo pace
@@ -131,6 +133,7 @@ def test_kv_pressure_pages_with_the_combined_alert_on_the_right_gpus_and_engine(
     incident = _check_delivered(stack, page, 120, endpoint=endpoint)
     assert incident["labels"]["severity"] == "critical"
     _detected(stack, page, pages, incident)
+    stack.release()
 
 
 def _pages_on_gpu_only(stack: Stack, name: str, gpu: str, timeout: float) -> None:
@@ -145,6 +148,21 @@ def test_nvlink_crc_storm_alerts_on_that_gpu_only(stacks: dict[str, Stack]) -> N
     _pages_on_gpu_only(stacks["nvlink-crc"], "ServescopeNvlinkCrcErrors", "1", 240)
 
 
+def test_ctrl_c_stops_every_child(stacks: dict[str, Stack]) -> None:
+    stack = stacks["nvlink-crc"]
+    processes = descendants(stack.process.pid)
+    # The demo's four children, the exporter's two engines and its dcgmi at least.
+    assert len(processes) >= 7, processes
+    stack.process.send_signal(signal.SIGINT)
+    assert stack.process.wait(60) == 0
+    deadline = time.monotonic() + 15
+    alive = processes
+    while alive and time.monotonic() < deadline:
+        alive = {pid for pid in alive if Path(f"/proc/{pid}").exists() and not zombie(pid)}
+        time.sleep(0.5)
+    assert not alive, f"left running after Ctrl-C: {alive}"
+
+
 def test_a_lost_gpu_pages_and_its_xid_79_is_alerted_on(stacks: dict[str, Stack]) -> None:
     stack = stacks["gpu-lost"]
     _pages_on_gpu_only(stack, "ServescopeGpuLost", "2", 180)
@@ -152,6 +170,7 @@ def test_a_lost_gpu_pages_and_its_xid_79_is_alerted_on(stacks: dict[str, Stack])
     # Alertmanager inhibits it under GpuLost once both are active.
     xid = stack.query('max_over_time(ALERTS{alertname="ServescopeGpuXidCritical", alertstate="firing"}[15m])')
     assert {(s["metric"]["gpu"], s["metric"]["xid"]) for s in xid} == {("2", "79")}
+    stack.release()
 
 
 def test_an_engine_down_alerts_with_its_endpoint(stacks: dict[str, Stack]) -> None:
@@ -167,11 +186,31 @@ def test_an_engine_down_alerts_with_its_endpoint(stacks: dict[str, Stack]) -> No
     assert stack.query(f'max_over_time(servescope_engine_gpu_info{{endpoint="{endpoint}", gpu="2"}}[1h])')
     incident = _check_delivered(stack, name, 120, endpoint=endpoint)
     _detected(stack, name, alerts, incident)
+    stack.release()
 
 
 def _oomed(gpu: dict[str, Any]) -> bool:
     """The GPU's engine died of OOM: its memory pool is released and only the driver's reservation is left."""
     return bool(gpu["used_bytes"] < 0.5 * gpu["total_bytes"])
+
+
+def test_a_leak_ends_in_oom_on_that_gpu_only(stacks: dict[str, Stack]) -> None:
+    stack = stacks["fast-leak"]
+    wait_for("the simulated OOM on GPU 0", lambda: _oomed(stack.gpu("0")), 600, every=1.0)
+    others = {index: stack.gpu(index) for index in ("1", "2", "3")}
+    assert not [index for index, gpu in others.items() if _oomed(gpu)], others
+    # The exporter's curve of GPU 0: memory grew by the leak, then fell to the driver's reservation.
+    curve = stack.get("exporter", "/api/v1/gpus/0/memory", window="10m")
+    times, used = zip(*curve["samples"], strict=True)
+    half = 0.5 * curve["total_bytes"]
+    serving = next(i for i, value in enumerate(used) if value >= half)
+    oom = next(i for i in range(serving, len(used)) if used[i] < half)
+    assert max(used[serving:oom]) - used[serving] > 4 * 2**30, "GPU 0 did not leak before its OOM"
+    REPORT["fast-leak"] = {
+        "leak_mib_per_minute": FAST_LEAK_MIB_PER_MINUTE,
+        "oom_after_seconds": round(times[oom] - stack.fault_at, 1),
+    }
+    stack.release()
 
 
 def test_memory_leak_is_flagged_before_the_oom(stacks: dict[str, Stack]) -> None:
@@ -196,24 +235,7 @@ def test_memory_leak_is_flagged_before_the_oom(stacks: dict[str, Stack]) -> None
         "leak_alert_after_seconds": round(leak_firing_at - stack.fault_at, 1),
         "seconds_to_exhaustion_when_flagged": gpu0["seconds_to_exhaustion"],
     }
-
-
-def test_a_leak_ends_in_oom_on_that_gpu_only(stacks: dict[str, Stack]) -> None:
-    stack = stacks["fast-leak"]
-    wait_for("the simulated OOM on GPU 0", lambda: _oomed(stack.gpu("0")), 600, every=1.0)
-    others = {index: stack.gpu(index) for index in ("1", "2", "3")}
-    assert not [index for index, gpu in others.items() if _oomed(gpu)], others
-    # The exporter's curve of GPU 0: memory grew by the leak, then fell to the driver's reservation.
-    curve = stack.get("exporter", "/api/v1/gpus/0/memory", window="10m")
-    times, used = zip(*curve["samples"], strict=True)
-    half = 0.5 * curve["total_bytes"]
-    serving = next(i for i, value in enumerate(used) if value >= half)
-    oom = next(i for i in range(serving, len(used)) if used[i] < half)
-    assert max(used[serving:oom]) - used[serving] > 4 * 2**30, "GPU 0 did not leak before its OOM"
-    REPORT["fast-leak"] = {
-        "leak_mib_per_minute": FAST_LEAK_MIB_PER_MINUTE,
-        "oom_after_seconds": round(times[oom] - stack.fault_at, 1),
-    }
+    stack.release()
 
 
 def test_steady_serving_fires_nothing_but_the_watchdog(stacks: dict[str, Stack]) -> None:
@@ -236,18 +258,4 @@ def test_steady_serving_fires_nothing_but_the_watchdog(stacks: dict[str, Stack])
     names = {i["alertname"] for i in stack.get("runbooks", "/incidents")}
     assert names == {"ServescopeWatchdog"}, names
     REPORT["steady"] = {"seconds_without_an_alert": window}
-
-
-def test_ctrl_c_stops_every_child(stacks: dict[str, Stack]) -> None:
-    stack = stacks["nvlink-crc"]
-    processes = descendants(stack.process.pid)
-    # The demo's four children, the exporter's two engines and its dcgmi at least.
-    assert len(processes) >= 7, processes
-    stack.process.send_signal(signal.SIGINT)
-    assert stack.process.wait(60) == 0
-    deadline = time.monotonic() + 15
-    alive = processes
-    while alive and time.monotonic() < deadline:
-        alive = {pid for pid in alive if Path(f"/proc/{pid}").exists() and not zombie(pid)}
-        time.sleep(0.5)
-    assert not alive, f"left running after Ctrl-C: {alive}"
+    stack.release()

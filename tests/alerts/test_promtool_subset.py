@@ -1,0 +1,52 @@
+"""The promtool cases run on the groups they depend on only: that cut must never leave out a rule a
+case's alert reads, or the cases would test another bundle than the one shipped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.alerts.promtool import ALERTS, NAME, RULES, check, groups_needed_by, names_read
+
+
+def _kept(tmp_path: Path, *tests: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    path = groups_needed_by(list(tests), RULES, tmp_path)
+    return {group["name"]: group["rules"] for group in yaml.safe_load(path.read_text())["groups"]}
+
+
+def _case(*alerts: str, exprs: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {
+        "alert_rule_test": [check(alert, "1m") for alert in alerts],
+        "promql_expr_test": [{"expr": expr, "eval_time": "1m", "exp_samples": []} for expr in exprs],
+    }
+
+
+def test_a_self_contained_group_is_run_alone(tmp_path: Path) -> None:
+    kept = _kept(tmp_path, _case("ServescopeThroughputBelowBaseline"))
+    assert list(kept) == ["servescope-capacity-baseline"]
+
+
+def test_an_alert_on_recorded_ratios_keeps_the_groups_that_record_them(tmp_path: Path) -> None:
+    kept = _kept(tmp_path, _case("ServescopeTtftSloBurnFast"))
+    assert {"servescope-slo", "servescope-slo-records"} <= set(kept), list(kept)
+    assert "servescope-gpu-health" not in kept
+
+
+def test_every_alert_keeps_each_rule_it_reads(tmp_path: Path) -> None:
+    full = yaml.safe_load(RULES.read_text())["groups"]
+    records = {rule["record"] for group in full for rule in group["rules"] if "record" in rule}
+    for alert in ALERTS:
+        kept = _kept(tmp_path, _case(alert))
+        rules = [rule for group in kept.values() for rule in group]
+        defined = {rule.get("alert") or rule["record"] for rule in rules}
+        assert alert in defined, alert
+        read = {name for rule in rules for name in names_read(rule)} & records
+        assert read <= defined, f"{alert}: reads {sorted(read - defined)} from a group left out"
+
+
+def test_reading_alerts_keeps_the_whole_bundle(tmp_path: Path) -> None:
+    expr = 'ALERTS{alertname="ServescopeGpuLost", alertstate="pending"}'
+    assert "ALERTS" in NAME.findall(expr)
+    assert groups_needed_by([_case(exprs=(expr,))], RULES, tmp_path) == RULES
