@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from servescope.capacity.result import CapacityRun
 from servescope.capacity.stats import bootstrap_difference, bootstrap_interval, mann_whitney_greater
-from servescope.capacity.steps import quantile
+from servescope.capacity.steps import latency_quantile
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,7 @@ class Comparison:
 
 
 def _p99(values: Sequence[float]) -> float:
-    return quantile(values, 0.99)
+    return latency_quantile(values, 0.99)
 
 
 def common_rate(a: CapacityRun, b: CapacityRun) -> float:

@@ -6,9 +6,11 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from servescope.load.records import EngineSample, RequestRecord
 
+Method = Literal["linear", "nearest-rank"]
 MIN_ACHIEVED_FRACTION = 0.98
 # A step whose backlog grows is above capacity: waiting (or latency) in its last quarter this many times
 # the first quarter's, and by more than the floor, so jitter on an idle engine does not count.
@@ -20,13 +22,20 @@ MIN_RECORDS_FOR_TREND = 20
 CEILING_FRACTION = 0.7
 
 
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """The q-quantile (0..1) by linear interpolation between order statistics; None when empty."""
+def percentile(values: Sequence[float], q: float, *, method: Method = "linear") -> float | None:
+    """The q-quantile (0..1) of `values`, by `method`; None when empty.
+
+    linear interpolates between order statistics: the load reports' figures over finite times.
+    nearest-rank is always a value some element has: over latencies where a request that never finished
+    is infinite, interpolating beside it gives inf or NaN even where the rank falls on a finite one.
+    """
     if not 0 <= q <= 1:
         raise ValueError(f"quantile {q} is outside 0..1")
     if not values:
         return None
     ordered = sorted(values)
+    if method == "nearest-rank":
+        return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
     position = q * (len(ordered) - 1)
     low = math.floor(position)
     high = min(low + 1, len(ordered) - 1)

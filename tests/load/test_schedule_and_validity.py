@@ -102,6 +102,16 @@ def test_percentile_interpolates() -> None:
     assert percentile(list(map(float, range(101))), 0.99) == pytest.approx(99.0)
 
 
+def test_percentile_nearest_rank_returns_an_element() -> None:
+    assert percentile([], 0.5, method="nearest-rank") is None
+    assert percentile([1.0, 2.0, 3.0, 4.0], 0.5, method="nearest-rank") == 2.0
+    assert percentile([1.0, 2.0, 3.0, 4.0], 0.51, method="nearest-rank") == 3.0
+    assert percentile(list(map(float, range(1, 101))), 0.99, method="nearest-rank") == 99.0
+    assert percentile([5.0], 0.0, method="nearest-rank") == 5.0
+    with pytest.raises(ValueError, match=r"1\.5 is outside 0\.\.1"):
+        percentile([1.0], 1.5, method="nearest-rank")
+
+
 def test_bucket_bounds_find_the_quantile_bucket() -> None:
     buckets = [(0.1, 50.0), (0.25, 98.0), (0.5, 100.0), (float("inf"), 100.0)]
     assert bucket_bounds(buckets, 0.5) == (0.0, 0.1)
