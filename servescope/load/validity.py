@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from servescope.load.records import EngineSample, RequestRecord
+from servescope.load.records import EngineSample, LoopMode, RequestRecord, StepResult
 
 Method = Literal["linear", "nearest-rank"]
 MIN_ACHIEVED_FRACTION = 0.98
@@ -139,3 +139,42 @@ def backlog_reason(records: Sequence[RequestRecord], samples: Sequence[EngineSam
         if last > max(BACKLOG_GROWTH * first, first + BACKLOG_LATENCY_FLOOR_S):
             return f"backlog: TTFT grew from {first * 1000:.0f} ms to {last * 1000:.0f} ms over the step"
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class EngineView:
+    """What a runner read of the engine's /metrics over a step (empty when it read nothing)."""
+
+    samples: tuple[EngineSample, ...] = ()
+    ttft_buckets: tuple[tuple[float, float], ...] = ()
+    ttft_mean_s: float | None = None
+
+
+def client_step(
+    mode: LoopMode,
+    offered: float,
+    duration_s: float,
+    records: Iterable[RequestRecord],
+    rules: ValidityRules,
+    *,
+    engine: EngineView = EngineView(),
+    notes: Sequence[str] = (),
+) -> StepResult:
+    """A step measured by a load client, judged: records in schedule order, the schedule lag's p99,
+    and why it cannot stand (the client's ceiling, then in open loop the other rules), if it cannot."""
+    ordered = tuple(sorted(records, key=lambda record: record.scheduled_s))
+    reason = ceiling_reason(ordered, duration_s, rules.client_ceiling)
+    if reason is None and mode == "open":
+        reason = invalid_reason(ordered, offered, duration_s, engine.samples, rules)
+    return StepResult(
+        mode,
+        offered,
+        duration_s,
+        ordered,
+        schedule_lag_p99_s=percentile(schedule_lags(ordered), 0.99) or 0.0,
+        engine_samples=engine.samples,
+        engine_ttft_buckets=engine.ttft_buckets,
+        engine_ttft_mean_s=engine.ttft_mean_s,
+        invalid_reason=reason,
+        notes=tuple(notes),
+    )
