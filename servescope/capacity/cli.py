@@ -60,9 +60,9 @@ def write_reports(runs: list[CapacityRun], out: Path, title: str) -> None:
     save(runs[0], out / "capacity.json")
 
 
-# One option per knob of the search, the runner and the sizing: a long signature by nature.
 @app.command("run")
 def run_command(
+    # One option per knob of the search, the runner and the sizing: a long signature by nature.
     simulate: Annotated[
         bool, typer.Option("--simulate", help="Load the simulated engine (virtual clock).")
     ] = False,

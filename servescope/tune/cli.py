@@ -91,9 +91,9 @@ def _echo_trial(trial: Trial) -> None:
     typer.echo(f"  trial {trial.number}: {trial.label}: {trial.state} {trial.objective:.2f}{note}", err=True)
 
 
-# One option per knob of the search and of each launcher: a long signature by nature.
 @app.command("run")
 def run_command(
+    # One option per knob of the search and of each launcher: a long signature by nature.
     space_file: Annotated[Path, typer.Argument(help="The search space (YAML).")],
     strategy: Annotated[str, typer.Option(help="grid, random or bayes (Optuna TPE).")] = "bayes",
     trials: Annotated[
