@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
@@ -18,12 +19,14 @@ from servescope.deploy.checks import (
 )
 
 # Namespaces Kubernetes itself owns: servescope never creates (and so never deletes) one of them.
+Value = TypeVar("Value")
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
-def flag(name: str) -> dict[str, Any]:
-    """The field's command-line flag, as the settings bridge reads it."""
-    return {"cli": name}
+def repeated(default: Callable[[], Value], cli: str, description: str) -> Value:
+    """A repeatable option's setting (KEY=VALUE pairs, names): its default is built afresh per model."""
+    field: Value = Field(default_factory=default, json_schema_extra={"cli": cli}, description=description)
+    return field
 
 
 def _pod_labels(name: str) -> dict[str, str]:
@@ -65,15 +68,15 @@ class ClusterOptions(BaseModel):
         "--prometheus-namespace",
         "Namespace of Prometheus (and of a PrometheusAgent, if one scrapes instead).",
     )
-    prometheus_pod_labels: Labels = Field(
-        default_factory=lambda: _pod_labels(kps.PROMETHEUS_POD),
-        json_schema_extra=flag("--prometheus-pod-label"),
-        description="KEY=VALUE label of the Prometheus pods, for the NetworkPolicies (repeatable).",
+    prometheus_pod_labels: Labels = repeated(
+        lambda: _pod_labels(kps.PROMETHEUS_POD),
+        "--prometheus-pod-label",
+        "KEY=VALUE label of the Prometheus pods, for the NetworkPolicies (repeatable).",
     )
-    agent_pod_labels: Labels = Field(
-        default_factory=lambda: _pod_labels(kps.AGENT_POD),
-        json_schema_extra=flag("--agent-pod-label"),
-        description="KEY=VALUE label of PrometheusAgent pods in the Prometheus namespace, also let in to "
+    agent_pod_labels: Labels = repeated(
+        lambda: _pod_labels(kps.AGENT_POD),
+        "--agent-pod-label",
+        "KEY=VALUE label of PrometheusAgent pods in the Prometheus namespace, also let in to "
         "scrape the exporters (repeatable).",
     )
     extra_scraper_namespace: OptionalDnsLabel = setting(
@@ -82,21 +85,20 @@ class ClusterOptions(BaseModel):
         "Namespace of another scraper let in to the exporters (Grafana Alloy, vmagent, an "
         "OpenTelemetry collector). Empty: none.",
     )
-    extra_scraper_pod_labels: AnyLabels = Field(
-        default_factory=dict,
-        json_schema_extra=flag("--extra-scraper-pod-label"),
-        description="KEY=VALUE label of that scraper's pods (repeatable). None: every pod of "
-        "--extra-scraper-namespace.",
+    extra_scraper_pod_labels: AnyLabels = repeated(
+        dict,
+        "--extra-scraper-pod-label",
+        "KEY=VALUE label of that scraper's pods (repeatable). None: every pod of --extra-scraper-namespace.",
     )
     alertmanager_namespace: DnsLabel = setting(
         "monitoring",
         "--alertmanager-namespace",
         "Namespace Alertmanager runs in; it posts alerts to the runbook service.",
     )
-    alertmanager_pod_labels: Labels = Field(
-        default_factory=lambda: _pod_labels(kps.ALERTMANAGER_POD),
-        json_schema_extra=flag("--alertmanager-pod-label"),
-        description="KEY=VALUE label of the Alertmanager pods, for the NetworkPolicies (repeatable).",
+    alertmanager_pod_labels: Labels = repeated(
+        lambda: _pod_labels(kps.ALERTMANAGER_POD),
+        "--alertmanager-pod-label",
+        "KEY=VALUE label of the Alertmanager pods, for the NetworkPolicies (repeatable).",
     )
     people_namespace: OptionalDnsLabel = setting(
         "",

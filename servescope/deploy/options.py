@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import ValidationInfo, field_validator
 
 from servescope.alerts.config import AlertsConfig
 from servescope.common.hosts import HOST_PORT_PATTERN
@@ -19,7 +19,7 @@ from servescope.deploy.checks import (
     PortName,
     Regex,
 )
-from servescope.deploy.cluster import ClusterOptions, flag
+from servescope.deploy.cluster import ClusterOptions, repeated
 from servescope.deploy.names import (
     DEFAULT_IMAGE,
     EXPORTER,
@@ -87,10 +87,10 @@ class DeployOptions(ClusterOptions):
         "Run the exporter in the node's network namespace (NetworkPolicies do not apply to it). "
         "Not needed to reach engines: the exporter reads each engine's own network namespace.",
     )
-    node_selector: Labels = Field(
-        default_factory=lambda: {GPU_PRESENT_LABEL: "true"},
-        json_schema_extra=flag("--node-selector"),
-        description="KEY=VALUE node label the exporter's nodes carry (repeatable; the default is the GPU "
+    node_selector: Labels = repeated(
+        lambda: {GPU_PRESENT_LABEL: "true"},
+        "--node-selector",
+        "KEY=VALUE node label the exporter's nodes carry (repeatable; the default is the GPU "
         "Operator's nvidia.com/gpu.present=true).",
     )
     runtime_class: OptionalObjectName = setting(
@@ -130,21 +130,20 @@ class DeployOptions(ClusterOptions):
         "--scrape-interval",
         "How often Prometheus scrapes each exporter and engine (a Prometheus duration).",
     )
-    vllm_pod_labels: Labels = Field(
-        default_factory=lambda: {"app.kubernetes.io/name": "vllm"},
-        json_schema_extra=flag("--vllm-pod-label"),
-        description="With --topology podmonitor: KEY=VALUE label of the engine pods the PodMonitor selects "
-        "(repeatable).",
+    vllm_pod_labels: Labels = repeated(
+        lambda: {"app.kubernetes.io/name": "vllm"},
+        "--vllm-pod-label",
+        "With --topology podmonitor: KEY=VALUE label of the engine pods the PodMonitor selects (repeatable).",
     )
     vllm_port: PortName = setting(
         "http",
         "--vllm-port",
         "With --topology podmonitor: name of the engine container's port serving /metrics.",
     )
-    vllm_namespaces: list[str] = Field(
-        default_factory=list,
-        json_schema_extra=flag("--vllm-namespace"),
-        description="With --topology podmonitor: namespaces of the engine pods (repeatable). None: all.",
+    vllm_namespaces: list[str] = repeated(
+        list,
+        "--vllm-namespace",
+        "With --topology podmonitor: namespaces of the engine pods (repeatable). None: all.",
     )
     vllm_drop_series: Regex = setting(
         VLLM_DROP_SERIES,
