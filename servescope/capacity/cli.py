@@ -16,7 +16,7 @@ from servescope.capacity.search import SearchPlan, find_knee
 from servescope.capacity.settings import CapacityRunSettings
 from servescope.capacity.sizing import provision
 from servescope.capacity.steps import Slo, StepSummary
-from servescope.common.settings_cli import settings_command
+from servescope.common.settings_cli import settings_command, usage_error
 from servescope.load.records import LoopMode, StepRunner
 
 app = typer.Typer(
@@ -29,11 +29,6 @@ app = typer.Typer(
 @app.callback()
 def capacity() -> None:
     """Find the knee (max QPS under the SLO), size a fleet, compare two runs."""
-
-
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"servescope: error: {message}", err=True)
-    return typer.Exit(2)
 
 
 def choose_runner(
@@ -73,7 +68,7 @@ def _run(models: dict[type[BaseModel], BaseModel], _: dict[str, Any]) -> None:
     run = models[CapacityRunSettings]
     assert isinstance(run, CapacityRunSettings)
     if run.mode not in ("open", "closed"):
-        raise _fail(f"--mode must be open or closed, got {run.mode!r}")
+        usage_error(f"--mode must be open or closed, got {run.mode!r}")
     try:
         slos = tuple(Slo.parse(text, run.quantile) for text in (run.slo or ["ttft:0.5"]))
         plan = SearchPlan(
@@ -83,7 +78,7 @@ def _run(models: dict[type[BaseModel], BaseModel], _: dict[str, Any]) -> None:
             run.url, run.simulate, run.set_flag or [], cast(LoopMode, run.mode), run.warmup
         )
     except ValueError as err:
-        raise _fail(str(err)) from None
+        usage_error(str(err))
     knee = find_knee(runner, plan, on_step=_echo_step)
     sizing = None
     if run.peak_qps is not None:
@@ -92,7 +87,7 @@ def _run(models: dict[type[BaseModel], BaseModel], _: dict[str, Any]) -> None:
                 run.peak_qps, knee.lower, buffer=run.buffer, gpus_per_replica=run.gpus_per_replica
             )
         except ValueError as err:
-            raise _fail(str(err)) from None
+            usage_error(str(err))
     result = build_run(run.label, plan, knee, sizing)
     typer.echo(capacity_markdown([result], f"Capacity of {run.label}"))
     if run.out is not None:
@@ -123,7 +118,7 @@ def compare_command(
             load(baseline), load(candidate), alpha=alpha, min_effect=min_effect, resamples=resamples
         )
     except ValueError as err:
-        raise _fail(str(err)) from None
+        usage_error(str(err))
     typer.echo(describe(result))
     if result.regression:
         raise typer.Exit(1)

@@ -14,7 +14,7 @@ import typer
 from pydantic import BaseModel
 
 from servescope.capacity.runners import http_runner
-from servescope.common.settings_cli import settings_command
+from servescope.common.settings_cli import settings_command, usage_error
 from servescope.load.records import StepRunner
 from servescope.tune.launchers import CommandLauncher, KubernetesLauncher, Launcher, LaunchError
 from servescope.tune.report import tune_html, tune_json, tune_markdown
@@ -51,11 +51,6 @@ class SimulatedLauncher:
 
     def stop(self) -> None:
         """Each step boots its own simulated engine: nothing stays running."""
-
-
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"servescope: error: {message}", err=True)
-    return typer.Exit(2)
 
 
 def make_launcher(space: Space, run: TuneRunSettings) -> Launcher:
@@ -98,12 +93,12 @@ def _run(models: dict[type[BaseModel], BaseModel], given: dict[str, Any]) -> Non
     run = models[TuneRunSettings]
     assert isinstance(run, TuneRunSettings)
     if run.strategy not in ("grid", "random", "bayes"):
-        raise _fail(f"--strategy must be grid, random or bayes, got {run.strategy!r}")
+        usage_error(f"--strategy must be grid, random or bayes, got {run.strategy!r}")
     try:
         space = load_space(given["space_file"])
         chosen = make_launcher(space, run)
     except ValueError as err:
-        raise _fail(str(err)) from None
+        usage_error(str(err))
     study = run_study(
         space,
         chosen,
