@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, cast
+from typing import Annotated, Any, cast
 
 import typer
+from pydantic import BaseModel
 
 from servescope.capacity.compare import compare, describe
 from servescope.capacity.report import capacity_html, capacity_markdown
 from servescope.capacity.result import CapacityRun, build_run, load, save
 from servescope.capacity.runners import checked_http_runner, parse_flags
 from servescope.capacity.search import SearchPlan, find_knee
+from servescope.capacity.settings import CapacityRunSettings
 from servescope.capacity.sizing import provision
-from servescope.capacity.steps import Slo
+from servescope.capacity.steps import Slo, StepSummary
+from servescope.common.settings_cli import settings_command, usage_error
 from servescope.load.records import LoopMode, StepRunner
 
 app = typer.Typer(
@@ -26,11 +29,6 @@ app = typer.Typer(
 @app.callback()
 def capacity() -> None:
     """Find the knee (max QPS under the SLO), size a fleet, compare two runs."""
-
-
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"servescope: error: {message}", err=True)
-    return typer.Exit(2)
 
 
 def choose_runner(
@@ -60,67 +58,50 @@ def write_reports(runs: list[CapacityRun], out: Path, title: str) -> None:
     save(runs[0], out / "capacity.json")
 
 
-# One option per knob of the search, the runner and the sizing: a long signature by nature.
-@app.command("run")
-def run_command(
-    simulate: Annotated[
-        bool, typer.Option("--simulate", help="Load the simulated engine (virtual clock).")
-    ] = False,
-    url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint to load over HTTP.")] = None,
-    slo: Annotated[
-        list[str] | None,
-        typer.Option(help="metric:seconds, repeatable (ttft, e2e, itl, tpot); all must hold."),
-    ] = None,
-    quantile: Annotated[float, typer.Option(help="The SLO percentile, as a fraction.")] = 0.99,
-    duration: Annotated[float, typer.Option(help="Measured seconds per load step.")] = 30.0,
-    warmup: Annotated[float, typer.Option(help="Warm-up seconds before each step (simulated engine).")] = 5.0,
-    repeats: Annotated[int, typer.Option(help="Searches with different seeds: the knee's interval.")] = 3,
-    start_qps: Annotated[float, typer.Option(help="First offered rate; doubled until a step fails.")] = 1.0,
-    max_qps: Annotated[float, typer.Option(help="Highest offered rate tried.")] = 1024.0,
-    resolution: Annotated[
-        float, typer.Option(help="Bisect until the bracket is this share of its top.")
-    ] = 0.05,
-    mode: Annotated[
-        str, typer.Option(help="open (arrivals on a schedule) or closed (clients wait).")
-    ] = "open",
-    seed: Annotated[int, typer.Option(help="Seed of the first repeat.")] = 0,
-    peak_qps: Annotated[float | None, typer.Option(help="Size the fleet for this peak rate.")] = None,
-    buffer: Annotated[float, typer.Option(help="Headroom kept below the knee's lower bound.")] = 0.2,
-    gpus_per_replica: Annotated[int, typer.Option(help="GPUs one engine replica uses.")] = 1,
-    set_flag: Annotated[
-        list[str] | None, typer.Option("--set", help="Simulated engine flag name=value, repeatable.")
-    ] = None,
-    label: Annotated[str, typer.Option(help="Name of this configuration in reports.")] = "baseline",
-    out: Annotated[Path | None, typer.Option(help="Write capacity.json, .md and .html here.")] = None,
-) -> None:
-    """Find the knee: exponential bracket then bisection, a backlog test per step, repeats for an interval."""
-    if mode not in ("open", "closed"):
-        raise _fail(f"--mode must be open or closed, got {mode!r}")
+def _echo_step(step: StepSummary) -> None:
+    backlog = f" (backlog: {step.backlog})" if step.backlog else ""
+    verdict = "meets" if step.meets else "misses"
+    typer.echo(f"  {step.offered:8.3f} req/s seed {step.seed}: {verdict}{backlog}", err=True)
+
+
+def _run(models: dict[type[BaseModel], BaseModel], _: dict[str, Any]) -> None:
+    run = models[CapacityRunSettings]
+    assert isinstance(run, CapacityRunSettings)
+    if run.mode not in ("open", "closed"):
+        usage_error(f"--mode must be open or closed, got {run.mode!r}")
     try:
-        slos = tuple(Slo.parse(text, quantile) for text in (slo or ["ttft:0.5"]))
-        plan = SearchPlan(slos, duration, repeats, start_qps, max_qps, resolution, seed)
-        runner = choose_runner(url, simulate, set_flag or [], cast(LoopMode, mode), warmup)
+        slos = tuple(Slo.parse(text, run.quantile) for text in (run.slo or ["ttft:0.5"]))
+        plan = SearchPlan(
+            slos, run.duration, run.repeats, run.start_qps, run.max_qps, run.resolution, run.seed
+        )
+        runner = choose_runner(
+            run.url, run.simulate, run.set_flag or [], cast(LoopMode, run.mode), run.warmup
+        )
     except ValueError as err:
-        raise _fail(str(err)) from None
-    knee = find_knee(
-        runner,
-        plan,
-        on_step=lambda s: typer.echo(
-            f"  {s.offered:8.3f} req/s seed {s.seed}: {'meets' if s.meets else 'misses'}"
-            f"{' (backlog: ' + s.backlog + ')' if s.backlog else ''}",
-            err=True,
-        ),
-    )
+        usage_error(str(err))
+    knee = find_knee(runner, plan, on_step=_echo_step)
     sizing = None
-    if peak_qps is not None:
+    if run.peak_qps is not None:
         try:
-            sizing = provision(peak_qps, knee.lower, buffer=buffer, gpus_per_replica=gpus_per_replica)
+            sizing = provision(
+                run.peak_qps, knee.lower, buffer=run.buffer, gpus_per_replica=run.gpus_per_replica
+            )
         except ValueError as err:
-            raise _fail(str(err)) from None
-    run = build_run(label, plan, knee, sizing)
-    typer.echo(capacity_markdown([run], f"Capacity of {label}"))
-    if out is not None:
-        write_reports([run], out, f"Capacity of {label}")
+            usage_error(str(err))
+    result = build_run(run.label, plan, knee, sizing)
+    typer.echo(capacity_markdown([result], f"Capacity of {run.label}"))
+    if run.out is not None:
+        write_reports([result], run.out, f"Capacity of {run.label}")
+
+
+app.command("run")(
+    settings_command(
+        [CapacityRunSettings],
+        _run,
+        doc="Find the knee: exponential bracket then bisection, a backlog test per step, repeats for an "
+        "interval.",
+    )
+)
 
 
 @app.command("compare")
@@ -137,7 +118,7 @@ def compare_command(
             load(baseline), load(candidate), alpha=alpha, min_effect=min_effect, resamples=resamples
         )
     except ValueError as err:
-        raise _fail(str(err)) from None
+        usage_error(str(err))
     typer.echo(describe(result))
     if result.regression:
         raise typer.Exit(1)

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from servescope.capacity.result import CapacityRun
-from servescope.capacity.stats import bootstrap_difference, bootstrap_interval, mann_whitney_greater
-from servescope.capacity.steps import quantile
+from servescope.capacity.stats import Bootstrap, mann_whitney_greater
+from servescope.capacity.steps import latency_quantile
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,7 @@ class Comparison:
 
 
 def _p99(values: Sequence[float]) -> float:
-    return quantile(values, 0.99)
+    return latency_quantile(values, 0.99)
 
 
 def common_rate(a: CapacityRun, b: CapacityRun) -> float:
@@ -61,7 +61,8 @@ def compare(
     left = [v for (r, _), values in a.latencies.items() if r == rate for v in values]
     right = [v for (r, _), values in b.latencies.items() if r == rate for v in values]
     p99_a, p99_b = _p99(left), _p99(right)
-    difference = bootstrap_difference(left, right, _p99, resamples=resamples)
+    bootstrap = Bootstrap(resamples=resamples)
+    difference = bootstrap.difference(left, right, _p99)
     p_value = mann_whitney_greater(left, right)
     grew = p99_b > p99_a * (1 + min_effect) if math.isfinite(p99_a) else False
     latency_regression = p_value < alpha and difference[0] > 0 and grew
@@ -72,8 +73,8 @@ def compare(
         metric=a.plan.slos[0].metric,
         p99_a=p99_a,
         p99_b=p99_b,
-        p99_a_interval=bootstrap_interval(left, _p99, resamples=resamples),
-        p99_b_interval=bootstrap_interval(right, _p99, resamples=resamples, seed=1),
+        p99_a_interval=bootstrap.interval(left, _p99),
+        p99_b_interval=bootstrap.interval(right, _p99, seed=1),
         p99_difference_interval=difference,
         rank_p_value=p_value,
         knee_a=knee_a,

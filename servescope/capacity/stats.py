@@ -5,47 +5,52 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+Statistic = Callable[[Sequence[float]], float]
 
 
-def bootstrap_interval(
-    values: Sequence[float],
-    statistic: Callable[[Sequence[float]], float],
-    *,
-    confidence: float = 0.95,
-    resamples: int = 1000,
-    seed: int = 0,
-) -> tuple[float, float]:
-    """Percentile-bootstrap interval of `statistic` over `values`; raises ValueError when empty."""
-    if not values:
-        raise ValueError("a bootstrap interval needs at least one value")
-    rng = random.Random(seed)
-    n = len(values)
-    estimates = sorted(statistic([values[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples))
-    tail = (1 - confidence) / 2
-    return estimates[int(tail * (resamples - 1))], estimates[math.ceil((1 - tail) * (resamples - 1))]
+@dataclass(frozen=True, slots=True)
+class Bootstrap:
+    """Percentile-bootstrap intervals at `confidence` from `resamples` resamples, seeded for repeatability."""
+
+    confidence: float = 0.95
+    resamples: int = 1000
+
+    def interval(
+        self, values: Sequence[float], statistic: Statistic, *, seed: int = 0
+    ) -> tuple[float, float]:
+        """Interval of `statistic` over `values`; raises ValueError when empty."""
+        if not values:
+            raise ValueError("a bootstrap interval needs at least one value")
+        rng = random.Random(seed)
+        return self._bounds([statistic(_resample(values, rng)) for _ in range(self.resamples)])
+
+    def difference(
+        self, a: Sequence[float], b: Sequence[float], statistic: Statistic, *, seed: int = 0
+    ) -> tuple[float, float]:
+        """Interval of statistic(b) - statistic(a), each side resampled on its own."""
+        if not a or not b:
+            raise ValueError("a bootstrap difference needs values on both sides")
+        rng = random.Random(seed)
+        diffs = []
+        for _ in range(self.resamples):
+            left = statistic(_resample(a, rng))
+            right = statistic(_resample(b, rng))
+            diffs.append(right - left if math.isfinite(left) or math.isfinite(right) else 0.0)
+        return self._bounds([d if not math.isnan(d) else 0.0 for d in diffs])
+
+    def _bounds(self, estimates: list[float]) -> tuple[float, float]:
+        ordered = sorted(estimates)
+        tail = (1 - self.confidence) / 2
+        return ordered[int(tail * (self.resamples - 1))], ordered[
+            math.ceil((1 - tail) * (self.resamples - 1))
+        ]
 
 
-def bootstrap_difference(
-    a: Sequence[float],
-    b: Sequence[float],
-    statistic: Callable[[Sequence[float]], float],
-    *,
-    confidence: float = 0.95,
-    resamples: int = 1000,
-    seed: int = 0,
-) -> tuple[float, float]:
-    """Percentile-bootstrap interval of statistic(b) - statistic(a), each resampled on its own."""
-    if not a or not b:
-        raise ValueError("a bootstrap difference needs values on both sides")
-    rng = random.Random(seed)
-    diffs = []
-    for _ in range(resamples):
-        left = statistic([a[rng.randrange(len(a))] for _ in a])
-        right = statistic([b[rng.randrange(len(b))] for _ in b])
-        diffs.append(right - left if math.isfinite(left) or math.isfinite(right) else 0.0)
-    diffs = sorted(d if not math.isnan(d) else 0.0 for d in diffs)
-    tail = (1 - confidence) / 2
-    return diffs[int(tail * (resamples - 1))], diffs[math.ceil((1 - tail) * (resamples - 1))]
+def _resample(values: Sequence[float], rng: random.Random) -> list[float]:
+    """As many values as there are, drawn with replacement."""
+    return [values[rng.randrange(len(values))] for _ in values]
 
 
 def mann_whitney_greater(a: Sequence[float], b: Sequence[float]) -> float:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from servescope.load.records import RequestRecord, StepResult
+from servescope.load.validity import percentile
 
 Metric = Literal["ttft", "e2e", "itl", "tpot"]
 METRICS: tuple[Metric, ...] = ("ttft", "e2e", "itl", "tpot")
@@ -59,12 +60,10 @@ def latency(record: RequestRecord, metric: Metric) -> float:
     return value
 
 
-def quantile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank quantile (no interpolation across an infinite value); NaN when empty."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+def latency_quantile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank quantile of latencies (an infinite one never finished); NaN when empty."""
+    found = percentile(values, q, method="nearest-rank")
+    return math.nan if found is None else found
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +89,7 @@ def summarise(step: StepResult, slos: Sequence[Slo], seed: int) -> StepSummary:
     for metric in METRICS:
         values = [latency(r, metric) for r in records]
         for q in {0.5, 0.99, *(s.quantile for s in slos if s.metric == metric)}:
-            percentiles[f"p{q * 100:g}_{metric}"] = quantile(values, q)
+            percentiles[f"p{q * 100:g}_{metric}"] = latency_quantile(values, q)
     good = sum(1 for r in records if all(latency(r, s.metric) <= s.limit_s for s in slos))
     tokens = sum(r.output_tokens for r in records if r.ok)
     running = [s.running for s in step.engine_samples]
@@ -123,7 +122,7 @@ def backlog_reason(step: StepResult) -> str | None:
     first = [latency(r, "ttft") for r in records if r.scheduled_s < half]
     second = [latency(r, "ttft") for r in records if r.scheduled_s >= half]
     if first and second:
-        early, late = quantile(first, 0.5), quantile(second, 0.5)
+        early, late = latency_quantile(first, 0.5), latency_quantile(second, 0.5)
         if late > 1.5 * early + 0.05:
             return f"median TTFT rose from {early * 1000:.0f} ms to {late * 1000:.0f} ms within the step"
     return None

@@ -6,7 +6,7 @@ ids are stable. Thresholds drawn on panels come from the alert config, the one p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +56,13 @@ def per_gpu(*metrics: str, legends: Sequence[str] = ("",)) -> list[tuple[str, st
         (m(metric, GPU), f"{ON_GPU} {legend}" if legend else ON_GPU)
         for metric, legend in zip(metrics, legends, strict=True)
     ]
+
+
+def per_quantile(
+    expr: Callable[[float], str], quantiles: Sequence[float], legend: str = ""
+) -> list[tuple[str, str]]:
+    """One target per quantile, `expr(q)` legended `<legend>p50`, `<legend>p99`..."""
+    return [(expr(q), f"{legend}p{q * 100:g}") for q in quantiles]
 
 
 def per_engine(metric: str) -> list[tuple[str, str]]:

@@ -7,8 +7,10 @@ schedule lag, not as a fast engine; the engine's own TTFT and queue come from th
 
 from __future__ import annotations
 
+from typing import Any
+
 from servescope import catalog as c
-from servescope.dashboards.common import ALERTS, ENGINE, m, make_dashboard, stat, ts
+from servescope.dashboards.common import ALERTS, ENGINE, Panel, m, make_dashboard, per_quantile, stat, ts
 
 RATE = "[$__rate_interval]"
 LOAD = "servescope_load_"
@@ -22,6 +24,11 @@ def client_quantile(q: float, histogram: str) -> str:
 
 def engine_quantile(q: float, histogram: str) -> str:
     return f"histogram_quantile({q:g}, sum by (le) (rate({m(histogram + '_bucket', ENGINE)}{RATE})))"
+
+
+def client_latency_panel(title: str, histogram: str, **kwargs: Any) -> Panel:
+    """The client's p50 and p99 of one of its latency histograms, in seconds."""
+    return ts(title, per_quantile(lambda q: client_quantile(q, histogram), QUANTILES), "s", **kwargs)
 
 
 dashboard = make_dashboard(
@@ -53,10 +60,9 @@ dashboard = make_dashboard(
             "rate under 98 % of offered, schedule lag p99 over its bound, a growing backlog, or above 70 % "
             "of the client's own ceiling). The run's output names the reason.",
         ),
-        ts(
+        client_latency_panel(
             "Client TTFT from the scheduled send",
-            [(client_quantile(q, "ttft_seconds"), f"p{q * 100:g}") for q in QUANTILES],
-            "s",
+            "ttft_seconds",
             thresholds=[P99_SLO],
             description="Time to first token as a user of an open-loop arrival sees it: from when the "
             f"request was due. Red line: the P99 target ({P99_SLO:g} s). A closed-loop run hides queueing "
@@ -74,10 +80,9 @@ dashboard = make_dashboard(
             "engine counts from the request's arrival, the client from its schedule: a client line far above "
             "the engine's is client lag or the network path, not the engine.",
         ),
-        ts(
+        client_latency_panel(
             "Client end-to-end latency",
-            [(client_quantile(q, "e2e_seconds"), f"p{q * 100:g}") for q in QUANTILES],
-            "s",
+            "e2e_seconds",
             description="Request latency from the scheduled send to the last token.",
         ),
         ts(

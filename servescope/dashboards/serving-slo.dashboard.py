@@ -18,6 +18,7 @@ from servescope.dashboards.common import (
     m,
     make_dashboard,
     per_engine,
+    per_quantile,
     stat,
     ts,
 )
@@ -78,7 +79,7 @@ def latency_panel(key: str, histogram: str, words: str) -> Panel:
     )
     return ts(
         f"{words} p50 / p90 / p99",
-        [(quantile(q, histogram), f"{{{{model_name}}}} p{q * 100:g}") for q in QUANTILES],
+        per_quantile(lambda q: quantile(q, histogram), QUANTILES, "{{model_name}} "),
         "s",
         width=8,
         thresholds=[ALERTS.p99_threshold_seconds] if alerted else [],
@@ -255,7 +256,7 @@ dashboard = make_dashboard(
         ),
         ts(
             "Queue time p50 / p90 / p99",
-            [(quantile(q, c.QUEUE_TIME.name), f"{{{{model_name}}}} p{q * 100:g}") for q in QUANTILES],
+            per_quantile(lambda q: quantile(q, c.QUEUE_TIME.name), QUANTILES, "{{model_name}} "),
             "s",
             description="Time requests waited before entering the running batch. Queue time is part of TTFT: "
             "when TTFT p99 and queue-time p99 rise together, the fix is capacity (or a smaller batch's "

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import re
+from functools import partial
+from typing import Annotated
 from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BeforeValidator
 
 from servescope.common.durations import is_duration
 
@@ -81,3 +85,26 @@ def regex(value: str) -> str:
     except re.error as exc:
         raise ValueError(f"{value!r} is not a regular expression: {exc}") from None
     return value
+
+
+def port_name(value: str) -> str:
+    if len(value) > 15:
+        raise ValueError(f"{value!r} is not a port name (at most 15 characters)")
+    return dns_label(value)
+
+
+# The options' value types: a field declared with one is checked by it, and its error names the value.
+DnsLabel = Annotated[str, AfterValidator(dns_label)]
+OptionalDnsLabel = Annotated[str, AfterValidator(optional_dns_label)]
+OptionalObjectName = Annotated[str, AfterValidator(optional_object_name)]
+OptionalUrl = Annotated[str, AfterValidator(optional_url)]
+Image = Annotated[str, AfterValidator(image)]
+Duration = Annotated[str, AfterValidator(duration)]
+Regex = Annotated[str, AfterValidator(regex)]
+PortName = Annotated[str, AfterValidator(port_name)]
+# KEY=VALUE items from the command line (or a mapping) become selector labels, at least one ...
+Labels = Annotated[dict[str, str], BeforeValidator(pairs), AfterValidator(labels)]
+# ... or any number, none included.
+AnyLabels = Annotated[
+    dict[str, str], BeforeValidator(pairs), AfterValidator(partial(labels, may_be_empty=True))
+]

@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from servescope.common.settings_cli import setting
-from servescope.deploy import checks, kps
+from servescope.deploy import kps
+from servescope.deploy.checks import (
+    AnyLabels,
+    DnsLabel,
+    Labels,
+    OptionalDnsLabel,
+    OptionalObjectName,
+    OptionalUrl,
+)
 
 # Namespaces Kubernetes itself owns: servescope never creates (and so never deletes) one of them.
+Value = TypeVar("Value")
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
-def flag(name: str) -> dict[str, Any]:
-    """The field's command-line flag, as the settings bridge reads it."""
-    return {"cli": name}
+def repeated(default: Callable[[], Value], cli: str, description: str) -> Value:
+    """A repeatable option's setting (KEY=VALUE pairs, names): its default is built afresh per model."""
+    field: Value = Field(default_factory=default, json_schema_extra={"cli": cli}, description=description)
+    return field
 
 
 def _pod_labels(name: str) -> dict[str, str]:
@@ -28,75 +39,74 @@ class ClusterOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    namespace: str = setting(
+    namespace: DnsLabel = setting(
         "servescope",
         "--namespace",
         "Namespace of servescope's objects (exporter, runbook service, rules, dashboards). "
         "Its own by default: the exporter needs the `privileged` Pod Security level, which a shared "
         "namespace should not be given.",
     )
-    release: str = setting(
+    release: DnsLabel = setting(
         kps.CHART,
         "--release",
         "Helm release of kube-prometheus-stack: its Prometheus selects ServiceMonitors, "
         "PodMonitors and PrometheusRules labelled release=<this>; its service names derive from it.",
     )
-    kps_name_override: str = setting(
+    kps_name_override: OptionalObjectName = setting(
         "",
         "--kps-name-override",
         "The chart's nameOverride value, if your release sets one (it changes the service names).",
     )
-    kps_fullname_override: str = setting(
+    kps_fullname_override: OptionalObjectName = setting(
         "",
         "--kps-fullname-override",
         "The chart's fullnameOverride value, if your release sets one (the service names then "
         "start with it).",
     )
-    prometheus_namespace: str = setting(
+    prometheus_namespace: DnsLabel = setting(
         "monitoring",
         "--prometheus-namespace",
         "Namespace of Prometheus (and of a PrometheusAgent, if one scrapes instead).",
     )
-    prometheus_pod_labels: dict[str, str] = Field(
-        default_factory=lambda: _pod_labels(kps.PROMETHEUS_POD),
-        json_schema_extra=flag("--prometheus-pod-label"),
-        description="KEY=VALUE label of the Prometheus pods, for the NetworkPolicies (repeatable).",
+    prometheus_pod_labels: Labels = repeated(
+        lambda: _pod_labels(kps.PROMETHEUS_POD),
+        "--prometheus-pod-label",
+        "KEY=VALUE label of the Prometheus pods, for the NetworkPolicies (repeatable).",
     )
-    agent_pod_labels: dict[str, str] = Field(
-        default_factory=lambda: _pod_labels(kps.AGENT_POD),
-        json_schema_extra=flag("--agent-pod-label"),
-        description="KEY=VALUE label of PrometheusAgent pods in the Prometheus namespace, also let in to "
+    agent_pod_labels: Labels = repeated(
+        lambda: _pod_labels(kps.AGENT_POD),
+        "--agent-pod-label",
+        "KEY=VALUE label of PrometheusAgent pods in the Prometheus namespace, also let in to "
         "scrape the exporters (repeatable).",
     )
-    extra_scraper_namespace: str = setting(
+    extra_scraper_namespace: OptionalDnsLabel = setting(
         "",
         "--extra-scraper-namespace",
         "Namespace of another scraper let in to the exporters (Grafana Alloy, vmagent, an "
         "OpenTelemetry collector). Empty: none.",
     )
-    extra_scraper_pod_labels: dict[str, str] = Field(
-        default_factory=dict,
-        json_schema_extra=flag("--extra-scraper-pod-label"),
-        description="KEY=VALUE label of that scraper's pods (repeatable). None: every pod of "
-        "--extra-scraper-namespace.",
+    extra_scraper_pod_labels: AnyLabels = repeated(
+        dict,
+        "--extra-scraper-pod-label",
+        "KEY=VALUE label of that scraper's pods (repeatable). None: every pod of --extra-scraper-namespace.",
     )
-    alertmanager_namespace: str = setting(
+    alertmanager_namespace: DnsLabel = setting(
         "monitoring",
         "--alertmanager-namespace",
         "Namespace Alertmanager runs in; it posts alerts to the runbook service.",
     )
-    alertmanager_pod_labels: dict[str, str] = Field(
-        default_factory=lambda: _pod_labels(kps.ALERTMANAGER_POD),
-        json_schema_extra=flag("--alertmanager-pod-label"),
-        description="KEY=VALUE label of the Alertmanager pods, for the NetworkPolicies (repeatable).",
+    alertmanager_pod_labels: Labels = repeated(
+        lambda: _pod_labels(kps.ALERTMANAGER_POD),
+        "--alertmanager-pod-label",
+        "KEY=VALUE label of the Alertmanager pods, for the NetworkPolicies (repeatable).",
     )
-    people_namespace: str = setting(
+    people_namespace: OptionalDnsLabel = setting(
         "",
         "--people-namespace",
         "Namespace whose pods may open the runbook pages, e.g. your ingress controller's. "
         "Empty: none (kubectl port-forward still works).",
     )
-    gpu_operator_namespace: str = setting(
+    gpu_operator_namespace: DnsLabel = setting(
         "gpu-operator",
         "--gpu-operator-namespace",
         "Namespace of the NVIDIA GPU Operator, whose dcgm-exporter `--dcgm gpu-operator` reads.",
@@ -108,61 +118,18 @@ class ClusterOptions(BaseModel):
         "namespace that the monitoring stack, the GPU Operator or Kubernetes uses: pass "
         "--no-create-namespace to put servescope into a namespace you manage.",
     )
-    prometheus_url: str = setting(
+    prometheus_url: OptionalUrl = setting(
         "",
         "--prometheus-url",
         "Prometheus for the runbooks' PromQL steps. Empty: kube-prometheus-stack's service, "
         "http://<fullname>-prometheus.<prometheus-namespace>.svc:9090, named as the chart names it.",
     )
-    alertmanager_url: str = setting(
+    alertmanager_url: OptionalUrl = setting(
         "",
         "--alertmanager-url",
         "Alertmanager for the runbooks' silence steps. Empty: kube-prometheus-stack's service, "
         "http://<fullname>-alertmanager.<alertmanager-namespace>.svc:9093.",
     )
-
-    @field_validator(
-        "namespace", "prometheus_namespace", "alertmanager_namespace", "release", "gpu_operator_namespace"
-    )
-    @classmethod
-    def _dns_label(cls, value: str) -> str:
-        return checks.dns_label(value)
-
-    @field_validator("people_namespace", "extra_scraper_namespace")
-    @classmethod
-    def _optional_dns_label(cls, value: str) -> str:
-        return checks.optional_dns_label(value)
-
-    @field_validator("kps_name_override", "kps_fullname_override")
-    @classmethod
-    def _override(cls, value: str) -> str:
-        return checks.optional_object_name(value)
-
-    @field_validator("prometheus_url", "alertmanager_url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        return checks.optional_url(value)
-
-    @field_validator(
-        "prometheus_pod_labels",
-        "agent_pod_labels",
-        "alertmanager_pod_labels",
-        "extra_scraper_pod_labels",
-        mode="before",
-    )
-    @classmethod
-    def _pairs(cls, value: object) -> object:
-        return checks.pairs(value)
-
-    @field_validator("prometheus_pod_labels", "agent_pod_labels", "alertmanager_pod_labels")
-    @classmethod
-    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
-        return checks.labels(value)
-
-    @field_validator("extra_scraper_pod_labels")
-    @classmethod
-    def _any_labels(cls, value: dict[str, str]) -> dict[str, str]:
-        return checks.labels(value, may_be_empty=True)
 
     @field_validator("create_namespace")
     @classmethod

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import ValidationInfo, field_validator
 
 from servescope.alerts.config import AlertsConfig
 from servescope.common.hosts import HOST_PORT_PATTERN
 from servescope.common.settings_cli import cli_flag, setting
 from servescope.deploy import checks
-from servescope.deploy.cluster import ClusterOptions, flag
+from servescope.deploy.checks import (
+    Duration,
+    Image,
+    Labels,
+    OptionalObjectName,
+    OptionalUrl,
+    PortName,
+    Regex,
+)
+from servescope.deploy.cluster import ClusterOptions, repeated
 from servescope.deploy.names import (
     DEFAULT_IMAGE,
     EXPORTER,
@@ -37,7 +46,7 @@ VLLM_DROP_SERIES = (
 class DeployOptions(ClusterOptions):
     """Defaults fit a GPU Operator cluster monitored by kube-prometheus-stack (docs/kubernetes.md)."""
 
-    image: str = setting(
+    image: Image = setting(
         DEFAULT_IMAGE,
         "--image",
         "Container image of the exporter and the runbook service (built from deploy/Dockerfile).",
@@ -78,19 +87,19 @@ class DeployOptions(ClusterOptions):
         "Run the exporter in the node's network namespace (NetworkPolicies do not apply to it). "
         "Not needed to reach engines: the exporter reads each engine's own network namespace.",
     )
-    node_selector: dict[str, str] = Field(
-        default_factory=lambda: {GPU_PRESENT_LABEL: "true"},
-        json_schema_extra=flag("--node-selector"),
-        description="KEY=VALUE node label the exporter's nodes carry (repeatable; the default is the GPU "
+    node_selector: Labels = repeated(
+        lambda: {GPU_PRESENT_LABEL: "true"},
+        "--node-selector",
+        "KEY=VALUE node label the exporter's nodes carry (repeatable; the default is the GPU "
         "Operator's nvidia.com/gpu.present=true).",
     )
-    runtime_class: str = setting(
+    runtime_class: OptionalObjectName = setting(
         "nvidia",
         "--runtime-class",
         "runtimeClassName of the exporter pods: the GPU Operator's `nvidia` class (since its "
         "v25.10, CDI is on and nvidia is not the default runtime). Empty: the node's default runtime.",
     )
-    priority_class: str = setting(
+    priority_class: OptionalObjectName = setting(
         "system-node-critical",
         "--priority-class",
         "priorityClassName of the exporter pods, as dcgm-exporter and the GPU Operator use. Empty: none.",
@@ -116,28 +125,27 @@ class DeployOptions(ClusterOptions):
         "http://$(NODE_IP):9400/metrics where it listens on the host network ($(NODE_IP) is the node's "
         "address).",
     )
-    scrape_interval: str = setting(
+    scrape_interval: Duration = setting(
         "15s",
         "--scrape-interval",
         "How often Prometheus scrapes each exporter and engine (a Prometheus duration).",
     )
-    vllm_pod_labels: dict[str, str] = Field(
-        default_factory=lambda: {"app.kubernetes.io/name": "vllm"},
-        json_schema_extra=flag("--vllm-pod-label"),
-        description="With --topology podmonitor: KEY=VALUE label of the engine pods the PodMonitor selects "
-        "(repeatable).",
+    vllm_pod_labels: Labels = repeated(
+        lambda: {"app.kubernetes.io/name": "vllm"},
+        "--vllm-pod-label",
+        "With --topology podmonitor: KEY=VALUE label of the engine pods the PodMonitor selects (repeatable).",
     )
-    vllm_port: str = setting(
+    vllm_port: PortName = setting(
         "http",
         "--vllm-port",
         "With --topology podmonitor: name of the engine container's port serving /metrics.",
     )
-    vllm_namespaces: list[str] = Field(
-        default_factory=list,
-        json_schema_extra=flag("--vllm-namespace"),
-        description="With --topology podmonitor: namespaces of the engine pods (repeatable). None: all.",
+    vllm_namespaces: list[str] = repeated(
+        list,
+        "--vllm-namespace",
+        "With --topology podmonitor: namespaces of the engine pods (repeatable). None: all.",
     )
-    vllm_drop_series: str = setting(
+    vllm_drop_series: Regex = setting(
         VLLM_DROP_SERIES,
         "--vllm-drop-series",
         "With --topology podmonitor: regular expression of the engine series names the "
@@ -165,18 +173,18 @@ class DeployOptions(ClusterOptions):
         ge=1,
         le=64,
     )
-    runbook_url: str = setting(
+    runbook_url: OptionalUrl = setting(
         "",
         "--runbook-url",
         "Base of every alert's runbook_url, as people's browsers reach the runbook service "
         "(e.g. your ingress). Empty: http://servescope-runbooks.<namespace>.svc:9110.",
     )
-    grafana_url: str = setting(
+    grafana_url: OptionalUrl = setting(
         AlertsConfig.model_fields["dashboard_base_url"].default,
         "--grafana-url",
         "Base of the dashboard links in the alerts' annotations.",
     )
-    incidents_pvc: str = setting(
+    incidents_pvc: OptionalObjectName = setting(
         "",
         "--incidents-pvc",
         "An existing PersistentVolumeClaim keeping the runbook service's incidents and audit "
@@ -184,42 +192,10 @@ class DeployOptions(ClusterOptions):
     )
 
     # --- checks: each error names the value; the settings bridge adds the flag ----------------------
-    @field_validator("runtime_class", "priority_class", "incidents_pvc")
-    @classmethod
-    def _object_names(cls, value: str) -> str:
-        return checks.optional_object_name(value)
-
-    @field_validator("vllm_port")
-    @classmethod
-    def _port_name(cls, value: str) -> str:
-        if len(value) > 15:
-            raise ValueError(f"{value!r} is not a port name (at most 15 characters)")
-        return checks.dns_label(value)
-
-    @field_validator("vllm_drop_series")
-    @classmethod
-    def _regex(cls, value: str) -> str:
-        return checks.regex(value)
-
     @field_validator("vllm_namespaces")
     @classmethod
     def _namespaces(cls, value: list[str]) -> list[str]:
         return [checks.dns_label(name) for name in value]
-
-    @field_validator("image")
-    @classmethod
-    def _image(cls, value: str) -> str:
-        return checks.image(value)
-
-    @field_validator("scrape_interval")
-    @classmethod
-    def _duration(cls, value: str) -> str:
-        return checks.duration(value)
-
-    @field_validator("runbook_url", "grafana_url")
-    @classmethod
-    def _link_url(cls, value: str) -> str:
-        return checks.optional_url(value)
 
     @field_validator("remote_write_url")
     @classmethod
@@ -227,16 +203,6 @@ class DeployOptions(ClusterOptions):
         if value and not info.data.get("agent"):
             raise ValueError(f"{value!r} is written to only by the agent: add --agent")
         return checks.optional_url(value)
-
-    @field_validator("node_selector", "vllm_pod_labels", mode="before")
-    @classmethod
-    def _workload_pairs(cls, value: object) -> object:
-        return checks.pairs(value)
-
-    @field_validator("node_selector", "vllm_pod_labels")
-    @classmethod
-    def _workload_labels(cls, value: dict[str, str]) -> dict[str, str]:
-        return checks.labels(value)
 
     @field_validator("dcgm_exporter_url")
     @classmethod

@@ -20,13 +20,7 @@ from servescope.load.engine_metrics import EngineWatch
 from servescope.load.metrics import LoadMetrics
 from servescope.load.records import LoopMode, RequestRecord, StepResult
 from servescope.load.schedule import Arrival, LengthDistribution, Shape, ShapeList, arrival_times
-from servescope.load.validity import (
-    ValidityRules,
-    ceiling_reason,
-    invalid_reason,
-    percentile,
-    schedule_lags,
-)
+from servescope.load.validity import EngineView, ValidityRules, client_step
 
 CLOSED_LOOP_SHAPES = 4096  # shapes drawn up front for closed-loop clients, cycled
 START_LEAD_S = 0.05  # the schedule starts this long after setup, so the first sends are not late by it
@@ -184,12 +178,6 @@ class HttpStepRunner:
     def _result(
         self, offered: float, duration_s: float, tally: _Tally, watch: EngineWatch | None
     ) -> StepResult:
-        records = tuple(sorted(tally.records, key=lambda r: r.scheduled_s))
-        samples = tuple(watch.samples) if watch else ()
-        lag = percentile(schedule_lags(records), 0.99) or 0.0
-        reason = ceiling_reason(records, duration_s, self.rules.client_ceiling)
-        if reason is None and self.mode == "open":
-            reason = invalid_reason(records, offered, duration_s, samples, self.rules)
         label = (
             f"open loop, {self.arrival} arrivals"
             if self.mode == "open"
@@ -200,19 +188,13 @@ class HttpStepRunner:
             f"tokens: {tally.sources['usage']} from usage, {tally.sources['chunks']} from the chunk count, "
             f"{tally.sources['mismatch']} usage/chunk mismatches",
         ]
-        if watch is not None and watch.failures:
-            notes.append(f"engine /metrics: {watch.failures} failed reads")
-        result = StepResult(
-            mode=self.mode,
-            offered=offered,
-            duration_s=duration_s,
-            records=records,
-            schedule_lag_p99_s=lag,
-            engine_samples=samples,
-            engine_ttft_buckets=watch.ttft_buckets() if watch else (),
-            engine_ttft_mean_s=watch.ttft_mean_s() if watch else None,
-            invalid_reason=reason,
-            notes=tuple(notes),
+        engine = EngineView()
+        if watch is not None:
+            engine = EngineView(tuple(watch.samples), watch.ttft_buckets(), watch.ttft_mean_s())
+            if watch.failures:
+                notes.append(f"engine /metrics: {watch.failures} failed reads")
+        result = client_step(
+            self.mode, offered, duration_s, tally.records, self.rules, engine=engine, notes=notes
         )
         if self.metrics is not None:
             self.metrics.step_finished(result)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from servescope.common.processes import Child, free_port
 from servescope.load.records import RequestRecord, StepResult
-from servescope.load.validity import ValidityRules, ceiling_reason, invalid_reason, percentile, schedule_lags
+from servescope.load.validity import ValidityRules, client_step
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 START_SECONDS = 60.0
@@ -185,19 +185,9 @@ def run_locust(plan: LocustPlan, rules: ValidityRules | None = None, work: Path 
     finally:
         for child in children:
             child.stop(grace=5.0)
-    records = read_records(out)
-    reason = ceiling_reason(records, plan.duration_s, rules.client_ceiling)
-    reason = reason or invalid_reason(records, plan.rate, plan.duration_s, (), rules)
     locust_ttft = locust_p99_ms(out, "ttft")
-    return StepResult(
-        mode="open",
-        offered=plan.rate,
-        duration_s=plan.duration_s,
-        records=tuple(records),
-        schedule_lag_p99_s=percentile(schedule_lags(records), 0.99) or 0.0,
-        invalid_reason=reason,
-        notes=(
-            f"open loop, {plan.arrival} arrivals, Locust master + {plan.workers} workers",
-            f"Locust's merged histogram: ttft p99 {locust_ttft} ms",
-        ),
+    notes = (
+        f"open loop, {plan.arrival} arrivals, Locust master + {plan.workers} workers",
+        f"Locust's merged histogram: ttft p99 {locust_ttft} ms",
     )
+    return client_step("open", plan.rate, plan.duration_s, read_records(out), rules, notes=notes)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
-from servescope.load.records import EngineSample, RequestRecord
+from servescope.load.records import EngineSample, LoopMode, RequestRecord, StepResult
 
+Method = Literal["linear", "nearest-rank"]
 MIN_ACHIEVED_FRACTION = 0.98
 # A step whose backlog grows is above capacity: waiting (or latency) in its last quarter this many times
 # the first quarter's, and by more than the floor, so jitter on an idle engine does not count.
@@ -20,13 +22,20 @@ MIN_RECORDS_FOR_TREND = 20
 CEILING_FRACTION = 0.7
 
 
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """The q-quantile (0..1) by linear interpolation between order statistics; None when empty."""
+def percentile(values: Sequence[float], q: float, *, method: Method = "linear") -> float | None:
+    """The q-quantile (0..1) of `values`, by `method`; None when empty.
+
+    linear interpolates between order statistics: the load reports' figures over finite times.
+    nearest-rank is always a value some element has: over latencies where a request that never finished
+    is infinite, interpolating beside it gives inf or NaN even where the rank falls on a finite one.
+    """
     if not 0 <= q <= 1:
         raise ValueError(f"quantile {q} is outside 0..1")
     if not values:
         return None
     ordered = sorted(values)
+    if method == "nearest-rank":
+        return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
     position = q * (len(ordered) - 1)
     low = math.floor(position)
     high = min(low + 1, len(ordered) - 1)
@@ -130,3 +139,42 @@ def backlog_reason(records: Sequence[RequestRecord], samples: Sequence[EngineSam
         if last > max(BACKLOG_GROWTH * first, first + BACKLOG_LATENCY_FLOOR_S):
             return f"backlog: TTFT grew from {first * 1000:.0f} ms to {last * 1000:.0f} ms over the step"
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class EngineView:
+    """What a runner read of the engine's /metrics over a step (empty when it read nothing)."""
+
+    samples: tuple[EngineSample, ...] = ()
+    ttft_buckets: tuple[tuple[float, float], ...] = ()
+    ttft_mean_s: float | None = None
+
+
+def client_step(
+    mode: LoopMode,
+    offered: float,
+    duration_s: float,
+    records: Iterable[RequestRecord],
+    rules: ValidityRules,
+    *,
+    engine: EngineView = EngineView(),
+    notes: Sequence[str] = (),
+) -> StepResult:
+    """A step measured by a load client, judged: records in schedule order, the schedule lag's p99,
+    and why it cannot stand (the client's ceiling, then in open loop the other rules), if it cannot."""
+    ordered = tuple(sorted(records, key=lambda record: record.scheduled_s))
+    reason = ceiling_reason(ordered, duration_s, rules.client_ceiling)
+    if reason is None and mode == "open":
+        reason = invalid_reason(ordered, offered, duration_s, engine.samples, rules)
+    return StepResult(
+        mode,
+        offered,
+        duration_s,
+        ordered,
+        schedule_lag_p99_s=percentile(schedule_lags(ordered), 0.99) or 0.0,
+        engine_samples=engine.samples,
+        engine_ttft_buckets=engine.ttft_buckets,
+        engine_ttft_mean_s=engine.ttft_mean_s,
+        invalid_reason=reason,
+        notes=tuple(notes),
+    )

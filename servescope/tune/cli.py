@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, cast
+from typing import Annotated, Any, cast
 
 import typer
+from pydantic import BaseModel
 
 from servescope.capacity.runners import http_runner
+from servescope.common.settings_cli import settings_command, usage_error
 from servescope.load.records import StepRunner
 from servescope.tune.launchers import CommandLauncher, KubernetesLauncher, Launcher, LaunchError
 from servescope.tune.report import tune_html, tune_json, tune_markdown
+from servescope.tune.settings import TuneRunSettings
 from servescope.tune.space import Space, Value, load_space
 from servescope.tune.strategies import Strategy, Study, run_study
 from servescope.tune.trials import Trial
@@ -49,34 +53,28 @@ class SimulatedLauncher:
         """Each step boots its own simulated engine: nothing stays running."""
 
 
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"servescope: error: {message}", err=True)
-    return typer.Exit(2)
-
-
-def make_launcher(space: Space, launcher: str, options: dict[str, str | bool | None]) -> Launcher:
+def make_launcher(space: Space, run: TuneRunSettings) -> Launcher:
     """The launcher named on the command line; raises ValueError naming a missing option."""
-    if launcher == "simulated":
+    if run.launcher == "simulated":
         return SimulatedLauncher(space.warmup_s)
-    url = options.get("url")
-    if not isinstance(url, str) and (launcher == "command" or options.get("execute")):
-        raise ValueError(f"--launcher {launcher} measures over HTTP: give --url")
+    url = run.url
+    if url is None and (run.launcher == "command" or run.execute):
+        raise ValueError(f"--launcher {run.launcher} measures over HTTP: give --url")
 
     def runner() -> StepRunner:
         return http_runner(cast(str, url))
 
-    if launcher == "command":
-        template, health = options.get("command"), options.get("health_url")
-        if not isinstance(template, str) or "{flags}" not in template.split() or not isinstance(health, str):
+    if run.launcher == "command":
+        template, health = run.command, run.health_url
+        if template is None or "{flags}" not in template.split() or health is None:
             raise ValueError("--launcher command needs --command with a {flags} word and --health-url")
         return CommandLauncher(template, health, runner)
-    if launcher == "kubernetes":
-        deployment, namespace = options.get("deployment"), options.get("namespace")
-        if not isinstance(deployment, str) or not isinstance(namespace, str):
+    if run.launcher == "kubernetes":
+        if run.deployment is None or run.namespace is None:
             raise ValueError("--launcher kubernetes needs --deployment and --namespace")
-        base = shlex.split(str(options.get("base_args") or ""))
-        return KubernetesLauncher(deployment, namespace, base, runner, execute=bool(options.get("execute")))
-    raise ValueError(f"--launcher must be simulated, command or kubernetes, got {launcher!r}")
+        base = shlex.split(run.base_args or "")
+        return KubernetesLauncher(run.deployment, run.namespace, base, runner, execute=run.execute)
+    raise ValueError(f"--launcher must be simulated, command or kubernetes, got {run.launcher!r}")
 
 
 def write_reports(study: Study, out: Path) -> None:
@@ -91,59 +89,47 @@ def _echo_trial(trial: Trial) -> None:
     typer.echo(f"  trial {trial.number}: {trial.label}: {trial.state} {trial.objective:.2f}{note}", err=True)
 
 
-# One option per knob of the search and of each launcher: a long signature by nature.
-@app.command("run")
-def run_command(
-    space_file: Annotated[Path, typer.Argument(help="The search space (YAML).")],
-    strategy: Annotated[str, typer.Option(help="grid, random or bayes (Optuna TPE).")] = "bayes",
-    trials: Annotated[
-        int | None, typer.Option(help="Engine starts at most (default: the grid's size).")
-    ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the random and Bayesian samplers.")] = 0,
-    prune: Annotated[bool, typer.Option(help="Stop a trial whose early steps fall below the best.")] = True,
-    remeasure: Annotated[int, typer.Option(help="Measure the top N again with fresh seeds.")] = 3,
-    storage: Annotated[
-        str | None, typer.Option(help="Optuna storage, e.g. sqlite:///tune.db (resumable).")
-    ] = None,
-    study_name: Annotated[str, typer.Option(help="Name of the study in the storage.")] = "servescope-tune",
-    launcher: Annotated[str, typer.Option(help="simulated, command or kubernetes.")] = "simulated",
-    url: Annotated[str | None, typer.Option(help="Endpoint to load (command and kubernetes).")] = None,
-    command: Annotated[str | None, typer.Option(help="Engine command with a {flags} word.")] = None,
-    health_url: Annotated[str | None, typer.Option(help="Polled until 200 after each start.")] = None,
-    deployment: Annotated[str | None, typer.Option(help="Deployment to patch (kubernetes).")] = None,
-    namespace: Annotated[str | None, typer.Option(help="Its namespace (kubernetes).")] = None,
-    base_args: Annotated[str | None, typer.Option(help="Container args kept before the flags.")] = None,
-    execute: Annotated[
-        bool, typer.Option(help="Apply the Kubernetes patches (default: print them).")
-    ] = False,
-    out: Annotated[Path | None, typer.Option(help="Write tune.json, .md and .html here.")] = None,
-) -> None:
-    """Search the space: every trial restarts the engine, finds its knee, and is reported."""
-    options: dict[str, str | bool | None] = {"url": url, "command": command, "health_url": health_url}
-    options |= {"deployment": deployment, "namespace": namespace, "base_args": base_args, "execute": execute}
-    if strategy not in ("grid", "random", "bayes"):
-        raise _fail(f"--strategy must be grid, random or bayes, got {strategy!r}")
+def _run(models: dict[type[BaseModel], BaseModel], given: dict[str, Any]) -> None:
+    run = models[TuneRunSettings]
+    assert isinstance(run, TuneRunSettings)
+    if run.strategy not in ("grid", "random", "bayes"):
+        usage_error(f"--strategy must be grid, random or bayes, got {run.strategy!r}")
     try:
-        space = load_space(space_file)
-        chosen = make_launcher(space, launcher, options)
+        space = load_space(given["space_file"])
+        chosen = make_launcher(space, run)
     except ValueError as err:
-        raise _fail(str(err)) from None
+        usage_error(str(err))
     study = run_study(
         space,
         chosen,
-        cast(Strategy, strategy),
-        budget=trials,
-        seed=seed,
-        prune=prune,
-        remeasure=remeasure,
-        storage=storage,
-        study_name=study_name,
+        cast(Strategy, run.strategy),
+        budget=run.trials,
+        seed=run.seed,
+        prune=run.prune,
+        remeasure=run.remeasure,
+        storage=run.storage,
+        study_name=run.study_name,
         on_trial=_echo_trial,
     )
-    if isinstance(chosen, KubernetesLauncher) and not execute:
+    if isinstance(chosen, KubernetesLauncher) and not run.execute:
         typer.echo("Dry run: these patches would be applied, one per trial (nothing was measured):")
         typer.echo("\n".join(chosen.printed))
         return
     typer.echo(tune_markdown(study))
-    if out is not None:
-        write_reports(study, out)
+    if run.out is not None:
+        write_reports(study, run.out)
+
+
+SPACE_FILE = inspect.Parameter(
+    "space_file",
+    inspect.Parameter.KEYWORD_ONLY,
+    annotation=Annotated[Path, typer.Argument(help="The search space (YAML).")],
+)
+app.command("run")(
+    settings_command(
+        [TuneRunSettings],
+        _run,
+        doc="Search the space: every trial restarts the engine, finds its knee, and is reported.",
+        extra=[SPACE_FILE],
+    )
+)

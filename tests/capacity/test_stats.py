@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from servescope.capacity.stats import bootstrap_difference, bootstrap_interval, mann_whitney_greater
+from servescope.capacity.stats import Bootstrap, mann_whitney_greater
 
 
 def test_rank_test_matches_the_normal_approximation_worked_by_hand() -> None:
@@ -33,11 +33,11 @@ def test_bootstrap_interval_covers_the_statistic_and_narrows_with_more_data() ->
     rng = random.Random(5)
     small = [rng.gauss(10, 2) for _ in range(30)]
     large = [rng.gauss(10, 2) for _ in range(600)]
-    low_s, high_s = bootstrap_interval(small, statistics.fmean, resamples=400)
-    low_l, high_l = bootstrap_interval(large, statistics.fmean, resamples=400)
+    low_s, high_s = Bootstrap(resamples=400).interval(small, statistics.fmean)
+    low_l, high_l = Bootstrap(resamples=400).interval(large, statistics.fmean)
     assert low_s < statistics.fmean(small) < high_s
     assert high_l - low_l < high_s - low_s
-    low, high = bootstrap_difference(small, [v + 5 for v in large], statistics.fmean, resamples=400)
+    low, high = Bootstrap(resamples=400).difference(small, [v + 5 for v in large], statistics.fmean)
     assert 3 < low < 5 < high < 7
     with pytest.raises(ValueError, match="at least one value"):
-        bootstrap_interval([], statistics.fmean)
+        Bootstrap().interval([], statistics.fmean)

@@ -7,9 +7,9 @@ import math
 import pytest
 
 from servescope.capacity.sizing import cross_check, provision
-from servescope.capacity.steps import Slo, backlog_reason, quantile, summarise
+from servescope.capacity.steps import Slo, backlog_reason, latency_quantile, summarise
 from servescope.load.records import EngineSample, RequestRecord, StepResult
-from servescope.load.validity import bucket_bounds
+from servescope.load.validity import bucket_bounds, percentile
 
 
 def _request(at: float, ttft: float, e2e: float, tokens: int = 10) -> RequestRecord:
@@ -36,10 +36,20 @@ def test_slo_text_is_parsed_and_bad_text_named() -> None:
 
 
 def test_nearest_rank_quantile_keeps_a_never_finished_request_infinite() -> None:
-    assert quantile([0.1, 0.2, 0.3, 0.4], 0.5) == 0.2
-    assert quantile([0.1] * 99 + [math.inf], 0.99) == 0.1
-    assert quantile([0.1] * 98 + [math.inf] * 2, 0.99) == math.inf
-    assert math.isnan(quantile([], 0.99))
+    assert latency_quantile([0.1, 0.2, 0.3, 0.4], 0.5) == 0.2
+    assert latency_quantile([0.1] * 99 + [math.inf], 0.99) == 0.1
+    assert latency_quantile([0.1] * 98 + [math.inf] * 2, 0.99) == math.inf
+    assert math.isnan(latency_quantile([], 0.99))
+
+
+def test_capacity_quantile_is_nearest_rank_where_interpolation_would_lose_the_tail() -> None:
+    # 100 latencies, the slowest never finished: the p99 rank is a finished request's 0.1 s.
+    latencies = [0.1] * 99 + [math.inf]
+    assert latency_quantile(latencies, 0.99) == percentile(latencies, 0.99, method="nearest-rank") == 0.1
+    assert percentile(latencies, 0.99) == math.inf  # interpolated: pulled to the unfinished one
+    between_two_unfinished = percentile([0.1, math.inf, math.inf], 0.75)  # inf - inf: NaN
+    assert between_two_unfinished is not None and math.isnan(between_two_unfinished)
+    assert latency_quantile([0.1, math.inf, math.inf], 0.75) == math.inf
 
 
 def test_goodput_counts_requests_meeting_every_slo_at_once() -> None:

@@ -13,10 +13,12 @@ from servescope.load.engine_metrics import bucket_delta, parse_page
 from servescope.load.records import EngineSample, RequestRecord
 from servescope.load.schedule import LengthDistribution, arrival_times, read_shapes, split_schedule
 from servescope.load.validity import (
+    EngineView,
     ValidityRules,
     backlog_reason,
     bucket_bounds,
     ceiling_reason,
+    client_step,
     invalid_reason,
     percentile,
 )
@@ -102,6 +104,16 @@ def test_percentile_interpolates() -> None:
     assert percentile(list(map(float, range(101))), 0.99) == pytest.approx(99.0)
 
 
+def test_percentile_nearest_rank_returns_an_element() -> None:
+    assert percentile([], 0.5, method="nearest-rank") is None
+    assert percentile([1.0, 2.0, 3.0, 4.0], 0.5, method="nearest-rank") == 2.0
+    assert percentile([1.0, 2.0, 3.0, 4.0], 0.51, method="nearest-rank") == 3.0
+    assert percentile(list(map(float, range(1, 101))), 0.99, method="nearest-rank") == 99.0
+    assert percentile([5.0], 0.0, method="nearest-rank") == 5.0
+    with pytest.raises(ValueError, match=r"1\.5 is outside 0\.\.1"):
+        percentile([1.0], 1.5, method="nearest-rank")
+
+
 def test_bucket_bounds_find_the_quantile_bucket() -> None:
     buckets = [(0.1, 50.0), (0.25, 98.0), (0.5, 100.0), (float("inf"), 100.0)]
     assert bucket_bounds(buckets, 0.5) == (0.0, 0.1)
@@ -146,6 +158,20 @@ def test_results_near_the_client_ceiling_are_refused() -> None:
     assert ceiling_reason(records, 10.0, 20.0) is None
     assert "ceiling" in (ceiling_reason(records, 10.0, 12.0) or "")
     assert ceiling_reason(records, 10.0, 0.0) is None
+
+
+def test_client_step_orders_records_and_judges_open_loop_only_by_every_rule() -> None:
+    lagging = on_time(100, 10.0, lag=0.2)
+    engine = EngineView(ttft_buckets=((0.1, 7.0), (float("inf"), 9.0)), ttft_mean_s=0.2)
+    step = client_step("open", 10.0, 10.0, reversed(lagging), ValidityRules(), engine=engine, notes=["n"])
+    assert step.records == tuple(lagging) and step.notes == ("n",)
+    assert step.schedule_lag_p99_s == pytest.approx(0.2)
+    assert step.engine_ttft_buckets == engine.ttft_buckets and step.engine_ttft_mean_s == 0.2
+    assert step.invalid_reason is not None and "scheduling lag p99 200.0 ms" in step.invalid_reason
+    closed = client_step("closed", 4.0, 10.0, lagging, ValidityRules())
+    assert closed.invalid_reason is None, "the open-loop rules do not judge closed-loop clients"
+    near_ceiling = client_step("closed", 4.0, 10.0, lagging, ValidityRules(client_ceiling=12.0))
+    assert "ceiling" in (near_ceiling.invalid_reason or "")
 
 
 PAGE = """\
