@@ -64,14 +64,27 @@ def firing(alert_name: str, labels: dict[str, str], description: str) -> dict[st
     }
 
 
-def case(name: str, inputs: list[dict[str, str]], *checks: dict[str, Any]) -> dict[str, Any]:
-    """A promtool test group at a 1 min interval: its input series and alert checks."""
-    return {"name": name, "interval": "1m", "input_series": inputs, "alert_rule_test": list(checks)}
+def case(
+    name: str,
+    inputs: list[dict[str, str]],
+    *checks: dict[str, Any],
+    interval: str = "1m",
+    exprs: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A promtool test group: its input series (sampled every `interval`), alert checks and, if any,
+    PromQL checks (`promql_expr_test`)."""
+    group = {"name": name, "interval": interval, "input_series": inputs, "alert_rule_test": list(checks)}
+    return group if exprs is None else {**group, "promql_expr_test": exprs}
 
 
 def check(alert_name: str, eval_time: str, *expected: dict[str, Any]) -> dict[str, Any]:
     """An alert_rule_test entry; no `expected` asserts silence at that time."""
     return {"eval_time": eval_time, "alertname": alert_name, "exp_alerts": list(expected)}
+
+
+def fires(alert_name: str, eval_time: str, labels: dict[str, str], description: str) -> dict[str, Any]:
+    """An alert_rule_test entry: `alert_name` fires once at `eval_time`, on `labels`, with `description`."""
+    return check(alert_name, eval_time, firing(alert_name, labels, description))
 
 
 def run_promtool(
@@ -97,3 +110,10 @@ def run_promtool(
     )
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
+
+
+def run_promtool_at(interval: str, tests: list[dict[str, Any]], tmp_path: Path) -> str:
+    """Run the groups of `tests` sampled every `interval`, evaluating the rules at that interval too."""
+    chosen = [group for group in tests if group["interval"] == interval]
+    assert chosen, f"no promtool group at interval {interval}"
+    return run_promtool(chosen, tmp_path, evaluation_interval=interval)

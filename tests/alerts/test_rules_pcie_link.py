@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.alerts.promtool import case, check, firing, run_promtool, series
-from tests.alerts.test_rules_gpu import GPU1, GPU_BY, ON_GPU
+from tests.alerts.inputs import GPU1
+from tests.alerts.promtool import GPU_BY, ON_GPU, case, check, firing, run_promtool, series
 
 LINK = "ServescopePcieLinkDegraded"
 UTIL = "servescope_gpu_utilization_ratio"

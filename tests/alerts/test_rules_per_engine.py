@@ -13,25 +13,21 @@ from typing import Any
 
 import pytest
 
+from tests.alerts.inputs import engine_gpu_info
 from tests.alerts.promtool import TARGET, check, firing, run_promtool, series
-from tests.alerts.test_rules_serving import (
-    COMBINED,
+from tests.alerts.serving import (
     ENGINE_A,
     ENGINE_B,
-    HURTING,
-    HURTING_A,
     KV,
-    KV_PRESSURE,
-    KV_PRESSURE_TAIL,
     ON_A,
     UTIL,
     WAITING,
     engine_on_gpu,
     engine_page,
-    gpu_facts,
-    gpu_info,
+    node_gpu_facts,
     stepping,
 )
+from tests.alerts.test_rules_serving import COMBINED, HURTING, HURTING_A, KV_PRESSURE, KV_PRESSURE_TAIL
 
 GPUS = [{**TARGET, "gpu": str(n), "uuid": f"GPU-000{n}", "hostname": "node-a"} for n in range(8)]
 COMBINED_A = (
@@ -48,8 +44,8 @@ def tensor_parallel(size: int) -> dict[str, Any]:
         "interval": "1m",
         "input_series": [
             *(series(UTIL, gpu, "0.95x30") for gpu in gpus),
-            *(gpu_info(ENGINE_A, gpu, str(4100 + n), "1x30") for n, gpu in enumerate(gpus)),
-            *(gpu_facts(gpu, 30) for gpu in gpus),
+            *(engine_gpu_info(ENGINE_A, gpu, str(4100 + n), "1x30") for n, gpu in enumerate(gpus)),
+            *(node_gpu_facts(gpu, 30) for gpu in gpus),
             series(KV, ENGINE_A, "0.5x4 0.9x25"),
             series(WAITING, ENGINE_A, "0x2 3x27"),
             stepping(ENGINE_A, 30),
@@ -76,10 +72,10 @@ DP_UNEQUAL: dict[str, Any] = {
     "input_series": [
         series(UTIL, GPUS[0], "0.1x30"),
         series(UTIL, GPUS[1], "0.95x30"),
-        gpu_info(ENGINE_A, GPUS[0], "4101", "1x30"),
-        gpu_info(ENGINE_B, GPUS[1], "4102", "1x30"),
-        gpu_facts(GPUS[0], 30),
-        gpu_facts(GPUS[1], 30),
+        engine_gpu_info(ENGINE_A, GPUS[0], "4101", "1x30"),
+        engine_gpu_info(ENGINE_B, GPUS[1], "4102", "1x30"),
+        node_gpu_facts(GPUS[0], 30),
+        node_gpu_facts(GPUS[1], 30),
         series(KV, ENGINE_A, "0.5x4 0.9x25"),
         series(KV, ENGINE_B, "0.2x30"),
         series(WAITING, ENGINE_A, "0x2 3x27"),

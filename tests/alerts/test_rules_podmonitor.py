@@ -20,13 +20,8 @@ import yaml
 from servescope.alerts.bundle import rule_file
 from servescope.alerts.config import AlertsConfig
 from tests.alerts.promtool import RULES, check, firing, run_promtool, series
-from tests.alerts.test_rules_serving import (
-    COMBINED,
-    HURTING,
-    KV_PRESSURE,
-    KV_PRESSURE_TAIL,
-    gpu_facts,
-)
+from tests.alerts.serving import node_gpu_facts
+from tests.alerts.test_rules_serving import COMBINED, HURTING, KV_PRESSURE, KV_PRESSURE_TAIL
 
 POD_CONFIG = AlertsConfig(engine_topology="podmonitor")
 NODE = "node-a"
@@ -143,7 +138,7 @@ def tensor_parallel(topology: Topology) -> dict[str, Any]:
         "interval": "1m",
         "input_series": [
             *(series("servescope_gpu_utilization_ratio", gpu, f"0.95x{MINUTES}") for gpu in gpus),
-            *(gpu_facts(gpu, MINUTES) for gpu in gpus),
+            *(node_gpu_facts(gpu, MINUTES) for gpu in gpus),
             *(topology.placement("ds-a", gpu, str(4100 + n)) for n, gpu in enumerate(gpus)),
             *topology.serving("ds-a", KV_90),
         ],
@@ -166,7 +161,7 @@ def pods_apart(topology: Topology) -> dict[str, Any]:
         "input_series": [
             series("servescope_gpu_utilization_ratio", GPUS[0], f"0.1x{MINUTES}"),
             series("servescope_gpu_utilization_ratio", GPUS[1], f"0.95x{MINUTES}"),
-            *(gpu_facts(gpu, MINUTES) for gpu in GPUS[:2]),
+            *(node_gpu_facts(gpu, MINUTES) for gpu in GPUS[:2]),
             topology.placement("ds-a", GPUS[0], "4101"),
             topology.placement("ds-b", GPUS[1], "4201"),
             *topology.serving("ds-a", KV_90),
@@ -196,7 +191,7 @@ DP_IN_ONE_POD: dict[str, Any] = {
     "interval": "1m",
     "input_series": [
         *(series("servescope_gpu_utilization_ratio", gpu, f"0.95x{MINUTES}") for gpu in GPUS[:2]),
-        *(gpu_facts(gpu, MINUTES) for gpu in GPUS[:2]),
+        *(node_gpu_facts(gpu, MINUTES) for gpu in GPUS[:2]),
         *(POD.placement("ds-a", gpu, "") for gpu in GPUS[:2]),
         *POD.serving("ds-a", KV_90, engine="0"),
         *POD.serving("ds-a", f"0.2x{MINUTES}", engine="1"),
