@@ -41,6 +41,11 @@ def series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
     return {"series": f"{name}{{{inner}}}", "values": values}
 
 
+def series_of(labels: dict[str, str], values: dict[str, str]) -> list[dict[str, str]]:
+    """The input series of one target: `values` maps each metric name to its expanding-notation values."""
+    return [series(name, labels, metric_values) for name, metric_values in values.items()]
+
+
 def links(alert_name: str, labels: dict[str, str]) -> dict[str, str]:
     """runbook_url and dashboard_url as the alert renders them for `labels` (Go's urlquery escaping)."""
     alert = ALERTS[alert_name]

@@ -1,10 +1,12 @@
-"""The models, SLIs and histogram series of the SLO alert cases, and the PromQL checks of their records."""
+"""The models, SLIs and histogram series of the SLO alert cases, the PromQL checks of their records, and
+the burn cases built from them."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from tests.alerts.promtool import ENGINE, series
+from tests.alerts.promtool import ENGINE, case, check, firing, series
 
 DEEPSEEK = ENGINE
 QWEN = {**ENGINE, "model_name": "qwen", "endpoint": "http://10.0.0.2:8000/metrics"}
@@ -87,3 +89,62 @@ def ttft_layout(
         ),
         series(f"{metric}_count", labels, counter([(steps, per[-1]) for steps, per in phases])),
     ]
+
+
+# (requests, requests under the bound) per scrape interval.
+BASE = (1000, 995)  # 0.5% errors: half the budget
+Phases = list[tuple[int, tuple[int, int]]]
+# Per SLI: the model that follows the late scenario of a burn case and the one that follows the early one
+# (swapped between the SLIs, so an alert reading the wrong histogram fails).
+MODELS = (("ttft", DEEPSEEK, QWEN), ("e2e", QWEN, DEEPSEEK))
+
+
+def burn_firing(alert: str, model: str, pct: str) -> dict[str, Any]:
+    """The burn alert `alert` firing for `model` with `pct` of its requests missing the objective."""
+    sli = "ttft" if alert.startswith("ServescopeTtft") else "e2e"
+    start = f"{model}: {pct} of requests miss the {SLIS[sli][2]} objective {OBJECTIVE[sli]}"
+    if alert.endswith("Fast"):
+        return firing(
+            alert, {"model_name": model}, f"{start}; at this rate the 30-day budget is gone in under 5 days."
+        )
+    return firing(alert, {"model_name": model}, f"{start} over days: the budget will not last the month.")
+
+
+@dataclass(frozen=True)
+class Burn:
+    """One scenario of a burn case: its error phases and when its alert and records are checked."""
+
+    phases: Phases
+    share: str  # the error share the description shows while it fires
+    silent: tuple[str, ...]  # checked silent; ALERTS shows it pending at the last one
+    firing: str
+    ended: str  # silent again
+    windows: dict[str, dict[str, float]]  # eval time: the recorded ratio of each window there (`w1h`)
+    kept: tuple[str, ...] = field(default=())  # ALERTS still firing after the condition ended
+
+    def checks(self, alert: str, model: str) -> list[dict[str, Any]]:
+        firing_check = check(alert, self.firing, burn_firing(alert, model, self.share))
+        return [*(check(alert, at) for at in self.silent), firing_check, check(alert, self.ended)]
+
+    def exprs(self, alert: str, sli: str, model: str) -> list[dict[str, Any]]:
+        kept = [alert_state(alert, model, at, "firing") for at in self.kept]
+        recorded = [entry for at, found in self.windows.items() for entry in ratios(sli, model, at, **found)]
+        return [alert_state(alert, model, self.silent[-1]), *kept, *recorded]
+
+
+def burn_case(name: str, speed: str, interval: str, steps: int, *, early: Burn, late: Burn) -> dict[str, Any]:
+    """One promtool group for `Servescope<SLI>SloBurn<speed>` of both SLIs over `steps` samples: two models
+    follow the early and the late scenario, llama stays at BASE (no burn alert may name it)."""
+    inputs: list[dict[str, str]] = []
+    checks: list[dict[str, Any]] = []
+    exprs: list[dict[str, Any]] = []
+    end = f"{steps * int(interval.removesuffix('m'))}m"
+    for sli, on_late, on_early in MODELS:
+        alert = f"Servescope{SLIS[sli][1]}SloBurn{speed}"
+        inputs += histogram(sli, on_late, late.phases) + histogram(sli, on_early, early.phases)
+        inputs += histogram(sli, LLAMA, [(steps, BASE)])
+        late_model, early_model = on_late["model_name"], on_early["model_name"]
+        checks += early.checks(alert, early_model) + late.checks(alert, late_model)
+        exprs += early.exprs(alert, sli, early_model) + late.exprs(alert, sli, late_model)
+        exprs += ratios(sli, "llama", end, **{f"w{w}": 0.005 for w in WINDOWS})
+    return case(name, inputs, *checks, interval=interval, exprs=exprs)

@@ -1,7 +1,8 @@
-"""promtool cases for the GPU failures the first GPU cases do not cover: node-wide NVML loss, XIDs kept
-until a reset, XIDs asking for a recovery action and drain-when-convenient XIDs.
+"""promtool cases for the GPU failures the first GPU cases do not cover: node-wide NVML loss, XIDs
+asking for a recovery action and drain-when-convenient XIDs. An XID kept until the reset is in
+test_rules_xid_kept.py.
 
-1 min samples and evaluations, except the XID kept for a day (5 min).
+1 min samples and evaluations.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.alerts.inputs import GPU1, xid_description, xid_event
-from tests.alerts.promtool import GPU, ON_GPU, TARGET, case, check, fires, run_promtool_at, series
+from tests.alerts.promtool import GPU, ON_GPU, TARGET, case, check, fires, run_promtool, series
 
 # --- a node whose NVML fails as a whole (driver gone): every GPU series vanishes, the exporter answers --
 NVML_LOST = "ServescopeGpuNodeNvmlLost"  # for 1m
@@ -73,33 +74,14 @@ def _recovery_case(xid: str, why: str) -> dict[str, Any]:
     )
 
 
-# --- an XID stays until the GPU is reset: keep_firing_for 24h (5 min samples and evaluations) -----------
-XID_79 = {**GPU, "xid": "79"}
-XID_KEPT = case(
-    f"{XID}: kept for a day after the event",
-    xid_event(XID_79, "_x2 1x300", "_x2 600x300"),
-    check(XID, "5m"),
-    check(XID, "10m"),  # pending
-    fires(XID, "12h", XID_79, xid_description("79")),
-    # The condition ended at 20m (the event left the window): resolved 24 h later.
-    check(XID, "24h25m"),
-    interval="5m",
-)
-
 CASES: list[dict[str, Any]] = [
     NVML_LOST_CASE,
     DRAIN_CASE,
     _recovery_case("154", "recovery action needed"),
     _recovery_case("46", "GPU stopped processing"),
-    XID_KEPT,
 ]
 
 
 @pytest.mark.e2e
 def test_gpu_failures(tmp_path: Path) -> None:
-    run_promtool_at("1m", CASES, tmp_path)
-
-
-@pytest.mark.e2e
-def test_xid_kept_until_reset(tmp_path: Path) -> None:
-    run_promtool_at("5m", CASES, tmp_path)
+    run_promtool(CASES, tmp_path)

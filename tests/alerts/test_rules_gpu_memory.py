@@ -12,7 +12,18 @@ from pathlib import Path
 import pytest
 
 from tests.alerts.inputs import GIB, gpu_facts
-from tests.alerts.promtool import ENGINE, GPU, GPU_BY, ON_GPU, case, check, fires, run_promtool, series
+from tests.alerts.promtool import (
+    ENGINE,
+    GPU,
+    GPU_BY,
+    ON_GPU,
+    case,
+    check,
+    fires,
+    run_promtool,
+    series,
+    series_of,
+)
 
 USED_PEAK = "servescope_gpu_memory_used_peak_bytes"
 TOTAL_BYTES = "servescope_gpu_memory_total_bytes"
@@ -113,8 +124,9 @@ HEADROOM_CASE = case(
 HEADROOM_RELATIVE = case(
     f"{HEADROOM}: relative to a 0.95 budget",
     [
-        series(TOTAL_BYTES, GPU, f"{100 * GIB}x60"),
-        series(USED_PEAK, GPU, f"{96 * GIB}x9 {98 * GIB}x30 {96 * GIB}x20"),
+        *series_of(
+            GPU, {TOTAL_BYTES: f"{100 * GIB}x60", USED_PEAK: f"{96 * GIB}x9 {98 * GIB}x30 {96 * GIB}x20"}
+        ),
         *_placed("0.95", 60),
     ],
     check(HEADROOM, "9m"),  # 4% free

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.alerts.inputs import engine_gpu_info
-from tests.alerts.promtool import TARGET, check, firing, run_promtool, series
+from tests.alerts.promtool import TARGET, check, fires, firing, run_promtool, series
 from tests.alerts.serving import (
     ENGINE_A,
     ENGINE_B,
@@ -52,7 +52,7 @@ def tensor_parallel(size: int) -> dict[str, Any]:
         ],
         "alert_rule_test": [
             check(HURTING, "12m"),  # pending
-            check(HURTING, "13m", firing(HURTING, engine_page(ENGINE_A), HURTING_A)),  # once, not per GPU
+            fires(HURTING, "13m", engine_page(ENGINE_A), HURTING_A),  # once, not per GPU
             # The warning stays per GPU (the page silences it in Alertmanager): it names each GPU.
             check(
                 COMBINED,

@@ -19,7 +19,7 @@ import yaml
 
 from servescope.alerts.bundle import rule_file
 from servescope.alerts.config import AlertsConfig
-from tests.alerts.promtool import RULES, check, firing, run_promtool, series
+from tests.alerts.promtool import RULES, check, fires, firing, run_promtool, series
 from tests.alerts.serving import node_gpu_facts
 from tests.alerts.test_rules_serving import COMBINED, HURTING, KV_PRESSURE, KV_PRESSURE_TAIL
 
@@ -144,7 +144,7 @@ def tensor_parallel(topology: Topology) -> dict[str, Any]:
         ],
         "alert_rule_test": [
             check(HURTING, "12m"),  # pending
-            check(HURTING, "13m", firing(HURTING, _labels(keys, hostname=NODE), page)),
+            fires(HURTING, "13m", _labels(keys, hostname=NODE), page),
             check(COMBINED, "9m"),  # pending
             check(COMBINED, "10m", *combined),
         ],
@@ -170,14 +170,11 @@ def pods_apart(topology: Topology) -> dict[str, Any]:
         "alert_rule_test": [
             check(HURTING, "20m"),
             check(COMBINED, "20m"),
-            check(
+            fires(
                 KV_PRESSURE,
                 "20m",
-                firing(
-                    KV_PRESSURE,
-                    kv_labels,
-                    f"{_on(topology, 'ds-a', folded=False)} uses 90% of its KV cache{KV_PRESSURE_TAIL}",
-                ),
+                kv_labels,
+                f"{_on(topology, 'ds-a', folded=False)} uses 90% of its KV cache{KV_PRESSURE_TAIL}",
             ),
         ],
     }
@@ -197,14 +194,11 @@ DP_IN_ONE_POD: dict[str, Any] = {
         *POD.serving("ds-a", f"0.2x{MINUTES}", engine="1"),
     ],
     "alert_rule_test": [
-        check(
+        fires(
             HURTING,
             "13m",
-            firing(
-                HURTING,
-                _labels(POD.engine_keys("ds-a"), hostname=NODE),
-                _on(POD, "ds-a") + PAGE_TAIL,
-            ),
+            _labels(POD.engine_keys("ds-a"), hostname=NODE),
+            _on(POD, "ds-a") + PAGE_TAIL,
         ),
     ],
 }

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.alerts.promtool import case, check, fires, run_promtool, series
+from tests.alerts.promtool import case, check, fires, run_promtool, series, series_of
 from tests.alerts.serving import (
     ENGINE_A,
     ENGINE_B,
@@ -165,15 +165,14 @@ COMBINED_CASES = [
 QUEUE = "ServescopeRequestQueueBuilding"
 
 
-def _queue(engine: dict[str, str], waiting: str, running: str) -> list[dict[str, str]]:
-    return [series(WAITING, engine, waiting), series(RUNNING, engine, running)]
-
-
 QUEUE_CASE = case(
     QUEUE,
-    # Engine A: 12 waiting for 8 running from minute 5 to 19, 3 waiting from minute 20. Engine B: 12 waiting
-    # but 16 running: the batch keeps up, silent.
-    [*_queue(ENGINE_A, "2x4 12x14 3x10", "8x30"), *_queue(ENGINE_B, "12x30", "16x30")],
+    [
+        # Engine A: 12 waiting for 8 running from minute 5 to 19, 3 waiting from minute 20.
+        *series_of(ENGINE_A, {WAITING: "2x4 12x14 3x10", RUNNING: "8x30"}),
+        # Engine B: 12 waiting but 16 running: the batch keeps up, silent.
+        *series_of(ENGINE_B, {WAITING: "12x30", RUNNING: "16x30"}),
+    ],
     check(QUEUE, "14m"),  # pending for 9m
     fires(QUEUE, "15m", ENGINE_A, f"{ON_A} has 12 requests waiting, more than 1 per running request."),
     check(QUEUE, "21m"),
@@ -181,6 +180,8 @@ QUEUE_CASE = case(
 
 # --- ServescopePreemptionsSustained (rate[5m] > 0.1/s for 15m) -----------------------------------------
 PREEMPT = "ServescopePreemptionsSustained"
+# rate at 21m: (960 - 660) / 300 s = 1.00/s
+PREEMPT_A = f"{ON_A} preempts 1.00 requests/s: the KV cache is too small for the batch."
 PREEMPT_CASE = case(
     PREEMPT,
     [
@@ -192,10 +193,7 @@ PREEMPT_CASE = case(
         series(PREEMPTIONS, ENGINE_B, "0+3x40"),
     ],
     check(PREEMPT, "20m"),  # pending for 14m
-    # rate at 21m: (960 - 660) / 300 s = 1.00/s
-    fires(
-        PREEMPT, "21m", ENGINE_A, f"{ON_A} preempts 1.00 requests/s: the KV cache is too small for the batch."
-    ),
+    fires(PREEMPT, "21m", ENGINE_A, PREEMPT_A),
     check(PREEMPT, "31m"),
 )
 
