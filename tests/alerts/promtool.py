@@ -115,10 +115,3 @@ def run_promtool(
     )
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
-
-
-def run_promtool_at(interval: str, tests: list[dict[str, Any]], tmp_path: Path) -> str:
-    """Run the groups of `tests` sampled every `interval`, evaluating the rules at that interval too."""
-    chosen = [group for group in tests if group["interval"] == interval]
-    assert chosen, f"no promtool group at interval {interval}"
-    return run_promtool(chosen, tmp_path, evaluation_interval=interval)

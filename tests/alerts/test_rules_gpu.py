@@ -44,7 +44,7 @@ XID_FIRST_EVENT = case(
     fires(XID, "6m", XID_79, XID_DESCRIPTION),
     fires(XID, "14m", XID_79, XID_DESCRIPTION),
     # The event left the 10m window; the GPU is still broken: keep_firing_for holds the alert (its end
-    # is checked in test_rules_gpu_failures, a day later).
+    # is checked in test_rules_xid_kept, a day later).
     fires(XID, "16m", XID_79, XID_DESCRIPTION),
     fires(XID, "45m", XID_79, XID_DESCRIPTION),
 )

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.alerts.promtool import TARGET, case, check, firing, run_promtool_at, series
+from tests.alerts.promtool import TARGET, case, check, firing, run_promtool, series
 from tests.alerts.serving import ENGINE_A, ENGINE_B, ENGINE_C, GPU0, KV, ON_A, node_gpu_facts
 
 AVG5M = "engine:servescope_kv_cache_usage:avg5m"
@@ -123,4 +123,4 @@ CASES: list[dict[str, Any]] = [ANOMALY_CASE]
 
 @pytest.mark.e2e
 def test_kv_baseline(tmp_path: Path) -> None:
-    run_promtool_at("5m", CASES, tmp_path)
+    run_promtool(CASES, tmp_path, evaluation_interval="5m")
