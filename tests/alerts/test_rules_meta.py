@@ -212,22 +212,19 @@ def absent_case(alert: str, metric: str, labels: dict[str, str], value: str, wha
     assert firing(alert, ABSENT_LABELS, description)["exp_annotations"]["summary"] == (
         f"No {what} series from any servescope exporter."
     )
-    return {
-        "name": alert,
-        "interval": "1m",
-        "input_series": [
+    return case(
+        alert,
+        [
             series(metric, labels, f"{value}x9 stale _x29 {value}x10"),
             series(metric, {**labels, "job": "servescope-staging"}, f"{value}x50"),
         ],
-        "alert_rule_test": [
-            check(alert, "5m"),  # present
-            check(alert, "24m"),  # absent since 10m: pending
-            check(alert, "25m", firing(alert, ABSENT_LABELS, description)),
-            check(alert, "39m", firing(alert, ABSENT_LABELS, description)),
-            check(alert, "41m"),  # present again
-        ],
-        "promql_expr_test": [_pending(alert, ABSENT_LABELS, "24m")],
-    }
+        check(alert, "5m"),  # present
+        check(alert, "24m"),  # absent since 10m: pending
+        check(alert, "25m", firing(alert, ABSENT_LABELS, description)),
+        check(alert, "39m", firing(alert, ABSENT_LABELS, description)),
+        check(alert, "41m"),  # present again,
+        exprs=[_pending(alert, ABSENT_LABELS, "24m")],
+    )
 
 
 CASES = [EXPORTER, SOURCES, FORGOTTEN, STALE_CASE, *(absent_case(*guard) for guard in GUARDS)]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.alerts.inputs import engine_gpu_info
-from tests.alerts.promtool import TARGET, check, fires, firing, run_promtool, series
+from tests.alerts.promtool import TARGET, case, check, fires, firing, run_promtool, series
 from tests.alerts.serving import (
     ENGINE_A,
     ENGINE_B,
@@ -39,10 +39,9 @@ COMBINED_A = (
 def tensor_parallel(size: int) -> dict[str, Any]:
     """Engine A on GPUs 0..size-1 (one worker PID each), every one of them saturated: one page."""
     gpus = GPUS[:size]
-    return {
-        "name": f"{HURTING}: one engine on {size} GPUs (TP={size})",
-        "interval": "1m",
-        "input_series": [
+    return case(
+        f"{HURTING}: one engine on {size} GPUs (TP={size})",
+        [
             *(series(UTIL, gpu, "0.95x30") for gpu in gpus),
             *(engine_gpu_info(ENGINE_A, gpu, str(4100 + n), "1x30") for n, gpu in enumerate(gpus)),
             *(node_gpu_facts(gpu, 30) for gpu in gpus),
@@ -50,26 +49,23 @@ def tensor_parallel(size: int) -> dict[str, Any]:
             series(WAITING, ENGINE_A, "0x2 3x27"),
             stepping(ENGINE_A, 30),
         ],
-        "alert_rule_test": [
-            check(HURTING, "12m"),  # pending
-            fires(HURTING, "13m", engine_page(ENGINE_A), HURTING_A),  # once, not per GPU
-            # The warning stays per GPU (the page silences it in Alertmanager): it names each GPU.
-            check(
-                COMBINED,
-                "10m",
-                *(firing(COMBINED, engine_on_gpu(ENGINE_A, gpu), COMBINED_A.format(**gpu)) for gpu in gpus),
-            ),
-        ],
-    }
+        check(HURTING, "12m"),  # pending
+        fires(HURTING, "13m", engine_page(ENGINE_A), HURTING_A),  # once, not per GPU
+        # The warning stays per GPU (the page silences it in Alertmanager): it names each GPU.
+        check(
+            COMBINED,
+            "10m",
+            *(firing(COMBINED, engine_on_gpu(ENGINE_A, gpu), COMBINED_A.format(**gpu)) for gpu in gpus),
+        ),
+    )
 
 
 # Data-parallel engines mapped per rank: engine A (rank 0) at 90% KV on an idle GPU 0, engine B (rank 1)
 # at 20% KV on a busy GPU 1, both with requests waiting. Neither page nor warning for "engine A on GPU 1"
 # (the cross product of engines and GPUs made one); engine A's KV pressure alone alerts.
-DP_UNEQUAL: dict[str, Any] = {
-    "name": f"{HURTING}: data-parallel engines of unequal load",
-    "interval": "1m",
-    "input_series": [
+DP_UNEQUAL: dict[str, Any] = case(
+    f"{HURTING}: data-parallel engines of unequal load",
+    [
         series(UTIL, GPUS[0], "0.1x30"),
         series(UTIL, GPUS[1], "0.95x30"),
         engine_gpu_info(ENGINE_A, GPUS[0], "4101", "1x30"),
@@ -83,17 +79,15 @@ DP_UNEQUAL: dict[str, Any] = {
         stepping(ENGINE_A, 30),
         stepping(ENGINE_B, 30),
     ],
-    "alert_rule_test": [
-        check(HURTING, "13m"),
-        check(HURTING, "20m"),
-        check(COMBINED, "20m"),
-        check(
-            KV_PRESSURE,
-            "20m",
-            firing(KV_PRESSURE, ENGINE_A, f"{ON_A} uses 90% of its KV cache{KV_PRESSURE_TAIL}"),
-        ),
-    ],
-}
+    check(HURTING, "13m"),
+    check(HURTING, "20m"),
+    check(COMBINED, "20m"),
+    check(
+        KV_PRESSURE,
+        "20m",
+        firing(KV_PRESSURE, ENGINE_A, f"{ON_A} uses 90% of its KV cache{KV_PRESSURE_TAIL}"),
+    ),
+)
 
 
 @pytest.mark.e2e
