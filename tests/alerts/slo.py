@@ -3,7 +3,7 @@ the burn cases built from them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tests.alerts.promtool import ENGINE, case, check, firing, series
@@ -120,7 +120,7 @@ class Burn:
     firing: str
     ended: str  # silent again
     windows: dict[str, dict[str, float]]  # eval time: the recorded ratio of each window there (`w1h`)
-    kept: tuple[str, ...] = field(default=())  # ALERTS still firing after the condition ended
+    kept: tuple[str, ...] = ()  # ALERTS still firing after the condition ended
 
     def checks(self, alert: str, model: str) -> list[dict[str, Any]]:
         firing_check = check(alert, self.firing, burn_firing(alert, model, self.share))
