@@ -42,6 +42,11 @@ def series(name: str, labels: dict[str, str], values: str) -> dict[str, str]:
     return {"series": f"{name}{{{inner}}}", "values": values}
 
 
+def series_of(labels: dict[str, str], values: dict[str, str]) -> list[dict[str, str]]:
+    """The input series of one target: `values` maps each metric name to its expanding-notation values."""
+    return [series(name, labels, metric_values) for name, metric_values in values.items()]
+
+
 def links(alert_name: str, labels: dict[str, str]) -> dict[str, str]:
     """runbook_url and dashboard_url as the alert renders them for `labels` (Go's urlquery escaping)."""
     alert = ALERTS[alert_name]
@@ -65,14 +70,27 @@ def firing(alert_name: str, labels: dict[str, str], description: str) -> dict[st
     }
 
 
-def case(name: str, inputs: list[dict[str, str]], *checks: dict[str, Any]) -> dict[str, Any]:
-    """A promtool test group at a 1 min interval: its input series and alert checks."""
-    return {"name": name, "interval": "1m", "input_series": inputs, "alert_rule_test": list(checks)}
+def case(
+    name: str,
+    inputs: list[dict[str, str]],
+    *checks: dict[str, Any],
+    interval: str = "1m",
+    exprs: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A promtool test group: its input series (sampled every `interval`), alert checks and, if any,
+    PromQL checks (`promql_expr_test`)."""
+    group = {"name": name, "interval": interval, "input_series": inputs, "alert_rule_test": list(checks)}
+    return group if exprs is None else {**group, "promql_expr_test": exprs}
 
 
 def check(alert_name: str, eval_time: str, *expected: dict[str, Any]) -> dict[str, Any]:
     """An alert_rule_test entry; no `expected` asserts silence at that time."""
     return {"eval_time": eval_time, "alertname": alert_name, "exp_alerts": list(expected)}
+
+
+def fires(alert_name: str, eval_time: str, labels: dict[str, str], description: str) -> dict[str, Any]:
+    """An alert_rule_test entry: `alert_name` fires once at `eval_time`, on `labels`, with `description`."""
+    return check(alert_name, eval_time, firing(alert_name, labels, description))
 
 
 NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")

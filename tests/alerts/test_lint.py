@@ -1,10 +1,10 @@
-"""The offline rule linter: the bundle is clean, and each check catches the rule it is about."""
+"""The offline rule linter: the bundle is clean, and each check of its labels, annotations, `for` and
+names catches the rule it is about. Its PromQL checks are in test_lint_promql.py."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -13,45 +13,8 @@ from servescope.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.alerts.bundle import groups, rule_file
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.lint import LintProblem, lint, lint_document, lint_rule_file
-from servescope.alerts.model import GPU_KEYS, Alert, Group, Record
-
-ROOT = Path(__file__).resolve().parents[2]
-CONFIG = AlertsConfig()
-GOOD = Alert(
-    "ServescopeLintExample",
-    'servescope_gpu_up{job="servescope"} == 0',
-    "5m",
-    "warning",
-    "A GPU is lost.",
-    "{{ $labels.hostname }} GPU {{ $labels.gpu }} is lost.",
-    GPU_KEYS,
-    "gpu",
-)
-TTFT_BUCKET = 'servescope_serving_time_to_first_token_seconds_bucket{job="servescope"}'
-
-
-def checks(*rules: Alert | Record, config: AlertsConfig = CONFIG) -> set[str]:
-    return {problem.check for problem in lint([Group("test", rules)], config)}
-
-
-def expr_checks(expr: str) -> set[str]:
-    return checks(replace(GOOD, expr=expr))
-
-
-def rendered(**changes: Any) -> dict[str, Any]:
-    """GOOD as rules.yaml holds it, with top-level keys changed (None deletes the key)."""
-    rule = GOOD.render(CONFIG)
-    for key, value in changes.items():
-        if value is None:
-            rule.pop(key, None)
-        else:
-            rule[key] = value
-    return rule
-
-
-def document_checks(*rules: dict[str, Any]) -> set[str]:
-    return {problem.check for problem in lint_document({"groups": [{"name": "t", "rules": list(rules)}]})}
-
+from servescope.alerts.model import Group, Record
+from tests.alerts.linting import CONFIG, GOOD, checks, document_checks, rendered
 
 # --- the real bundle ---------------------------------------------------------------------------------
 
@@ -189,123 +152,6 @@ def test_for_missing_or_malformed() -> None:
     assert document_checks(rendered(**{"for": "five minutes"})) == {"alerts/for"}
 
 
-# --- counters -----------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "expr",
-    [
-        'servescope_serving_preemptions_total{job="servescope"} > 0',
-        'sum by (instance) (servescope_gpu_xid_errors_total{job="servescope"}) > 0',
-        'max_over_time(servescope_gpu_pcie_replay_errors_total{job="servescope"}[10m]) > 0',
-        'servescope_serving_time_to_first_token_seconds_count{job="servescope"} > 100',
-        'servescope_serving_time_to_first_token_seconds_bucket{job="servescope",le="0.5"} / 2 > 1',
-        # the counter sits in the left operand, not in the rate() next to it
-        "servescope_dcgm_pcie_replay_errors_total - rate(servescope_dcgm_pcie_replay_errors_total[5m]) > 0",
-        '(servescope_serving_preemptions_total{job="servescope"}) > 0',
-    ],
-)
-def test_counter_not_under_rate(expr: str) -> None:
-    assert expr_checks(expr) == {"promql/counter"}
-
-
-@pytest.mark.parametrize(
-    "expr",
-    [
-        'rate(servescope_serving_preemptions_total{job="servescope"}[5m]) > 0.1',
-        'sum by (instance) (increase(servescope_gpu_xid_errors_total{job="servescope"}[10m])) > 0',
-        "irate(servescope_dcgm_pcie_replay_errors_total[1m] offset 5m) > 0",
-        "resets(servescope_dcgm_dmon_restarts_total[1h]) > 0",
-        "max_over_time(rate(servescope_serving_preemptions_total[5m])[1h:1m]) > 1",
-        'absent(servescope_serving_preemptions_total{job="servescope"})',
-    ],
-)
-def test_counter_under_rate_is_fine(expr: str) -> None:
-    assert expr_checks(expr) == set()
-
-
-def test_rate_over_a_gauge() -> None:
-    assert expr_checks('rate(servescope_gpu_utilization_ratio{job="servescope"}[5m]) > 0') == {
-        "promql/rate-gauge"
-    }
-    assert expr_checks('deriv(servescope_gpu_utilization_ratio{job="servescope"}[5m]) > 0') == set()
-
-
-# --- histogram_quantile -------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "expr",
-    [
-        f"histogram_quantile(0.99, rate({TTFT_BUCKET}[5m])) > 0.5",
-        f"histogram_quantile(0.99, sum by (model_name) (rate({TTFT_BUCKET}[5m]))) > 0.5",
-        f"histogram_quantile(0.99, sum without (le) (rate({TTFT_BUCKET}[5m]))) > 0.5",
-        f"histogram_quantile(0.99, max by (le) (rate({TTFT_BUCKET}[5m]))) > 0.5",
-        f"histogram_quantile(0.99, sum(rate({TTFT_BUCKET}[5m]))) > 0.5",
-    ],
-)
-def test_histogram_quantile_without_sum_by_le(expr: str) -> None:
-    assert expr_checks(expr) == {"promql/histogram-quantile"}
-
-
-@pytest.mark.parametrize(
-    "expr",
-    [
-        f"histogram_quantile(0.99, sum by (le, model_name) (rate({TTFT_BUCKET}[5m]))) > 0.5",
-        f"histogram_quantile(0.99, sum(rate({TTFT_BUCKET}[5m])) by (model_name, le)) > 0.5",
-        f"histogram_quantile(0.99, (sum without (instance, pod) (rate({TTFT_BUCKET}[5m])))) > 0.5",
-    ],
-)
-def test_histogram_quantile_over_sum_by_le_is_fine(expr: str) -> None:
-    assert expr_checks(expr) == set()
-
-
-# --- metric names -------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "expr",
-    [
-        'servescope_nope{job="servescope"} > 0',
-        'rate(servescope_nope_total{job="servescope"}[5m]) > 0',
-        "servescope_gpu_utilisation_ratio > 0.9",  # a typo of servescope_gpu_utilization_ratio
-        "instance:gpu_utilization:avg5m > 0.9",  # a recording rule nobody defines
-        'servescope_gpu_up{job="servescope"} == 0 and on (instance) servescope_nope',
-    ],
-)
-def test_unknown_metric(expr: str) -> None:
-    assert expr_checks(expr) == {"promql/unknown-metric"}
-
-
-@pytest.mark.parametrize(
-    "expr",
-    [
-        "up == 0",
-        'ALERTS{alertstate="firing"} > 0',
-        "ALERTS_FOR_STATE > 0",
-        "servescope_dcgm_sm_active_ratio > 0.9",  # a DCGM default counter
-        "servescope_gpu_memory_growth_bytes_per_second > 0",  # a derived signal
-        'vllm:num_requests_waiting{model_name="x"} > 5',  # vLLM alias names
-        "vllm:gpu_cache_usage_perc > 0.9",
-        "rate(vllm:num_preemptions_total[5m]) > 0",
-        "histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[5m]))) > 1",
-        '{__name__="servescope_gpu_up"} == 0',
-        "engine:servescope_kv_cache_usage:avg5m > 0.9",  # recorded by the bundle, below
-    ],
-)
-def test_known_metrics(expr: str) -> None:
-    record = Record(
-        "engine:servescope_kv_cache_usage:avg5m", "avg_over_time(servescope_serving_kv_cache_usage_ratio[5m])"
-    )
-    assert checks(replace(GOOD, expr=expr), record) == set()
-
-
-def test_metric_names_from_the_catalog_only_once_checked() -> None:
-    problems = lint([Group("t", (replace(GOOD, expr="servescope_nope > 0"),))], CONFIG)
-    assert [(p.rule, p.check) for p in problems] == [("ServescopeLintExample", "promql/unknown-metric")]
-    assert "servescope_nope" in problems[0].message
-
-
 # --- names --------------------------------------------------------------------------------------------
 
 
@@ -337,21 +183,3 @@ def test_duplicate_names() -> None:
 def test_rule_without_alert_or_record() -> None:
     assert document_checks({"expr": "up == 0"}) == {"rules/shape"}
     assert document_checks({"alert": "ServescopeX"}) == {"rules/shape"}
-
-
-# --- PromQL syntax (the parser itself: test_promql.py) ------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "expr",
-    [
-        "rate(x[5m]",
-        "sum by (le (rate(x[5m]))",
-        "x{job=servescope}",
-        "x > > 1",
-        "x ยง 1",
-        "histogram_quantile(0.99)",
-    ],
-)
-def test_syntax_error(expr: str) -> None:
-    assert expr_checks(expr) == {"promql/syntax"}

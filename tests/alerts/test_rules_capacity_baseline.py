@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.alerts.promtool import ENGINE, check, firing, run_promtool, series
+from tests.alerts.promtool import ENGINE, case, check, firing, run_promtool, series
 
 ALERT = "ServescopeThroughputBelowBaseline"
 CHANGE = 10800  # minutes: 7 days 12 hours
@@ -55,31 +55,27 @@ def _running_series(values: str) -> dict[str, str]:
     return series("servescope_serving_requests_running", ENGINE, values)
 
 
-SLOWER = {
-    "name": f"{ALERT}: slower at the same batch",
-    "interval": "1m",
-    "input_series": [
+SLOWER = case(
+    f"{ALERT}: slower at the same batch",
+    [
         *GPUS,
         _tokens_series(_tokens(60_000, 42_000, back_at=CHANGE + 180)),
         _running_series(_running(50, 50)),
     ],
-    "alert_rule_test": [
-        check(ALERT, f"{CHANGE - 10}m"),  # before the change
-        check(ALERT, f"{CHANGE + 40}m"),  # below the baseline, pending for less than 1h
-        check(ALERT, f"{CHANGE + 90}m", firing(ALERT, ENGINE, DESCRIPTION)),
-        check(ALERT, f"{CHANGE + 200}m"),  # recovered at +180m
-    ],
-}
-LIGHTER = {
-    "name": f"{ALERT}: lighter traffic, same speed per request",
-    "interval": "1m",
-    "input_series": [*GPUS, _tokens_series(_tokens(60_000, 36_000)), _running_series(_running(50, 30))],
-    "alert_rule_test": [check(ALERT, f"{CHANGE + 90}m"), check(ALERT, f"{CHANGE + 300}m")],
-}
-NO_HISTORY = {
-    "name": f"{ALERT}: no day-old baseline yet",
-    "interval": "1m",
-    "input_series": [
+    check(ALERT, f"{CHANGE - 10}m"),  # before the change
+    check(ALERT, f"{CHANGE + 40}m"),  # below the baseline, pending for less than 1h
+    check(ALERT, f"{CHANGE + 90}m", firing(ALERT, ENGINE, DESCRIPTION)),
+    check(ALERT, f"{CHANGE + 200}m"),  # recovered at +180m,
+)
+LIGHTER = case(
+    f"{ALERT}: lighter traffic, same speed per request",
+    [*GPUS, _tokens_series(_tokens(60_000, 36_000)), _running_series(_running(50, 30))],
+    check(ALERT, f"{CHANGE + 90}m"),
+    check(ALERT, f"{CHANGE + 300}m"),
+)
+NO_HISTORY = case(
+    f"{ALERT}: no day-old baseline yet",
+    [
         *(
             series(
                 s["series"].split("{")[0],
@@ -91,8 +87,9 @@ NO_HISTORY = {
         _tokens_series(f"_x{CHANGE - 600} 0+60000x599 36000000+42000x600"),
         _running_series(f"_x{CHANGE - 600} 50x1200"),
     ],
-    "alert_rule_test": [check(ALERT, f"{CHANGE + 90}m"), check(ALERT, f"{CHANGE + 500}m")],
-}
+    check(ALERT, f"{CHANGE + 90}m"),
+    check(ALERT, f"{CHANGE + 500}m"),
+)
 CASES = [SLOWER, LIGHTER, NO_HISTORY]
 
 

@@ -1,6 +1,7 @@
-"""promtool cases of the engine liveness alerts (group servescope-engine) and the endpoint count record.
+"""promtool cases of the engine liveness alerts (group servescope-engine): a hung scheduler, a restart
+loop, requests failing. The healthy-endpoint count is in test_rules_healthy_endpoints.py.
 
-1 min samples and evaluations, except the healthy-endpoints baseline, which needs a day (5 min).
+1 min samples and evaluations.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.alerts.promtool import ENGINE, TARGET, case, check, firing, run_promtool, series
+from tests.alerts.promtool import ENGINE, case, check, fires, run_promtool, series, series_of
 
 ENGINE_B = {**ENGINE, "engine": "1", "endpoint": "http://10.0.0.1:8001/metrics"}
 ON_A = "deepseek engine 0 at http://10.0.0.1:8000/metrics"
@@ -28,23 +29,18 @@ STUCK_CASE = case(
     STUCK,
     [
         # Engine A generates until 10m, hangs with 6 requests running until 29m, then generates again.
-        series(RUNNING, ENGINE, "6x40"),
-        series(GENERATED, ENGINE, "0+500x10 5000x19 5500+500x10"),
+        *series_of(ENGINE, {RUNNING: "6x40", GENERATED: "0+500x10 5000x19 5500+500x10"}),
         # Engine B is idle: nothing running, nothing generated.
-        series(RUNNING, ENGINE_B, "0x40"),
-        series(GENERATED, ENGINE_B, "900x40"),
+        *series_of(ENGINE_B, {RUNNING: "0x40", GENERATED: "900x40"}),
     ],
     check(STUCK, "14m"),  # 4 flat minutes in the window
     check(STUCK, "19m"),  # flat over [10m, 15m] from 15m: pending
-    check(
+    fires(
         STUCK,
         "20m",
-        firing(
-            STUCK,
-            ENGINE,
-            f"{ON_A} has 6 requests running and generated no token in 5m: its scheduler hangs (vLLM "
-            "refreshes its gauges on engine steps only, so they look healthy).",
-        ),
+        ENGINE,
+        f"{ON_A} has 6 requests running and generated no token in 5m: its scheduler hangs (vLLM "
+        "refreshes its gauges on engine steps only, so they look healthy).",
     ),
     check(STUCK, "31m"),
 )
@@ -60,15 +56,12 @@ LOOP_CASE = case(
     ],
     check(LOOP, "15m"),  # one reset
     check(LOOP, "20m"),  # the second: pending
-    check(
+    fires(
         LOOP,
         "21m",
-        firing(
-            LOOP,
-            ENGINE,
-            f"{ON_A} restarted 2 times in 30m (its counters went back to zero): it crashes under load or at "
-            "start-up.",
-        ),
+        ENGINE,
+        f"{ON_A} restarted 2 times in 30m (its counters went back to zero): it crashes under load or at "
+        "start-up.",
     ),
     check(LOOP, "41m"),  # the first reset left the window
 )
@@ -87,74 +80,18 @@ ERRORS_CASE = case(
         series(FINISHED, {**ENGINE_B, "finished_reason": "abort"}, "0+1x40"),
     ],
     check(ERRORS, "16m"),  # pending since 7m
-    check(
+    fires(
         ERRORS,
         "17m",
-        firing(
-            ERRORS,
-            A_BY,
-            f"{ON_A}: 9.091% of the requests it finished in 5m ended in abort or error (bound 5%).",
-        ),
+        A_BY,
+        f"{ON_A}: 9.091% of the requests it finished in 5m ended in abort or error (bound 5%).",
     ),
     check(ERRORS, "31m"),
 )
 
-CASES_1M: list[dict[str, Any]] = [STUCK_CASE, LOOP_CASE, ERRORS_CASE]
-
-# --- healthy endpoints per model below its day's median (75%, for 15m; 5 min samples) ------------------
-LOW = "ServescopeHealthyEndpointsLow"
-KV = "servescope_serving_kv_cache_usage_ratio"
-
-
-def _endpoint(model: str, n: int) -> dict[str, str]:
-    return {**TARGET, "model_name": model, "engine": "0", "endpoint": f"http://10.1.{n}.1:8000/metrics"}
-
-
-# deepseek runs 4 endpoints for a day; 2 die at 24h (their series go). qwen loses 1 of 4 at 24h: 3 is
-# 75%, not under. llama's only endpoint dies at 24h: its count is gone, read as 0. At 12h the deepseek
-# endpoints drop to 2 as well, but without a day of baseline nothing is judged.
-DAY = "0.4x287"
-
-
-def _low(model: str, count: int) -> str:
-    return (
-        f"{model} has {count} endpoints answering, under 75% of its median of the last day: engines died and "
-        "were not replaced, and requests no engine answers leave no latency sample to burn the SLO."
-    )
-
-
-LOW_CASE = {
-    "name": LOW,
-    "interval": "5m",
-    "input_series": [
-        series(KV, _endpoint("deepseek", 1), f"{DAY} 0.4x30"),
-        series(KV, _endpoint("deepseek", 2), f"{DAY} 0.4x30"),
-        # 3 and 4 also go away from 12h to 12h50 (a rollout) and die at 24h.
-        *(series(KV, _endpoint("deepseek", n), "0.4x143 stale _x10 0.4x132 stale") for n in (3, 4)),
-        *(series(KV, _endpoint("qwen", n), f"{DAY} 0.4x30") for n in (1, 2, 3)),
-        series(KV, _endpoint("qwen", 4), f"{DAY} stale"),
-        series(KV, _endpoint("llama", 1), f"{DAY} stale"),
-    ],
-    "alert_rule_test": [
-        check(LOW, "12h30m"),  # 2 of 4, but no day of baseline yet
-        check(LOW, "24h10m"),  # pending since 24h
-        check(
-            LOW,
-            "24h15m",
-            firing(LOW, {"model_name": "deepseek"}, _low("deepseek", 2)),
-            firing(LOW, {"model_name": "llama"}, _low("llama", 0)),
-        ),
-    ],
-}
-CASES_5M: list[dict[str, Any]] = [LOW_CASE]
-CASES: list[dict[str, Any]] = [*CASES_1M, *CASES_5M]
+CASES: list[dict[str, Any]] = [STUCK_CASE, LOOP_CASE, ERRORS_CASE]
 
 
 @pytest.mark.e2e
 def test_engine_alerts(tmp_path: Path) -> None:
-    run_promtool(CASES_1M, tmp_path)
-
-
-@pytest.mark.e2e
-def test_healthy_endpoints(tmp_path: Path) -> None:
-    run_promtool(CASES_5M, tmp_path, evaluation_interval="5m")
+    run_promtool(CASES, tmp_path)

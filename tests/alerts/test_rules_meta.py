@@ -12,7 +12,18 @@ from typing import Any
 
 import pytest
 
-from tests.alerts.promtool import ENGINE, GPU, TARGET, case, check, firing, run_promtool, series
+from tests.alerts.promtool import (
+    ENGINE,
+    GPU,
+    TARGET,
+    case,
+    check,
+    fires,
+    firing,
+    run_promtool,
+    series,
+    series_of,
+)
 
 ENDPOINT = ENGINE["endpoint"]
 OTHER_ENDPOINT = "http://10.0.0.2:8000/metrics"
@@ -45,34 +56,28 @@ DOWN = "ServescopeExporterDown"
 NODE_B = {**TARGET, "instance": "node-b:9108"}
 # node-a's exporter is scraped fine to 9m, down (up = 0) from 10m to 19m, back from 20m; node-b's always
 # answers; node-exporter's target on node-a is down throughout but is not a servescope target.
-EXPORTER = {
-    "name": f"{WATCHDOG}, {DOWN}",
-    "interval": "1m",
-    "input_series": [
+EXPORTER = case(
+    f"{WATCHDOG}, {DOWN}",
+    [
         series("up", TARGET, "1x9 0x10 1x10"),
         series("up", NODE_B, "1x30"),
         series("up", {"job": "node-exporter", "instance": "node-a:9100"}, "0x30"),
     ],
-    "alert_rule_test": [
-        # Watchdog is `vector(1)` with `for: 0m`: it fires from the first evaluation on and is never silent,
-        # so it has no "silent before for" nor "recovered" case; it is checked firing at 0m and later instead.
-        check(WATCHDOG, "0m", WATCHDOG_FIRING),
-        check(WATCHDOG, "30m", WATCHDOG_FIRING),
-        check(DOWN, "9m"),
-        check(DOWN, "14m"),  # down since 10m: pending
-        check(
-            DOWN,
-            "15m",
-            firing(
-                DOWN,
-                TARGET,
-                "node-a:9108 has been down for 5m: every GPU and serving alert of that node is blind.",
-            ),
-        ),
-        check(DOWN, "21m"),  # recovered
-    ],
-    "promql_expr_test": [_pending(DOWN, TARGET, "14m")],
-}
+    # Watchdog is `vector(1)` with `for: 0m`: it fires from the first evaluation on and is never silent,
+    # so it has no "silent before for" nor "recovered" case; it is checked firing at 0m and later instead.
+    check(WATCHDOG, "0m", WATCHDOG_FIRING),
+    check(WATCHDOG, "30m", WATCHDOG_FIRING),
+    check(DOWN, "9m"),
+    check(DOWN, "14m"),  # down since 10m: pending
+    fires(
+        DOWN,
+        "15m",
+        TARGET,
+        "node-a:9108 has been down for 5m: every GPU and serving alert of that node is blind.",
+    ),
+    check(DOWN, "21m"),  # recovered
+    exprs=[_pending(DOWN, TARGET, "14m")],
+)
 
 # --- sources and serving endpoints ----------------------------------------------------------------------
 SOURCE = "ServescopeSourceDown"
@@ -83,45 +88,36 @@ VLLM_ENDPOINT = {**TARGET, "source": "vllm", "endpoint": ENDPOINT}
 # The exporter reports each source without an endpoint label and each vLLM endpoint with one. The dcgm
 # source fails from 10m to 19m; the first vLLM endpoint stops answering from 30m to 39m, while the vllm
 # source itself and the other endpoint keep working.
-SOURCES = {
-    "name": f"{SOURCE}, {ENDPOINT_DOWN}",
-    "interval": "1m",
-    "input_series": [
+SOURCES = case(
+    f"{SOURCE}, {ENDPOINT_DOWN}",
+    [
         series("servescope_source_up", DCGM, "1x9 0x10 1x30"),
         series("servescope_source_up", {**TARGET, "source": "nvml"}, "1x50"),
         series("servescope_source_up", {**TARGET, "source": "vllm"}, "1x50"),
         series("servescope_source_up", VLLM_ENDPOINT, "1x29 0x10 1x10"),
         series("servescope_source_up", {**VLLM_ENDPOINT, "endpoint": OTHER_ENDPOINT}, "1x50"),
     ],
-    "alert_rule_test": [
-        check(SOURCE, "14m"),  # pending
-        check(
-            SOURCE,
-            "15m",
-            firing(
-                SOURCE,
-                DCGM,
-                "Source dcgm on node-a:9108 is down; /api/v1/sources on the exporter and "
-                "servescope_source_errors_total say why.",
-            ),
-        ),
-        check(SOURCE, "21m"),  # recovered
-        check(SOURCE, "36m"),  # an endpoint down (ServescopeServingEndpointDown fires) is not a source down
-        check(ENDPOINT_DOWN, "15m"),  # a source down is not an endpoint down
-        check(ENDPOINT_DOWN, "34m"),  # pending
-        check(
-            ENDPOINT_DOWN,
-            "35m",
-            firing(
-                ENDPOINT_DOWN,
-                VLLM_ENDPOINT,
-                f"{ENDPOINT} on node-a:9108 has not answered for 5m: {DOWN_TAIL}",
-            ),
-        ),
-        check(ENDPOINT_DOWN, "41m"),  # recovered
-    ],
-    "promql_expr_test": [_pending(SOURCE, DCGM, "14m"), _pending(ENDPOINT_DOWN, VLLM_ENDPOINT, "34m")],
-}
+    check(SOURCE, "14m"),  # pending
+    fires(
+        SOURCE,
+        "15m",
+        DCGM,
+        "Source dcgm on node-a:9108 is down; /api/v1/sources on the exporter and "
+        "servescope_source_errors_total say why.",
+    ),
+    check(SOURCE, "21m"),  # recovered
+    check(SOURCE, "36m"),  # an endpoint down (ServescopeServingEndpointDown fires) is not a source down
+    check(ENDPOINT_DOWN, "15m"),  # a source down is not an endpoint down
+    check(ENDPOINT_DOWN, "34m"),  # pending
+    fires(
+        ENDPOINT_DOWN,
+        "35m",
+        VLLM_ENDPOINT,
+        f"{ENDPOINT} on node-a:9108 has not answered for 5m: {DOWN_TAIL}",
+    ),
+    check(ENDPOINT_DOWN, "41m"),  # recovered
+    exprs=[_pending(SOURCE, DCGM, "14m"), _pending(ENDPOINT_DOWN, VLLM_ENDPOINT, "34m")],
+)
 
 # --- a dead engine the exporter forgets (900 s after its last success, its series go) ---------------------
 # Endpoint 1 dies at 10m and is forgotten at 25m: the alert stays. Endpoint 2 dies at 10m too, is forgotten
@@ -131,44 +127,41 @@ SOURCES = {
 ENDPOINT_2 = "http://10.0.0.2:8000/metrics"
 ENDPOINT_3 = "http://10.0.0.3:8000/metrics"
 NODE_B_ENGINE = {**TARGET, "instance": "node-b:9108", "source": "vllm"}
-FORGOTTEN = {
-    "name": f"{ENDPOINT_DOWN}: forgotten while down",
-    "interval": "1m",
-    "input_series": [
+FORGOTTEN = case(
+    f"{ENDPOINT_DOWN}: forgotten while down",
+    [
         series("servescope_source_up", VLLM_ENDPOINT, "1x9 0x15 stale"),
         series("servescope_source_up", {**NODE_B_ENGINE, "endpoint": ENDPOINT_2}, "1x9 0x15 stale"),
         series("servescope_source_up", {**NODE_B_ENGINE, "endpoint": ENDPOINT_3}, "_x60 1x60"),
     ],
-    "alert_rule_test": [
-        check(ENDPOINT_DOWN, "14m"),  # pending
-        check(
+    check(ENDPOINT_DOWN, "14m"),  # pending
+    check(
+        ENDPOINT_DOWN,
+        "40m",
+        firing(
             ENDPOINT_DOWN,
-            "40m",
-            firing(
-                ENDPOINT_DOWN,
-                VLLM_ENDPOINT,
-                f"{ENDPOINT} on node-a:9108 has not answered for 5m: {DOWN_TAIL}",
-            ),
-            firing(
-                ENDPOINT_DOWN,
-                {**NODE_B_ENGINE, "endpoint": ENDPOINT_2},
-                f"{ENDPOINT_2} on node-b:9108 has not answered for 5m: {DOWN_TAIL}",
-            ),
+            VLLM_ENDPOINT,
+            f"{ENDPOINT} on node-a:9108 has not answered for 5m: {DOWN_TAIL}",
         ),
-        check(
+        firing(
             ENDPOINT_DOWN,
-            "2h",
-            firing(
-                ENDPOINT_DOWN,
-                VLLM_ENDPOINT,
-                f"{ENDPOINT} on node-a:9108 has not answered for 5m: {DOWN_TAIL}",
-            ),
+            {**NODE_B_ENGINE, "endpoint": ENDPOINT_2},
+            f"{ENDPOINT_2} on node-b:9108 has not answered for 5m: {DOWN_TAIL}",
         ),
-    ],
-}
+    ),
+    fires(
+        ENDPOINT_DOWN,
+        "2h",
+        VLLM_ENDPOINT,
+        f"{ENDPOINT} on node-a:9108 has not answered for 5m: {DOWN_TAIL}",
+    ),
+)
 
 # --- a hung source: up 1, its last success ever older ----------------------------------------------------
 STALE = "ServescopeSourceStale"
+LAST_SUCCESS = "servescope_source_last_success_timestamp_seconds"
+INTERVAL = "servescope_source_interval_seconds"
+UP = "servescope_source_up"
 NVML_SOURCE = {**TARGET, "source": "nvml"}
 # The nvml source (1 s interval) hangs at 10m: its last success stays at 600 s while Prometheus scrapes on
 # (the sample's timestamp grows); 3 intervals is under the 60 s floor, so it is stale from 11m01s, at the
@@ -176,24 +169,17 @@ NVML_SOURCE = {**TARGET, "source": "nvml"}
 STALE_CASE = case(
     STALE,
     [
-        series("servescope_source_last_success_timestamp_seconds", NVML_SOURCE, "0+60x10 600x20 1860+60x10"),
-        series("servescope_source_interval_seconds", NVML_SOURCE, "1x40"),
-        series("servescope_source_up", NVML_SOURCE, "1x40"),
-        series("servescope_source_last_success_timestamp_seconds", DCGM, "-45+60x40"),
-        series("servescope_source_interval_seconds", DCGM, "30x40"),
-        series("servescope_source_up", DCGM, "1x40"),
+        *series_of(NVML_SOURCE, {LAST_SUCCESS: "0+60x10 600x20 1860+60x10", INTERVAL: "1x40", UP: "1x40"}),
+        *series_of(DCGM, {LAST_SUCCESS: "-45+60x40", INTERVAL: "30x40", UP: "1x40"}),
     ],
     check(STALE, "11m"),  # 60 s old: not over the floor
     check(STALE, "16m"),  # stale since 12m: pending
-    check(
+    fires(
         STALE,
         "17m",
-        firing(
-            STALE,
-            NVML_SOURCE,
-            "Source nvml on node-a:9108 last succeeded 7m 0s before the scrape, more than 3 intervals: a "
-            "call hangs (NVML around an XID 79, dcgmi) and its series keep their last values.",
-        ),
+        NVML_SOURCE,
+        "Source nvml on node-a:9108 last succeeded 7m 0s before the scrape, more than 3 intervals: a "
+        "call hangs (NVML around an XID 79, dcgmi) and its series keep their last values.",
     ),
     check(STALE, "32m"),  # collecting again since 31m
 )
@@ -226,22 +212,19 @@ def absent_case(alert: str, metric: str, labels: dict[str, str], value: str, wha
     assert firing(alert, ABSENT_LABELS, description)["exp_annotations"]["summary"] == (
         f"No {what} series from any servescope exporter."
     )
-    return {
-        "name": alert,
-        "interval": "1m",
-        "input_series": [
+    return case(
+        alert,
+        [
             series(metric, labels, f"{value}x9 stale _x29 {value}x10"),
             series(metric, {**labels, "job": "servescope-staging"}, f"{value}x50"),
         ],
-        "alert_rule_test": [
-            check(alert, "5m"),  # present
-            check(alert, "24m"),  # absent since 10m: pending
-            check(alert, "25m", firing(alert, ABSENT_LABELS, description)),
-            check(alert, "39m", firing(alert, ABSENT_LABELS, description)),
-            check(alert, "41m"),  # present again
-        ],
-        "promql_expr_test": [_pending(alert, ABSENT_LABELS, "24m")],
-    }
+        check(alert, "5m"),  # present
+        check(alert, "24m"),  # absent since 10m: pending
+        check(alert, "25m", firing(alert, ABSENT_LABELS, description)),
+        check(alert, "39m", firing(alert, ABSENT_LABELS, description)),
+        check(alert, "41m"),  # present again,
+        exprs=[_pending(alert, ABSENT_LABELS, "24m")],
+    )
 
 
 CASES = [EXPORTER, SOURCES, FORGOTTEN, STALE_CASE, *(absent_case(*guard) for guard in GUARDS)]

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.alerts.promtool import case, check, firing, run_promtool, series
-from tests.alerts.test_rules_gpu import GPU1, GPU_BY, ON_GPU
+from tests.alerts.inputs import GPU1
+from tests.alerts.promtool import GPU_BY, ON_GPU, case, check, fires, firing, run_promtool, series
 
 LINK = "ServescopePcieLinkDegraded"
 UTIL = "servescope_gpu_utilization_ratio"
@@ -51,7 +51,7 @@ NARROW = case(
     f"{LINK}: x8 of x16, at idle too",
     _link(GPU0, "1x40", "8x20 16x19", "0x40"),
     check(LINK, "9m"),  # pending since 0m
-    check(LINK, "11m", firing(LINK, {**GPU0, "degraded": "width"}, _description(ON_GPU, "width", 8))),
+    fires(LINK, "11m", {**GPU0, "degraded": "width"}, _description(ON_GPU, "width", 8)),
     check(LINK, "21m"),  # retrained at x16
 )
 

@@ -13,25 +13,21 @@ from typing import Any
 
 import pytest
 
-from tests.alerts.promtool import TARGET, check, firing, run_promtool, series
-from tests.alerts.test_rules_serving import (
-    COMBINED,
+from tests.alerts.inputs import engine_gpu_info
+from tests.alerts.promtool import TARGET, case, check, fires, firing, run_promtool, series
+from tests.alerts.serving import (
     ENGINE_A,
     ENGINE_B,
-    HURTING,
-    HURTING_A,
     KV,
-    KV_PRESSURE,
-    KV_PRESSURE_TAIL,
     ON_A,
     UTIL,
     WAITING,
     engine_on_gpu,
     engine_page,
-    gpu_facts,
-    gpu_info,
+    node_gpu_facts,
     stepping,
 )
+from tests.alerts.test_rules_serving import COMBINED, HURTING, HURTING_A, KV_PRESSURE, KV_PRESSURE_TAIL
 
 GPUS = [{**TARGET, "gpu": str(n), "uuid": f"GPU-000{n}", "hostname": "node-a"} for n in range(8)]
 COMBINED_A = (
@@ -43,43 +39,39 @@ COMBINED_A = (
 def tensor_parallel(size: int) -> dict[str, Any]:
     """Engine A on GPUs 0..size-1 (one worker PID each), every one of them saturated: one page."""
     gpus = GPUS[:size]
-    return {
-        "name": f"{HURTING}: one engine on {size} GPUs (TP={size})",
-        "interval": "1m",
-        "input_series": [
+    return case(
+        f"{HURTING}: one engine on {size} GPUs (TP={size})",
+        [
             *(series(UTIL, gpu, "0.95x30") for gpu in gpus),
-            *(gpu_info(ENGINE_A, gpu, str(4100 + n), "1x30") for n, gpu in enumerate(gpus)),
-            *(gpu_facts(gpu, 30) for gpu in gpus),
+            *(engine_gpu_info(ENGINE_A, gpu, str(4100 + n), "1x30") for n, gpu in enumerate(gpus)),
+            *(node_gpu_facts(gpu, 30) for gpu in gpus),
             series(KV, ENGINE_A, "0.5x4 0.9x25"),
             series(WAITING, ENGINE_A, "0x2 3x27"),
             stepping(ENGINE_A, 30),
         ],
-        "alert_rule_test": [
-            check(HURTING, "12m"),  # pending
-            check(HURTING, "13m", firing(HURTING, engine_page(ENGINE_A), HURTING_A)),  # once, not per GPU
-            # The warning stays per GPU (the page silences it in Alertmanager): it names each GPU.
-            check(
-                COMBINED,
-                "10m",
-                *(firing(COMBINED, engine_on_gpu(ENGINE_A, gpu), COMBINED_A.format(**gpu)) for gpu in gpus),
-            ),
-        ],
-    }
+        check(HURTING, "12m"),  # pending
+        fires(HURTING, "13m", engine_page(ENGINE_A), HURTING_A),  # once, not per GPU
+        # The warning stays per GPU (the page silences it in Alertmanager): it names each GPU.
+        check(
+            COMBINED,
+            "10m",
+            *(firing(COMBINED, engine_on_gpu(ENGINE_A, gpu), COMBINED_A.format(**gpu)) for gpu in gpus),
+        ),
+    )
 
 
 # Data-parallel engines mapped per rank: engine A (rank 0) at 90% KV on an idle GPU 0, engine B (rank 1)
 # at 20% KV on a busy GPU 1, both with requests waiting. Neither page nor warning for "engine A on GPU 1"
 # (the cross product of engines and GPUs made one); engine A's KV pressure alone alerts.
-DP_UNEQUAL: dict[str, Any] = {
-    "name": f"{HURTING}: data-parallel engines of unequal load",
-    "interval": "1m",
-    "input_series": [
+DP_UNEQUAL: dict[str, Any] = case(
+    f"{HURTING}: data-parallel engines of unequal load",
+    [
         series(UTIL, GPUS[0], "0.1x30"),
         series(UTIL, GPUS[1], "0.95x30"),
-        gpu_info(ENGINE_A, GPUS[0], "4101", "1x30"),
-        gpu_info(ENGINE_B, GPUS[1], "4102", "1x30"),
-        gpu_facts(GPUS[0], 30),
-        gpu_facts(GPUS[1], 30),
+        engine_gpu_info(ENGINE_A, GPUS[0], "4101", "1x30"),
+        engine_gpu_info(ENGINE_B, GPUS[1], "4102", "1x30"),
+        node_gpu_facts(GPUS[0], 30),
+        node_gpu_facts(GPUS[1], 30),
         series(KV, ENGINE_A, "0.5x4 0.9x25"),
         series(KV, ENGINE_B, "0.2x30"),
         series(WAITING, ENGINE_A, "0x2 3x27"),
@@ -87,17 +79,15 @@ DP_UNEQUAL: dict[str, Any] = {
         stepping(ENGINE_A, 30),
         stepping(ENGINE_B, 30),
     ],
-    "alert_rule_test": [
-        check(HURTING, "13m"),
-        check(HURTING, "20m"),
-        check(COMBINED, "20m"),
-        check(
-            KV_PRESSURE,
-            "20m",
-            firing(KV_PRESSURE, ENGINE_A, f"{ON_A} uses 90% of its KV cache{KV_PRESSURE_TAIL}"),
-        ),
-    ],
-}
+    check(HURTING, "13m"),
+    check(HURTING, "20m"),
+    check(COMBINED, "20m"),
+    check(
+        KV_PRESSURE,
+        "20m",
+        firing(KV_PRESSURE, ENGINE_A, f"{ON_A} uses 90% of its KV cache{KV_PRESSURE_TAIL}"),
+    ),
+)
 
 
 @pytest.mark.e2e

@@ -19,14 +19,9 @@ import yaml
 
 from servescope.alerts.bundle import rule_file
 from servescope.alerts.config import AlertsConfig
-from tests.alerts.promtool import RULES, check, firing, run_promtool, series
-from tests.alerts.test_rules_serving import (
-    COMBINED,
-    HURTING,
-    KV_PRESSURE,
-    KV_PRESSURE_TAIL,
-    gpu_facts,
-)
+from tests.alerts.promtool import RULES, case, check, fires, firing, run_promtool, series
+from tests.alerts.serving import node_gpu_facts
+from tests.alerts.test_rules_serving import COMBINED, HURTING, KV_PRESSURE, KV_PRESSURE_TAIL
 
 POD_CONFIG = AlertsConfig(engine_topology="podmonitor")
 NODE = "node-a"
@@ -138,81 +133,66 @@ def tensor_parallel(topology: Topology) -> dict[str, Any]:
         )
         for gpu in gpus
     ]
-    return {
-        "name": f"{'podmonitor' if topology.podmonitor else 'exporter'}: TP=2 engine pages once",
-        "interval": "1m",
-        "input_series": [
+    return case(
+        f"{'podmonitor' if topology.podmonitor else 'exporter'}: TP=2 engine pages once",
+        [
             *(series("servescope_gpu_utilization_ratio", gpu, f"0.95x{MINUTES}") for gpu in gpus),
-            *(gpu_facts(gpu, MINUTES) for gpu in gpus),
+            *(node_gpu_facts(gpu, MINUTES) for gpu in gpus),
             *(topology.placement("ds-a", gpu, str(4100 + n)) for n, gpu in enumerate(gpus)),
             *topology.serving("ds-a", KV_90),
         ],
-        "alert_rule_test": [
-            check(HURTING, "12m"),  # pending
-            check(HURTING, "13m", firing(HURTING, _labels(keys, hostname=NODE), page)),
-            check(COMBINED, "9m"),  # pending
-            check(COMBINED, "10m", *combined),
-        ],
-    }
+        check(HURTING, "12m"),  # pending
+        fires(HURTING, "13m", _labels(keys, hostname=NODE), page),
+        check(COMBINED, "9m"),  # pending
+        check(COMBINED, "10m", *combined),
+    )
 
 
 def pods_apart(topology: Topology) -> dict[str, Any]:
     """ds-a at 90% KV on an idle GPU 0, ds-b at 20% on a saturated GPU 1, both with requests waiting:
     neither the page nor the warning joins ds-a's KV to ds-b's GPU; ds-a's KV pressure alone alerts."""
     kv_labels = topology.engine("ds-a")
-    return {
-        "name": f"{'podmonitor' if topology.podmonitor else 'exporter'}: two pods of a node kept apart",
-        "interval": "1m",
-        "input_series": [
+    return case(
+        f"{'podmonitor' if topology.podmonitor else 'exporter'}: two pods of a node kept apart",
+        [
             series("servescope_gpu_utilization_ratio", GPUS[0], f"0.1x{MINUTES}"),
             series("servescope_gpu_utilization_ratio", GPUS[1], f"0.95x{MINUTES}"),
-            *(gpu_facts(gpu, MINUTES) for gpu in GPUS[:2]),
+            *(node_gpu_facts(gpu, MINUTES) for gpu in GPUS[:2]),
             topology.placement("ds-a", GPUS[0], "4101"),
             topology.placement("ds-b", GPUS[1], "4201"),
             *topology.serving("ds-a", KV_90),
             *topology.serving("ds-b", f"0.2x{MINUTES}"),
         ],
-        "alert_rule_test": [
-            check(HURTING, "20m"),
-            check(COMBINED, "20m"),
-            check(
-                KV_PRESSURE,
-                "20m",
-                firing(
-                    KV_PRESSURE,
-                    kv_labels,
-                    f"{_on(topology, 'ds-a', folded=False)} uses 90% of its KV cache{KV_PRESSURE_TAIL}",
-                ),
-            ),
-        ],
-    }
+        check(HURTING, "20m"),
+        check(COMBINED, "20m"),
+        fires(
+            KV_PRESSURE,
+            "20m",
+            kv_labels,
+            f"{_on(topology, 'ds-a', folded=False)} uses 90% of its KV cache{KV_PRESSURE_TAIL}",
+        ),
+    )
 
 
 POD = Topology(podmonitor=True)
 # Data-parallel ranks in one pod: Prometheus cannot tell which of the pod's GPUs each rank holds, so the
 # pod is one unit (its highest KV usage): one page for the pod, not a rank-by-GPU cross product.
-DP_IN_ONE_POD: dict[str, Any] = {
-    "name": "podmonitor: two data-parallel ranks in one pod page once",
-    "interval": "1m",
-    "input_series": [
+DP_IN_ONE_POD: dict[str, Any] = case(
+    "podmonitor: two data-parallel ranks in one pod page once",
+    [
         *(series("servescope_gpu_utilization_ratio", gpu, f"0.95x{MINUTES}") for gpu in GPUS[:2]),
-        *(gpu_facts(gpu, MINUTES) for gpu in GPUS[:2]),
+        *(node_gpu_facts(gpu, MINUTES) for gpu in GPUS[:2]),
         *(POD.placement("ds-a", gpu, "") for gpu in GPUS[:2]),
         *POD.serving("ds-a", KV_90, engine="0"),
         *POD.serving("ds-a", f"0.2x{MINUTES}", engine="1"),
     ],
-    "alert_rule_test": [
-        check(
-            HURTING,
-            "13m",
-            firing(
-                HURTING,
-                _labels(POD.engine_keys("ds-a"), hostname=NODE),
-                _on(POD, "ds-a") + PAGE_TAIL,
-            ),
-        ),
-    ],
-}
+    fires(
+        HURTING,
+        "13m",
+        _labels(POD.engine_keys("ds-a"), hostname=NODE),
+        _on(POD, "ds-a") + PAGE_TAIL,
+    ),
+)
 
 
 def pod_rules(tmp_path: Path) -> Path:
