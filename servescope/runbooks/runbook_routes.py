@@ -23,14 +23,8 @@ from pydantic import ValidationError
 from servescope.common.errors import first_reason
 from servescope.runbooks.actions import ACTIONS, RunContext
 from servescope.runbooks.audit import AuditLog
-from servescope.runbooks.document import (
-    Runbook,
-    RunbookError,
-    UnknownAlertError,
-    is_label_name,
-    load_runbook,
-    load_runbooks,
-)
+from servescope.runbooks.document import is_label_name, load_runbook, load_runbooks
+from servescope.runbooks.model import Runbook, RunbookError, UnknownAlertError
 from servescope.runbooks.runbook_html import index_html, runbook_html
 from servescope.runbooks.shell import esc, not_found, page
 from servescope.runbooks.step_pool import PoolBusyError, StepPool
