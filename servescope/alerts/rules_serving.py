@@ -5,6 +5,7 @@ from __future__ import annotations
 from servescope import catalog as c
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.exprs import (
+    BASELINE_MIN_AGE,
     ON_ENGINE,
     ON_GPU,
     engine_active,
@@ -29,9 +30,6 @@ BASELINE_BY = "job, hostname, model_name, engine, endpoint"
 KV_AVG5M = "engine:servescope_kv_cache_usage:avg5m"
 KV_AVG1D = "engine:servescope_kv_cache_usage:avg1d"
 KV_STDDEV1D = "engine:servescope_kv_cache_usage:stddev1d"
-# The anomaly alert waits until the baseline spans (almost) a day: on a younger series the daily mean and
-# deviation describe a few hours only, and every change of load (the first busy morning) reads as an anomaly.
-KV_BASELINE_MIN_AGE = "23h"
 
 
 def kv_symptom(cfg: AlertsConfig) -> str:
@@ -120,7 +118,7 @@ def serving(cfg: AlertsConfig) -> Group:
                 "ServescopeKvCacheAnomaly",
                 # Rises only: a drop (a restart, a quiet night) frees memory and harms nobody.
                 f"({KV_AVG5M} - {KV_AVG1D}) / clamp_min({KV_STDDEV1D}, {cfg.kv_anomaly_min_stddev:g})"
-                f" > {cfg.kv_anomaly_sigmas:g} and {KV_AVG5M} offset {KV_BASELINE_MIN_AGE}",
+                f" > {cfg.kv_anomaly_sigmas:g} and {KV_AVG5M} offset {BASELINE_MIN_AGE}",
                 cfg.kv_anomaly_for,
                 "warning",
                 "An engine's KV cache usage departs from its daily baseline.",
