@@ -13,9 +13,10 @@ from servescope.alerts.model import Alert, Group
 from servescope.alerts.rules_capacity_baseline import capacity_baseline
 from servescope.alerts.rules_engine import endpoint_records, engine
 from servescope.alerts.rules_gpu import health
+from servescope.alerts.rules_kv_baseline import kv_baseline
 from servescope.alerts.rules_memory import memory
 from servescope.alerts.rules_meta import meta
-from servescope.alerts.rules_serving import kv_baseline, serving
+from servescope.alerts.rules_serving import serving
 from servescope.alerts.rules_slo import alerts as slo_alerts
 from servescope.alerts.rules_slo import long_records as slo_long_records
 from servescope.alerts.rules_slo import records as slo_records

@@ -70,9 +70,14 @@ class AlertsConfig(BaseModel):
     kv_pressure_ratio: float = Field(0.70, gt=0, le=1)
     kv_pressure_for: str = "5m"
     combined_for: str = "5m"
-    kv_anomaly_sigmas: float = Field(3.0, gt=0)
+    kv_anomaly_sigmas: float = Field(
+        3.0, gt=0, description="Daily deviations above the daily mean that make 5 min KV usage an anomaly."
+    )
     kv_anomaly_min_stddev: float = Field(
-        0.02, gt=0, description="Floor of the daily deviation (flat baselines)."
+        0.02,
+        gt=0,
+        description="Floor of the daily deviation, in KV usage (0-1): on a flat baseline a tiny deviation "
+        "would make every change of load an anomaly.",
     )
     kv_anomaly_for: str = "15m"
     symptom_preemptions_per_second: float = Field(
@@ -140,7 +145,7 @@ class AlertsConfig(BaseModel):
     fleet_by: tuple[str, ...] = Field((), description="Labels a fleet is grouped by, e.g. [cluster].")
     # --- memory ------------------------------------------------------------------------------------
     leak_for: str = "10m"
-    exhaustion_seconds: float = Field(3600, gt=0)
+    exhaustion_seconds: float = Field(3600, gt=0, description="Time to exhaustion (s) under which it alerts.")
     exhaustion_window: str = Field("30m", pattern="^(5m|30m)$")
     exhaustion_for: str = "5m"
     memory_headroom_ratio: float = Field(

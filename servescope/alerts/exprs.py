@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from servescope import catalog as c
 from servescope.alerts.config import AlertsConfig
-from servescope.alerts.model import sel
+from servescope.alerts.model import ENGINE_KEYS, GPU_KEYS, sel
 from servescope.alerts.topology import podmonitor
 from servescope.catalog.placement import GPU_POD_INFO
 
-GPU_BY = "instance, hostname, gpu, uuid"
-ENGINE_BY = "instance, model_name, engine, endpoint"
+# The labels that tell a GPU and an engine apart (the alerts' keys), as a PromQL label list.
+GPU_BY = ", ".join(GPU_KEYS)
+ENGINE_BY = ", ".join(ENGINE_KEYS)
 # An engine scraped by a PodMonitor: its pod tells it apart (two pods of a node serve engine 0 of the same
 # model); `instance` is the node's name as on the GPU series; `endpoint` is the pod's URL (the PodMonitor
 # sets it) and names the engine in the annotations.
@@ -18,13 +19,21 @@ POD_GPU_BY = "instance, namespace, pod, hostname, gpu, uuid"
 ON_GPU = "{{ $labels.hostname }} GPU {{ $labels.gpu }} ({{ $labels.uuid }})"
 ON_ENGINE = "{{ $labels.model_name }} engine {{ $labels.engine }} at {{ $labels.endpoint }}"
 SM_ACTIVE = "servescope_dcgm_sm_active_ratio"
+# An alert that compares with a daily baseline waits until the baseline spans (almost) a day: on a younger
+# series the daily figures describe a few hours only, and every change of load (the first busy morning)
+# reads as an anomaly.
+BASELINE_MIN_AGE = "23h"
+
+
+def gpu_hosts(cfg: AlertsConfig) -> str:
+    """Each GPU's hostname, from its info series (value 1): joined onto series that carry none."""
+    return f"max by (instance, uuid, hostname) ({sel(cfg, c.GPU_INFO.name)})"
 
 
 def engine_gpu_info(cfg: AlertsConfig) -> str:
     """servescope_engine_gpu_info with the GPU's hostname joined on (the join series has none)."""
     info = sel(cfg, c.ENGINE_GPU_INFO.name)
-    hosts = f"max by (instance, uuid, hostname) ({sel(cfg, c.GPU_INFO.name)})"
-    return f"({info} * on (instance, uuid) group_left (hostname) {hosts})"
+    return f"({info} * on (instance, uuid) group_left (hostname) {gpu_hosts(cfg)})"
 
 
 def engine_by(cfg: AlertsConfig) -> str:

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from servescope import catalog as c
 from servescope.alerts.config import AlertsConfig
-from servescope.alerts.exprs import ENGINE_BY, ON_ENGINE
+from servescope.alerts.exprs import BASELINE_MIN_AGE, ENGINE_BY, ON_ENGINE
 from servescope.alerts.model import ENGINE_KEYS, Alert, Group, Record, sel
 
 ENDPOINTS = "model:servescope_serving_endpoints:count"
-# The endpoints alert waits for a baseline of (almost) a day, as the KV anomaly does.
-ENDPOINTS_BASELINE_MIN_AGE = "23h"
 FAILED_REASONS = "abort|error"
 
 
@@ -27,17 +25,21 @@ def _endpoints_below_norm(cfg: AlertsConfig) -> str:
     now = f"({ENDPOINTS} or on (model_name) 0 * {median})"
     return (
         f"{now} < {cfg.endpoints_ratio:g} * {median}"
-        f" and on (model_name) {ENDPOINTS} offset {ENDPOINTS_BASELINE_MIN_AGE}"
+        f" and on (model_name) {ENDPOINTS} offset {BASELINE_MIN_AGE}"
     )
 
 
 def _request_errors(cfg: AlertsConfig) -> str:
-    finished = sel(cfg, c.REQUESTS_FINISHED.name)
-    failed = sel(cfg, c.REQUESTS_FINISHED.name, f'finished_reason=~"{FAILED_REASONS}"')
-    all_rate = f"sum by ({ENGINE_BY}) (rate({finished}[5m]))"
+    """Engines whose share of failed requests is over request_error_ratio, where enough finish to judge."""
+
+    def per_engine(finished: str) -> str:
+        return f"sum by ({ENGINE_BY}) (rate({finished}[5m]))"
+
+    every = per_engine(sel(cfg, c.REQUESTS_FINISHED.name))
+    failed = per_engine(sel(cfg, c.REQUESTS_FINISHED.name, f'finished_reason=~"{FAILED_REASONS}"'))
     return (
-        f"sum by ({ENGINE_BY}) (rate({failed}[5m])) / {all_rate} > {cfg.request_error_ratio:g}"
-        f" and on ({ENGINE_BY}) {all_rate} > {cfg.request_error_min_rate:g}"
+        f"{failed} / {every} > {cfg.request_error_ratio:g}"
+        f" and on ({ENGINE_BY}) {every} > {cfg.request_error_min_rate:g}"
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from servescope import catalog as c
 from servescope.alerts.config import AlertsConfig
-from servescope.alerts.exprs import GPU_BY, ON_GPU, on_engine_gpus
+from servescope.alerts.exprs import GPU_BY, ON_ENGINE, ON_GPU, gpu_hosts, on_engine_gpus
 from servescope.alerts.model import GPU_KEYS, Alert, Group, sel
 from servescope.catalog import derived as dm
 
@@ -36,10 +36,8 @@ def over_budget_bound(cfg: AlertsConfig) -> str:
     return f"clamp_min({cfg.over_budget_ratio:g} * {budget}, {cfg.over_budget_bytes:.0f})"
 
 
-def memory(cfg: AlertsConfig) -> Group:
-    used_peak = sel(cfg, dm.MEMORY_PEAK.name)
-    total = sel(cfg, c.MEMORY_TOTAL.name)
-    share = cfg.memory_headroom_budget_share
+def over_budget(cfg: AlertsConfig) -> str:
+    """The engines over their memory budget by more than over_budget_bound, with the GPU's hostname."""
     over = sel(cfg, dm.MEMORY_OVER_BUDGET.name)
     keys = "instance, model_name, engine, endpoint, uuid"
     # Engines that state no gpu_memory_utilization get the floor.
@@ -47,9 +45,24 @@ def memory(cfg: AlertsConfig) -> Group:
         f"{over} > on ({keys}) group_left () {over_budget_bound(cfg)}"
         f" or ({over} > {cfg.over_budget_bytes:.0f} unless on ({keys}) {over_budget_bound(cfg)})"
     )
-    # The derived series carries no hostname: joined from the GPU's info series (always 1).
-    hosts = f"max by (instance, uuid, hostname) ({sel(cfg, c.GPU_INFO.name)})"
-    over_expr = f"({over_expr}) * on (instance, uuid) group_left (hostname) {hosts}"
+    # The derived series carries no hostname.
+    return f"({over_expr}) * on (instance, uuid) group_left (hostname) {gpu_hosts(cfg)}"
+
+
+def _headroom_low(cfg: AlertsConfig) -> str:
+    """The GPUs whose free share at the 1 s peak is under headroom_bound (the value is that share)."""
+    used_peak = sel(cfg, dm.MEMORY_PEAK.name)
+    total = sel(cfg, c.MEMORY_TOTAL.name)
+    return (
+        f"({total} - on ({GPU_BY}) {used_peak}) / on ({GPU_BY}) {total}"
+        f" < on (instance, uuid) group_left () {headroom_bound(cfg)}"
+    )
+
+
+def memory(cfg: AlertsConfig) -> Group:
+    # One declarative tuple of the group's four alerts, read top to bottom as the bundle's reference:
+    # longer than 40 lines on purpose.
+    share = cfg.memory_headroom_budget_share
     return Group(
         "servescope-gpu-memory",
         (
@@ -78,8 +91,7 @@ def memory(cfg: AlertsConfig) -> Group:
             ),
             Alert(
                 "ServescopeGpuMemoryHeadroomLow",
-                f"({total} - on ({GPU_BY}) {used_peak}) / on ({GPU_BY}) {total}"
-                f" < on (instance, uuid) group_left () {headroom_bound(cfg)}",
+                _headroom_low(cfg),
                 cfg.memory_headroom_for,
                 "warning",
                 "A GPU has almost no free memory at its peaks.",
@@ -91,11 +103,11 @@ def memory(cfg: AlertsConfig) -> Group:
             ),
             Alert(
                 "ServescopeEngineOverMemoryBudget",
-                over_expr,
+                over_budget(cfg),
                 cfg.over_budget_for,
                 "warning",
                 "A serving engine holds memory beyond its gpu_memory_utilization budget.",
-                "{{ $labels.model_name }} engine {{ $labels.engine }} at {{ $labels.endpoint }} holds "
+                f"{ON_ENGINE} holds "
                 "{{ $value | humanize1024 }}B beyond its budget on GPU {{ $labels.gpu }} ({{ "
                 f"$labels.uuid }}}}), more than {cfg.over_budget_ratio:.0%} of the budget and "
                 f"{cfg.over_budget_bytes / 2**30:g} GiB.",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from servescope import catalog as c
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.exprs import (
+    BASELINE_MIN_AGE,
     ON_ENGINE,
     ON_GPU,
     engine_active,
@@ -13,7 +14,8 @@ from servescope.alerts.exprs import (
     pool_spare,
     saturated,
 )
-from servescope.alerts.model import ENGINE_KEYS, GPU_KEYS, Alert, Group, Record, sel
+from servescope.alerts.model import ENGINE_KEYS, GPU_KEYS, Alert, Group, sel
+from servescope.alerts.rules_kv_baseline import KV_AVG1D, KV_AVG5M, KV_STDDEV1D
 from servescope.alerts.rules_slo import PAGE, error_ratio
 
 COMBINED_KEYS = (*ENGINE_KEYS, "hostname", "gpu", "uuid")
@@ -22,16 +24,6 @@ PAGE_KEYS = (*ENGINE_KEYS, "hostname")
 # The fleet's average over many GPUs is smooth already: 5 min of samples per GPU take out one reading's
 # dip without delaying a fleet-wide shortage by the 10 min a single GPU's average needs.
 FLEET_SMOOTHING = "5m"
-# The KV baseline is kept per engine and node (`hostname`, joined from the node's GPUs), not per
-# `instance`: where instance is the exporter pod's address, a rollout would reset a day of baseline; the
-# node keeps loopback endpoints (http://127.0.0.1:8000) of different nodes apart.
-BASELINE_BY = "job, hostname, model_name, engine, endpoint"
-KV_AVG5M = "engine:servescope_kv_cache_usage:avg5m"
-KV_AVG1D = "engine:servescope_kv_cache_usage:avg1d"
-KV_STDDEV1D = "engine:servescope_kv_cache_usage:stddev1d"
-# The anomaly alert waits until the baseline spans (almost) a day: on a younger series the daily mean and
-# deviation describe a few hours only, and every change of load (the first busy morning) reads as an anomaly.
-KV_BASELINE_MIN_AGE = "23h"
 
 
 def kv_symptom(cfg: AlertsConfig) -> str:
@@ -120,7 +112,7 @@ def serving(cfg: AlertsConfig) -> Group:
                 "ServescopeKvCacheAnomaly",
                 # Rises only: a drop (a restart, a quiet night) frees memory and harms nobody.
                 f"({KV_AVG5M} - {KV_AVG1D}) / clamp_min({KV_STDDEV1D}, {cfg.kv_anomaly_min_stddev:g})"
-                f" > {cfg.kv_anomaly_sigmas:g} and {KV_AVG5M} offset {KV_BASELINE_MIN_AGE}",
+                f" > {cfg.kv_anomaly_sigmas:g} and {KV_AVG5M} offset {BASELINE_MIN_AGE}",
                 cfg.kv_anomaly_for,
                 "warning",
                 "An engine's KV cache usage departs from its daily baseline.",
@@ -179,19 +171,5 @@ def serving(cfg: AlertsConfig) -> Group:
                 (*cfg.fleet_by, "model_name"),
                 "serving",
             ),
-        ),
-    )
-
-
-def kv_baseline(cfg: AlertsConfig) -> Group:
-    """Recording rules of the KV daily baseline (the anomaly alert compares against them)."""
-    hosts = f"on (instance) group_left (hostname) max by (instance, hostname) ({sel(cfg, c.GPU_INFO.name)})"
-    kv_5m = f"avg_over_time({sel(cfg, c.KV_USAGE.name)}[5m])"
-    return Group(
-        "servescope-kv-baseline",
-        (
-            Record(KV_AVG5M, f"avg by ({BASELINE_BY}) ({kv_5m} * {hosts})"),
-            Record(KV_AVG1D, f"avg_over_time({KV_AVG5M}[1d])"),
-            Record(KV_STDDEV1D, f"stddev_over_time({KV_AVG5M}[1d])"),
         ),
     )

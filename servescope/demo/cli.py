@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -46,15 +46,26 @@ def demo(  # noqa: PLR0917 (typer: one parameter per option)
     engines with load), the exporter, the runbook service with its Alertmanager webhook, and (when their
     binaries are on PATH) Prometheus with the alert rules and Alertmanager routing to the webhook.
     Faults become alerts, alerts become incidents whose runbook read steps have run."""
-    if scenario not in DEMO_SCENARIOS:
-        typer.echo(
-            f"servescope: error: --scenario {scenario!r}: choose one of {', '.join(DEMO_SCENARIOS)}", err=True
-        )
-        raise typer.Exit(2)
-    if engines > gpus:
-        typer.echo(f"servescope: error: --engines {engines}: more engines than --gpus {gpus}", err=True)
-        raise typer.Exit(2)
+    _check(scenario, gpus, engines)
     options = DemoOptions(scenario=scenario, gpus=gpus, engines=engines, seed=seed, state_dir=state_dir)
+    raise typer.Exit(_run(options, duration))
+
+
+def _fail(message: str, status: int) -> NoReturn:
+    """Say what is wrong on stderr and exit with `status` (2: usage or state folder, 1: the stack)."""
+    typer.echo(f"servescope: error: {message}", err=True)
+    raise typer.Exit(status)
+
+
+def _check(scenario: str, gpus: int, engines: int) -> None:
+    if scenario not in DEMO_SCENARIOS:
+        _fail(f"--scenario {scenario!r}: choose one of {', '.join(DEMO_SCENARIOS)}", 2)
+    if engines > gpus:
+        _fail(f"--engines {engines}: more engines than --gpus {gpus}", 2)
+
+
+def _run(options: DemoOptions, duration: float | None) -> int:
+    """Start the stack, keep it until `duration` or Ctrl-C, stop it whatever happened: the exit status."""
     stack = DemoStack(options, echo=typer.echo)
     # SIGTERM while starting must clean up like Ctrl-C does (Python's default would exit at once).
     signal.signal(signal.SIGTERM, _interrupt)
@@ -63,18 +74,16 @@ def demo(  # noqa: PLR0917 (typer: one parameter per option)
         typer.echo(stack.describe())
         status = stack.wait(duration)
     except StateDirError as exc:
-        typer.echo(f"servescope: error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        _fail(str(exc), 2)
     except (ChildFailedError, StackCheckError) as exc:
-        typer.echo(f"servescope: error: {exc}", err=True)
-        raise typer.Exit(1) from None
+        _fail(str(exc), 1)
     except KeyboardInterrupt:
         typer.echo("interrupted")
         status = 130
     finally:
         stack.stop()
     typer.echo("stopped")
-    raise typer.Exit(status)
+    return status
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

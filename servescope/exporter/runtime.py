@@ -136,39 +136,48 @@ def build_runtime(settings: Settings, hardware: Hardware | None = None) -> Runti
     directory = GpuDirectory()
     lib = (hardware.nvml or NvmlLibrary()) if settings.nvml.enabled else None
     if lib is not None:
-        runtime.add(
-            NvmlSource(
-                lib,
-                hostname=hostname,
-                interval_seconds=settings.nvml.interval_seconds,
-                xid_events=settings.nvml.xid_events,
-                nvlink_per_link=settings.nvml.nvlink_per_link,
-                link_store=runtime.nvlinks,
-                directory=directory,
-                history=runtime.history,
-            )
-        )
+        runtime.add(_nvml_source(settings, lib, hostname, directory, runtime))
     if settings.dcgm.enabled:
         runtime.add(_dcgm_source(settings, hardware, counters, hostname, directory))
     pod_resources = _pod_resources_source(settings, lib, hostname, directory)
     if pod_resources is not None:
         runtime.add(pod_resources)
-    vllm = settings.vllm
-    runtime.add(
-        VllmSource(
-            vllm.urls,
-            directory=directory,
-            procfs=ProcFs(vllm.procfs),
-            scraper=Scraper(vllm.timeout_seconds, vllm.max_bytes),
-            interval_seconds=vllm.interval_seconds,
-            passthrough=vllm.passthrough,
-            discovery=vllm.discovery,
-            board=runtime.board,
-        )
-    )
+    runtime.add(_vllm_source(settings, directory, runtime))
     runtime.derived = _derived_source(settings.derived, runtime)
     runtime.add(runtime.derived)
     return runtime
+
+
+def _nvml_source(
+    settings: Settings, lib: NvmlLibrary, hostname: str, directory: GpuDirectory, runtime: Runtime
+) -> NvmlSource:
+    """The GPUs through NVML, recording into the runtime's memory history and NVLink store."""
+    nvml = settings.nvml
+    return NvmlSource(
+        lib,
+        hostname=hostname,
+        interval_seconds=nvml.interval_seconds,
+        xid_events=nvml.xid_events,
+        nvlink_per_link=nvml.nvlink_per_link,
+        link_store=runtime.nvlinks,
+        directory=directory,
+        history=runtime.history,
+    )
+
+
+def _vllm_source(settings: Settings, directory: GpuDirectory, runtime: Runtime) -> VllmSource:
+    """The engines, configured or discovered, recording into the runtime's serving board."""
+    vllm = settings.vllm
+    return VllmSource(
+        vllm.urls,
+        directory=directory,
+        procfs=ProcFs(vllm.procfs),
+        scraper=Scraper(vllm.timeout_seconds, vllm.max_bytes),
+        interval_seconds=vllm.interval_seconds,
+        passthrough=vllm.passthrough,
+        discovery=vllm.discovery,
+        board=runtime.board,
+    )
 
 
 def _empty_runtime(settings: Settings, simulated: bool, counters: list[CounterField]) -> Runtime:

@@ -24,7 +24,7 @@ Where things are, from the Markdown to the browser:
     webhook.py, payload.py,           Alertmanager's webhook, and the incidents it opens (incident_db.py:
       incident_service.py,            the SQLite file, moved aside when unusable)
       incidents.py, incident_db.py
-    shell.py, markdown.py,            the one HTML shell, the one Markdown renderer, the page bodies
-      runbook_html.py, incident_html.py
+    shell.py, markdown.py,            the pages' style and script (common/html.py is the shell), the
+      runbook_html.py, incident_html.py one Markdown renderer, the page bodies
     auth.py, audit.py                 the tokens (change steps, webhook) and the change-step audit log
 """

@@ -18,14 +18,8 @@ from pydantic import BaseModel
 
 from servescope.common.settings_cli import settings_command, usage_error
 from servescope.runbooks.cli_output import print_list, print_report, print_runbook, report_json
-from servescope.runbooks.document import (
-    Runbook,
-    RunbookError,
-    UnknownAlertError,
-    is_label_name,
-    load_runbook,
-    load_runbooks,
-)
+from servescope.runbooks.document import is_label_name, load_runbook, load_runbooks
+from servescope.runbooks.model import Runbook, RunbookError, UnknownAlertError
 from servescope.runbooks.runner import ParamError, UnknownStepError, run
 from servescope.runbooks.settings import FolderSettings, StepSettings
 

@@ -12,7 +12,8 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
-from servescope.runbooks.shell import esc, page
+from servescope.common.html import esc
+from servescope.runbooks.shell import page
 
 
 def _labels_html(labels: Mapping[str, Any]) -> str:

@@ -6,10 +6,11 @@ import json
 from typing import Any
 from urllib.parse import quote
 
+from servescope.common.html import esc
 from servescope.runbooks.document import Runbook, RunbookError, Step
 from servescope.runbooks.markdown import markdown
 from servescope.runbooks.runner import preview
-from servescope.runbooks.shell import RUNBOOK_SCRIPT, esc
+from servescope.runbooks.shell import RUNBOOK_SCRIPT
 
 
 def index_html(found: list[Runbook], errors: list[RunbookError]) -> str:

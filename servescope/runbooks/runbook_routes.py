@@ -21,18 +21,13 @@ from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 
 from servescope.common.errors import first_reason
+from servescope.common.html import esc
 from servescope.runbooks.actions import ACTIONS, RunContext
 from servescope.runbooks.audit import AuditLog
-from servescope.runbooks.document import (
-    Runbook,
-    RunbookError,
-    UnknownAlertError,
-    is_label_name,
-    load_runbook,
-    load_runbooks,
-)
+from servescope.runbooks.document import is_label_name, load_runbook, load_runbooks
+from servescope.runbooks.model import Runbook, RunbookError, UnknownAlertError
 from servescope.runbooks.runbook_html import index_html, runbook_html
-from servescope.runbooks.shell import esc, not_found, page
+from servescope.runbooks.shell import not_found, page
 from servescope.runbooks.step_pool import PoolBusyError, StepPool
 
 Incidents = Callable[[str], list[dict[str, Any]]]

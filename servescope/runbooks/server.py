@@ -20,7 +20,7 @@ from servescope.runbooks.actions import RunContext
 from servescope.runbooks.asgi import DEFAULT_BODY_LIMIT, WEBHOOK_BODY_LIMIT, BodyLimit
 from servescope.runbooks.audit import DEFAULT_AUDIT_LOG, AuditLog
 from servescope.runbooks.document import UnknownAlertError, runbooks_dir
-from servescope.runbooks.runbook_routes import ContextFactory, Incidents, Pages, add_page_routes
+from servescope.runbooks.runbook_routes import Incidents, Pages, add_page_routes
 from servescope.runbooks.settings import TokenSettings
 from servescope.runbooks.step_pool import StepPool
 from servescope.runbooks.step_routes import add_step_routes
@@ -30,18 +30,8 @@ _RUN_PATH = re.compile(r"/runbooks/[^/]+/steps/[^/]+/run")
 Readiness = Callable[[], str | None]  # why the service is not ready, None when it is
 
 
-def runbook_router(
-    runbooks_dir: Path,
-    ctx_factory: ContextFactory,
-    *,
-    token: str | None,
-    audit: AuditLog,
-    incidents: Incidents | None = None,
-    pool: StepPool | None = None,
-    trusted_proxies: tuple[str, ...] = (),
-) -> APIRouter:
-    """The /runbooks routes over a folder of runbooks; `ctx_factory(request)` gives the RunContext."""
-    pages = Pages(runbooks_dir, ctx_factory, token, audit, incidents, pool or StepPool(), trusted_proxies)
+def runbook_router(pages: Pages) -> APIRouter:
+    """The /runbooks routes over what `pages` holds: the folder, the run context, the token and audit log."""
     router = APIRouter()
     add_page_routes(router, pages)
     add_step_routes(router, pages)
@@ -95,16 +85,8 @@ def create_runbook_app(
         redoc_url=None,
         openapi_url="/openapi.json" if api_docs else None,
     )
-    router = runbook_router(
-        runbooks_dir,
-        lambda _: ctx,
-        token=token,
-        audit=audit,
-        incidents=incidents,
-        pool=pool,
-        trusted_proxies=trusted_proxies,
-    )
-    app.include_router(router)
+    pages = Pages(runbooks_dir, lambda _: ctx, token, audit, incidents, pool or StepPool(), trusted_proxies)
+    app.include_router(runbook_router(pages))
     _health_routes(app, readiness)
     return app
 
@@ -133,4 +115,4 @@ def mounted_router() -> APIRouter | None:
     except UnknownAlertError:
         return None
     token = (TokenSettings().token or "").strip() or None
-    return runbook_router(folder, self_context, token=token, audit=AuditLog(DEFAULT_AUDIT_LOG))
+    return runbook_router(Pages(folder, self_context, token, AuditLog(DEFAULT_AUDIT_LOG)))

@@ -1,15 +1,12 @@
-"""The one HTML shell of every runbook-service page: the document, its style, its script, its headers.
-
-Pages are built from escaped text (`esc`); the only script is the runbook page's own, allowed by a
-per-response nonce, and every page is sent with a Content-Security-Policy that allows nothing else.
-"""
+"""What the runbook service's pages add to the common shell (common/html.py): their style, and the
+runbook page's script, the only one, allowed by a per-response nonce."""
 
 from __future__ import annotations
 
-import html
-from typing import Any
-
 from fastapi.responses import HTMLResponse
+
+from servescope.common.html import esc
+from servescope.common.html import page as html_page
 
 STYLE = """
 body{font-family:system-ui,sans-serif;max-width:60rem;margin:1.5rem auto;padding:0 1rem;color:#1d1d1f}
@@ -71,27 +68,9 @@ for (const box of document.querySelectorAll("input.execute")) {
 """
 
 
-def esc(value: Any) -> str:
-    """Any value as escaped HTML text (quotes too, so it may stand in an attribute)."""
-    return html.escape(str(value), quote=True)
-
-
 def page(title: str, body: str, *, nonce: str | None = None, status: int = 200) -> HTMLResponse:
-    """The page: `body` inside the shell; scripts run only with `nonce`, when one is given."""
-    script_src = f"'nonce-{nonce}'" if nonce else "'none'"
-    headers = {
-        "Content-Security-Policy": (
-            f"default-src 'self'; script-src {script_src}; style-src 'unsafe-inline'; img-src 'self'; "
-            "object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
-        ),
-        "X-Content-Type-Options": "nosniff",
-        "Referrer-Policy": "no-referrer",
-    }
-    document = (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>{body}</body></html>"
-    )
-    return HTMLResponse(document, status_code=status, headers=headers)
+    """A runbook-service page: `body` in the common shell, with the service's style."""
+    return html_page(title, body, style=STYLE, nonce=nonce, status=status)
 
 
 def not_found(message: str) -> HTMLResponse:

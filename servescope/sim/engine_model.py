@@ -33,12 +33,12 @@ from servescope.sim.engine_params import Effective, check_flags
 class StepCost:
     """Seconds per engine step, from the batch, the tokens it reads and the tokens it prefills."""
 
-    base: float = 0.0085
-    experts: float = 0.065
-    top_k: int = 8
-    num_experts: int = 256
-    kv_per_1k_context: float = 0.0004
-    prefill_per_token: float = 0.00003
+    base: float = 0.0085  # s: a step's cost before its experts, context and prefill
+    experts: float = 0.065  # s: reading the weights of every expert once
+    top_k: int = 8  # experts a token is routed to
+    num_experts: int = 256  # experts of the model: a batch reads 1 - (1 - top_k/num_experts)^batch of them
+    kv_per_1k_context: float = 0.0004  # s per 1,024 tokens of context the batch reads
+    prefill_per_token: float = 0.00003  # s per prompt token prefilled in the step
 
     def seconds(self, batch: int, context_tokens: int, prefill_tokens: int) -> float:
         coverage = 1.0 - (1.0 - self.top_k / self.num_experts) ** batch

@@ -147,19 +147,28 @@ def create_app(
     return app
 
 
+# The EngineConfig fields the command line sets: (field, type, help); their defaults are EngineConfig's.
+_ENGINE_OPTIONS: tuple[tuple[str, type, str], ...] = (
+    ("arrival_rate", float, "Poisson requests per second"),
+    ("max_num_seqs", int, "requests the engine runs at once"),
+    ("prompt_tokens", int, "mean prompt length"),
+    ("output_tokens", int, "mean output length"),
+    ("num_gpu_blocks", int, "KV cache blocks"),
+    ("block_size", int, "tokens per KV cache block"),
+)
+_ENGINE_DEFAULTS = EngineConfig()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sim-vllm", description="Serve one simulated vLLM engine.")
     parser.add_argument("--listen", default="127.0.0.1:8000", help="HOST:PORT; port 0 picks a free one")
     parser.add_argument("--model-name", default="sim-llm", help="the model_name label and /v1/models id")
     parser.add_argument("--engine", default="0", help="data-parallel index: the engine label")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--arrival-rate", type=float, default=1.0, help="Poisson requests per second")
-    parser.add_argument("--max-num-seqs", type=int, default=256)
-    parser.add_argument("--prompt-tokens", type=int, default=512, help="mean prompt length")
-    parser.add_argument("--output-tokens", type=int, default=128, help="mean output length")
+    for name, kind, text in _ENGINE_OPTIONS:
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(flag, type=kind, default=getattr(_ENGINE_DEFAULTS, name), help=text)
     parser.add_argument("--generation", choices=GENERATIONS, default="current", help="metric names")
-    parser.add_argument("--num-gpu-blocks", type=int, default=65_536)
-    parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument(
         "--exit-with-parent", action="store_true", help="stop when the process that started this one exits"
     )
@@ -173,14 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        config = EngineConfig(
-            arrival_rate=args.arrival_rate,
-            max_num_seqs=args.max_num_seqs,
-            prompt_tokens=args.prompt_tokens,
-            output_tokens=args.output_tokens,
-            num_gpu_blocks=args.num_gpu_blocks,
-            block_size=args.block_size,
-        )
+        config = EngineConfig(**{name: getattr(args, name) for name, _, _ in _ENGINE_OPTIONS})
         sock = bind(parse_listen(args.listen))
     except (ValueError, ListenError) as exc:
         parser.error(str(exc))

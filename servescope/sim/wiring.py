@@ -10,7 +10,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from servescope.exporter.dcgm.supervisor import spawn_process
 from servescope.exporter.nvml.library import NvmlLibrary
@@ -31,20 +31,13 @@ log = logging.getLogger(__name__)
 class SimulationSettings(Protocol):
     """What `serve` was asked to simulate (its simulation options, read here by name)."""
 
-    @property
-    def gpus(self) -> int: ...
-    @property
-    def gpu_model(self) -> str: ...
-    @property
-    def nvlinks(self) -> int: ...
-    @property
-    def seed(self) -> int: ...
-    @property
-    def engines(self) -> int: ...
-    @property
-    def scenario(self) -> str: ...
-    @property
-    def scenario_pace(self) -> str: ...
+    gpus: int
+    gpu_model: str
+    nvlinks: int  # -1: the GPU model's own count
+    seed: int
+    engines: int
+    scenario: str
+    scenario_pace: Literal["real", "demo"]
 
 
 class SimulationError(ValueError):

@@ -15,6 +15,7 @@ from servescope.runbooks.actions import RunContext
 from servescope.runbooks.audit import AuditLog, fingerprint
 from servescope.runbooks.document import load_runbooks, runbooks_dir
 from servescope.runbooks.markdown import markdown
+from servescope.runbooks.runbook_routes import Pages
 from servescope.runbooks.server import create_runbook_app, runbook_router
 from tests.support import Served, servescope_serving
 
@@ -228,7 +229,7 @@ def test_injection_labels_are_refused(folder: Path, tmp_path: Path) -> None:
 def test_router_mounts_in_another_app(folder: Path, tmp_path: Path) -> None:
     app = FastAPI()
     audit = AuditLog(tmp_path / "audit.jsonl")
-    app.include_router(runbook_router(folder, lambda _: RunContext(), token=None, audit=audit))
+    app.include_router(runbook_router(Pages(folder, lambda _: RunContext(), None, audit)))
     client = TestClient(app)
     assert client.get("/runbooks").status_code == 200
     assert client.get(f"/runbooks/{ALERT}?gpu=0").status_code == 200

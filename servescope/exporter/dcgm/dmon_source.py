@@ -50,7 +50,6 @@ class DmonSource:
         clock: Callable[[], float] = time.monotonic,
         wait: Callable[[threading.Event, float], bool] | None = None,
     ) -> None:
-        # One assignment per piece of the source's state, in one place: longer than 40 lines on purpose.
         self.interval_seconds = interval_seconds
         self._fields = {f.field_id: f for f in counters}
         self._dcgmi = dcgmi
@@ -70,18 +69,24 @@ class DmonSource:
         self._discovered: dict[str, str] = {}
         self._discovery_at = float("-inf")
         self._parse_errors_logged = 0
-        self.supervisor = DmonSupervisor(
+        self.supervisor = self._supervisor(spawn, wait)
+        self._started = False
+        self._first_row = threading.Event()
+
+    def _supervisor(
+        self, spawn: Callable[[Sequence[str]], Child], wait: Callable[[threading.Event, float], bool] | None
+    ) -> DmonSupervisor:
+        """The dmon child's supervisor: restarted with this source's argv, its events fed back here."""
+        return DmonSupervisor(
             self._argv,
             self._on_event,
-            delay_seconds=interval_seconds,
+            delay_seconds=self.interval_seconds,
             on_restart=self._count_restart,
             on_dropped_line=lambda message: self._problem("line_too_long", message),
             spawn=spawn,
-            clock=clock,
+            clock=self._clock,
             wait=wait,
         )
-        self._started = False
-        self._first_row = threading.Event()
 
     # --- what to watch ---------------------------------------------------------------------------
     def watch_list(self) -> list[int]:

@@ -10,27 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Protocol
 
-
-class Shape(StrEnum):
-    GAUGE = "gauge"
-    COUNTER = "counter"
-    HISTOGRAM = "histogram"
+from servescope.catalog.spec import Kind
 
 
 @dataclass(frozen=True, slots=True)
 class Signal:
     name: str
-    shape: Shape
+    shape: Kind  # the same in the engines' exposition as in the normalised series
     aliases: dict[str, tuple[str, ...]]  # backend -> base names, preferred first
 
 
 SIGNALS: tuple[Signal, ...] = (
     Signal(
         "kv_usage",
-        Shape.GAUGE,
+        Kind.GAUGE,
         {
             "vllm": ("kv_cache_usage_perc", "gpu_cache_usage_perc"),
             "sglang": ("token_usage",),
@@ -39,7 +34,7 @@ SIGNALS: tuple[Signal, ...] = (
     ),
     Signal(
         "running",
-        Shape.GAUGE,
+        Kind.GAUGE,
         {
             "vllm": ("num_requests_running",),
             "sglang": ("num_running_reqs",),
@@ -49,7 +44,7 @@ SIGNALS: tuple[Signal, ...] = (
     ),
     Signal(
         "waiting",
-        Shape.GAUGE,
+        Kind.GAUGE,
         {
             "vllm": ("num_requests_waiting",),
             "sglang": ("num_queue_reqs",),
@@ -58,20 +53,20 @@ SIGNALS: tuple[Signal, ...] = (
         },
     ),
     Signal(
-        "preemptions", Shape.COUNTER, {"vllm": ("num_preemptions",), "sglang": ("num_retracted_requests",)}
+        "preemptions", Kind.COUNTER, {"vllm": ("num_preemptions",), "sglang": ("num_retracted_requests",)}
     ),
-    Signal("prompt_tokens", Shape.COUNTER, {"vllm": ("prompt_tokens",), "sglang": ("prompt_tokens",)}),
+    Signal("prompt_tokens", Kind.COUNTER, {"vllm": ("prompt_tokens",), "sglang": ("prompt_tokens",)}),
     Signal(
-        "generation_tokens", Shape.COUNTER, {"vllm": ("generation_tokens",), "sglang": ("generation_tokens",)}
+        "generation_tokens", Kind.COUNTER, {"vllm": ("generation_tokens",), "sglang": ("generation_tokens",)}
     ),
     Signal(
-        "prefix_cache_queries", Shape.COUNTER, {"vllm": ("prefix_cache_queries", "gpu_prefix_cache_queries")}
+        "prefix_cache_queries", Kind.COUNTER, {"vllm": ("prefix_cache_queries", "gpu_prefix_cache_queries")}
     ),
-    Signal("prefix_cache_hits", Shape.COUNTER, {"vllm": ("prefix_cache_hits", "gpu_prefix_cache_hits")}),
-    Signal("requests_finished", Shape.COUNTER, {"vllm": ("request_success",)}),
+    Signal("prefix_cache_hits", Kind.COUNTER, {"vllm": ("prefix_cache_hits", "gpu_prefix_cache_hits")}),
+    Signal("requests_finished", Kind.COUNTER, {"vllm": ("request_success",)}),
     Signal(
         "ttft",
-        Shape.HISTOGRAM,
+        Kind.HISTOGRAM,
         {
             "vllm": ("time_to_first_token_seconds",),
             "sglang": ("time_to_first_token_seconds",),
@@ -80,7 +75,7 @@ SIGNALS: tuple[Signal, ...] = (
     ),
     Signal(
         "itl",
-        Shape.HISTOGRAM,
+        Kind.HISTOGRAM,
         {
             "vllm": ("inter_token_latency_seconds", "time_per_output_token_seconds"),
             "sglang": ("inter_token_latency_seconds", "time_per_output_token_seconds"),
@@ -89,7 +84,7 @@ SIGNALS: tuple[Signal, ...] = (
     ),
     Signal(
         "e2e",
-        Shape.HISTOGRAM,
+        Kind.HISTOGRAM,
         {
             "vllm": ("e2e_request_latency_seconds",),
             "sglang": ("e2e_request_latency_seconds",),
@@ -97,12 +92,12 @@ SIGNALS: tuple[Signal, ...] = (
             "tgi": ("request_duration",),
         },
     ),
-    Signal("queue_time", Shape.HISTOGRAM, {"vllm": ("request_queue_time_seconds",)}),
-    Signal("prefill_time", Shape.HISTOGRAM, {"vllm": ("request_prefill_time_seconds",)}),
-    Signal("decode_time", Shape.HISTOGRAM, {"vllm": ("request_decode_time_seconds",)}),
-    Signal("iteration_tokens", Shape.HISTOGRAM, {"vllm": ("iteration_tokens_total",)}),
-    Signal("cache_config", Shape.GAUGE, {"vllm": ("cache_config_info",)}),
-    Signal("sglang_used_tokens", Shape.GAUGE, {"sglang": ("num_used_tokens",)}),
+    Signal("queue_time", Kind.HISTOGRAM, {"vllm": ("request_queue_time_seconds",)}),
+    Signal("prefill_time", Kind.HISTOGRAM, {"vllm": ("request_prefill_time_seconds",)}),
+    Signal("decode_time", Kind.HISTOGRAM, {"vllm": ("request_decode_time_seconds",)}),
+    Signal("iteration_tokens", Kind.HISTOGRAM, {"vllm": ("iteration_tokens_total",)}),
+    Signal("cache_config", Kind.GAUGE, {"vllm": ("cache_config_info",)}),
+    Signal("sglang_used_tokens", Kind.GAUGE, {"sglang": ("num_used_tokens",)}),
 )
 
 # Prefix -> backend. Longest first: "kserve_vllm:" must win over a bare name.

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
+from servescope.catalog.spec import Kind
 from servescope.exporter.stores.signals import EngineSignals, Histogram, Normalised
 from servescope.exporter.vllm.aliases import (
     SIGNALS,
     FamilyLike,
     SampleLike,
-    Shape,
     Signal,
     lookup,
     split_name,
@@ -70,7 +70,7 @@ def _take(result: Normalised, signal: Signal, sample: SampleLike, cache: dict[st
         cache[sample.labels.get("engine", "0")] = dict(sample.labels)
         return
     engine = _engine(result, sample.labels)
-    if signal.shape is Shape.HISTOGRAM:
+    if signal.shape is Kind.HISTOGRAM:
         histogram = engine.histograms.setdefault(signal.name, Histogram())
         if name.endswith("_bucket"):
             le = sample.labels.get("le", "+Inf")
@@ -82,7 +82,7 @@ def _take(result: Normalised, signal: Signal, sample: SampleLike, cache: dict[st
     elif signal.name == "requests_finished":
         reason = sample.labels.get("finished_reason", "unknown")
         engine.finished[reason] = engine.finished.get(reason, 0.0) + sample.value
-    elif signal.shape is Shape.COUNTER:
+    elif signal.shape is Kind.COUNTER:
         # A leaked `pid` label (vLLM ~0.11, several API servers) splits a counter: the parts add up.
         engine.values[signal.name] = engine.values.get(signal.name, 0.0) + sample.value
     else:

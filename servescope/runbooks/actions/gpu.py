@@ -5,17 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from servescope.runbooks.actions.base import ActionError, RunContext, StepResult, action
-from servescope.runbooks.actions.metrics import (
-    Gpu,
-    Metrics,
-    find_gpu,
-    get_json,
-    get_text,
-    gpu_path,
-    gpu_series,
-    gpu_value,
-    scrape,
-)
+from servescope.runbooks.actions.metrics import Gpu, Metrics, get_json, get_text, gpu_api, scrape_gpu
 from servescope.runbooks.actions.params import GpuRef, Params, Window, window_seconds
 from servescope.runbooks.actions.text import duration, gib, mib_per_min, number, percent
 
@@ -57,12 +47,12 @@ def _gpu_summary(ctx: RunContext, gpu: Gpu) -> dict[str, Any] | None:
 
 
 def _labelled(metrics: Metrics, name: str, gpu: Gpu, label: str) -> dict[str, float]:
-    return {s.labels.get(label, ""): s.value for s in gpu_series(metrics, name, gpu)}
+    return {s.labels.get(label, ""): s.value for s in metrics.on_gpu(name, gpu)}
 
 
 def _snapshot_data(metrics: Metrics, gpu: Gpu, ctx: RunContext) -> dict[str, Any]:
     def value(name: str) -> float | None:
-        return gpu_value(metrics, f"servescope_gpu_{name}", gpu)
+        return metrics.gpu_value(f"servescope_gpu_{name}", gpu)
 
     reasons = _labelled(metrics, "servescope_gpu_clock_event_reason_active", gpu, "reason")
     return {
@@ -76,7 +66,7 @@ def _snapshot_data(metrics: Metrics, gpu: Gpu, ctx: RunContext) -> dict[str, Any
         "pcie_replay_errors_total": value("pcie_replay_errors_total"),
         "ecc_errors_total": {
             f"{s.labels.get('type')}/{s.labels.get('scope')}": s.value
-            for s in gpu_series(metrics, "servescope_gpu_ecc_errors_total", gpu)
+            for s in metrics.on_gpu("servescope_gpu_ecc_errors_total", gpu)
         },
         "remapped_rows": _labelled(metrics, "servescope_gpu_remapped_rows", gpu, "type"),
         "remapped_rows_pending": value("remapped_rows_pending"),
@@ -118,8 +108,7 @@ def _snapshot_lines(gpu: Gpu, data: dict[str, Any]) -> list[str]:
 @action("gpu_snapshot", "read", GpuParams)
 def gpu_snapshot(params: GpuParams, ctx: RunContext) -> StepResult:
     """The GPU's state now: utilisation, memory, temperature, power, clocks and throttling, health."""
-    metrics = scrape(ctx)
-    gpu = find_gpu(metrics, params.gpu)
+    metrics, gpu = scrape_gpu(ctx, params.gpu)
     data = _snapshot_data(metrics, gpu, ctx)
     output = "\n".join(_snapshot_lines(gpu, data))
     return StepResult(ok=True, title=f"GPU {gpu.index} snapshot", output=output, data=data)
@@ -141,12 +130,11 @@ def summary_line(summary: dict[str, Any]) -> str:
 @action("memory_curve", "read", MemoryCurveParams)
 def memory_curve(params: MemoryCurveParams, ctx: RunContext) -> StepResult:
     """The GPU's 1 s memory curve over the window: growth, time to exhaustion, leak verdict, and the SVG."""
-    metrics = scrape(ctx)
-    gpu = find_gpu(metrics, params.gpu)
+    _, gpu = scrape_gpu(ctx, params.gpu)
     seconds = window_seconds(params.window)
     # The exporter takes 90s/10m/1h or plain seconds.
     window = params.window if params.window[-1] in "smh" else str(seconds)
-    path = f"/api/v1/gpus/{gpu_path(gpu.index)}/memory"
+    path = gpu_api(gpu.index, "memory")
     answer = get_json(ctx, path, {"window": window})
     svg = get_text(ctx, path + ".svg", {"window": window})
     samples = answer.pop("samples", [])

@@ -47,8 +47,9 @@ def get_text(ctx: RunContext, path: str, params: dict[str, str] | None = None) -
     return response.text
 
 
-def gpu_path(index: str) -> str:
-    return quote(index, safe="")
+def gpu_api(ref: str, part: str) -> str:
+    """The path of one GPU's resource in the exporter's GPU API (`ref`: its index or UUID, quoted)."""
+    return f"/api/v1/gpus/{quote(ref, safe='')}/{part}"
 
 
 @dataclass
@@ -62,6 +63,14 @@ class Metrics:
 
     def value(self, name: str, **match: str) -> float | None:
         found = self.get(name, **match)
+        return found[0].value if found else None
+
+    def on_gpu(self, name: str, gpu: Gpu) -> list[ParsedSample]:
+        """The samples of `name` that are the GPU's (by index, and by UUID where it has one)."""
+        return self.get(name, gpu=gpu.index, uuid=gpu.uuid) if gpu.uuid else self.get(name, gpu=gpu.index)
+
+    def gpu_value(self, name: str, gpu: Gpu) -> float | None:
+        found = self.on_gpu(name, gpu)
         return found[0].value if found else None
 
 
@@ -95,10 +104,7 @@ def find_gpu(metrics: Metrics, ref: str) -> Gpu:
     raise ActionError(f"GPU {ref!r} is not in the exporter's metrics (known GPUs: {known})")
 
 
-def gpu_series(metrics: Metrics, name: str, gpu: Gpu) -> list[ParsedSample]:
-    return metrics.get(name, gpu=gpu.index, uuid=gpu.uuid) if gpu.uuid else metrics.get(name, gpu=gpu.index)
-
-
-def gpu_value(metrics: Metrics, name: str, gpu: Gpu) -> float | None:
-    found = gpu_series(metrics, name, gpu)
-    return found[0].value if found else None
+def scrape_gpu(ctx: RunContext, ref: str) -> tuple[Metrics, Gpu]:
+    """One scrape of the exporter and the GPU that `ref` (an index or UUID) names in it."""
+    metrics = scrape(ctx)
+    return metrics, find_gpu(metrics, ref)

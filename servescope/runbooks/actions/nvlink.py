@@ -7,16 +7,7 @@ from typing import Any
 
 from servescope.runbooks.actions.base import ActionError, RunContext, StepResult, action
 from servescope.runbooks.actions.gpu import GpuParams
-from servescope.runbooks.actions.metrics import (
-    Gpu,
-    Metrics,
-    find_gpu,
-    get_json,
-    gpu_path,
-    gpu_series,
-    gpu_value,
-    scrape,
-)
+from servescope.runbooks.actions.metrics import Gpu, Metrics, get_json, gpu_api, scrape_gpu
 from servescope.runbooks.actions.text import number, table
 
 _NVLINK_TYPES = ("crc_flit", "crc_data", "replay", "recovery")
@@ -40,9 +31,9 @@ _NOTE = (
 def _links(metrics: Metrics, gpu: Gpu) -> list[tuple[str, dict[str, Any]]]:
     """Each link's state and error counts, in link order."""
     links: dict[str, dict[str, Any]] = {}
-    for sample in gpu_series(metrics, "servescope_gpu_nvlink_up", gpu):
+    for sample in metrics.on_gpu("servescope_gpu_nvlink_up", gpu):
         links.setdefault(sample.labels.get("link", "?"), {})["up"] = sample.value
-    for sample in gpu_series(metrics, "servescope_gpu_nvlink_link_errors_total", gpu):
+    for sample in metrics.on_gpu("servescope_gpu_nvlink_link_errors_total", gpu):
         links.setdefault(sample.labels.get("link", "?"), {})[sample.labels.get("type", "?")] = sample.value
     return sorted(links.items(), key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0))
 
@@ -50,7 +41,7 @@ def _links(metrics: Metrics, gpu: Gpu) -> list[tuple[str, dict[str, Any]]]:
 def _links_from_api(ctx: RunContext, gpu: Gpu) -> list[tuple[str, dict[str, Any]]] | None:
     """Per link from the exporter's GPU API, where the exposition sums over links; None without the API."""
     try:
-        body = get_json(ctx, f"/api/v1/gpus/{gpu_path(gpu.uuid or gpu.index)}/nvlink")
+        body = get_json(ctx, gpu_api(gpu.uuid or gpu.index, "nvlink"))
         links = [
             (str(int(entry["link"])), {"up": 1.0 if entry["up"] else 0.0, **_counts(entry["errors"])})
             for entry in body["links"][:_MAX_LINKS]
@@ -68,7 +59,7 @@ def _total(metrics: Metrics, gpu: Gpu, kind: str) -> float | None:
     """NVML's count of one error type summed over the GPU's links (the exporter's per-GPU series)."""
     found = [
         s.value
-        for s in gpu_series(metrics, "servescope_gpu_nvlink_errors_total", gpu)
+        for s in metrics.on_gpu("servescope_gpu_nvlink_errors_total", gpu)
         if s.labels.get("type") == kind
     ]
     return sum(found) if found else None
@@ -92,18 +83,17 @@ def _link_lines(
 @action("nvlink_errors", "read", GpuParams)
 def nvlink_errors(params: GpuParams, ctx: RunContext) -> StepResult:
     """NVLink errors of the GPU by type (NVML, per link where exported) and DCGM's 409/419/429/439."""
-    metrics = scrape(ctx)
-    gpu = find_gpu(metrics, params.gpu)
-    links = gpu_value(metrics, "servescope_gpu_nvlink_links", gpu)
+    metrics, gpu = scrape_gpu(ctx, params.gpu)
+    links = metrics.gpu_value("servescope_gpu_nvlink_links", gpu)
     ordered = _links(metrics, gpu) or (_links_from_api(ctx, gpu) if links else []) or []
     totals = {t: _total(metrics, gpu, t) for t in _NVLINK_TYPES}
     dcgm: dict[str, dict[str, Any]] = {
-        str(field_id): {"type": kind, "value": gpu_value(metrics, name, gpu)}
+        str(field_id): {"type": kind, "value": metrics.gpu_value(name, gpu)}
         for field_id, kind, name in _DCGM_NVLINK
     }
     down = [link for link, v in ordered if v.get("up") == 0]
     with_errors = [link for link, v in ordered if any(v.get(t) for t in _NVLINK_TYPES)]
-    links_up = gpu_value(metrics, "servescope_gpu_nvlink_links_up", gpu)
+    links_up = metrics.gpu_value("servescope_gpu_nvlink_links_up", gpu)
     lines = [
         f"GPU {gpu.index} ({gpu.uuid}): {number(links)} NVLink link(s), {number(links_up)} up"
         + (f", {len(with_errors)} with errors since the driver loaded" if ordered else ""),

@@ -6,16 +6,7 @@ from typing import Any
 
 from servescope.runbooks.actions.base import ActionError, RunContext, StepResult, action
 from servescope.runbooks.actions.gpu import GpuParams
-from servescope.runbooks.actions.metrics import (
-    Gpu,
-    Metrics,
-    find_gpu,
-    get_json,
-    gpu_path,
-    gpu_series,
-    gpu_value,
-    scrape,
-)
+from servescope.runbooks.actions.metrics import Gpu, Metrics, get_json, gpu_api, scrape_gpu
 from servescope.runbooks.actions.text import gib, mib_per_min, table
 
 _GROWTH = "servescope_gpu_process_memory_growth_bytes_per_second"
@@ -25,7 +16,7 @@ _HEADERS = ["pid", "used", "peak 10m", "growth 5m", "growth 30m", "leak", "engin
 def _api_peaks(ctx: RunContext, gpu: Gpu) -> dict[str, Any]:
     """Each pid's 10-minute peak from the exporter's 1 s history, when it has one."""
     try:
-        memory = get_json(ctx, f"/api/v1/gpus/{gpu_path(gpu.index)}/memory", {"window": "10m"})
+        memory = get_json(ctx, gpu_api(gpu.index, "memory"), {"window": "10m"})
     except ActionError:
         memory = {}  # no 1 s history (derived source off, or too young): the /metrics peaks remain
     return {str(proc.get("pid")): proc.get("peak_bytes") for proc in memory.get("processes", [])}
@@ -33,7 +24,7 @@ def _api_peaks(ctx: RunContext, gpu: Gpu) -> dict[str, Any]:
 
 def _process(metrics: Metrics, gpu: Gpu, pid: str, used: float, engine: dict[str, str]) -> dict[str, Any]:
     def of_pid(name: str, **match: str) -> float | None:
-        found = [s for s in gpu_series(metrics, name, gpu) if s.labels.get("pid") == pid]
+        found = [s for s in metrics.on_gpu(name, gpu) if s.labels.get("pid") == pid]
         found = [s for s in found if all(s.labels.get(k) == v for k, v in match.items())]
         return found[0].value if found else None
 
@@ -66,8 +57,7 @@ def _row(process: dict[str, Any]) -> list[str]:
 @action("process_list", "read", GpuParams)
 def process_list(params: GpuParams, ctx: RunContext) -> StepResult:
     """The compute processes on the GPU, their memory, peaks, growth and the engine each serves."""
-    metrics = scrape(ctx)
-    gpu = find_gpu(metrics, params.gpu)
+    metrics, gpu = scrape_gpu(ctx, params.gpu)
     engines = {
         s.labels.get("pid", ""): s.labels
         for s in metrics.get("servescope_engine_gpu_info", gpu=gpu.index)
@@ -75,11 +65,11 @@ def process_list(params: GpuParams, ctx: RunContext) -> StepResult:
     }
     peaks = _api_peaks(ctx, gpu)
     processes = []
-    for sample in gpu_series(metrics, "servescope_gpu_process_memory_used_bytes", gpu):
+    for sample in metrics.on_gpu("servescope_gpu_process_memory_used_bytes", gpu):
         pid = sample.labels.get("pid", "")
         process = _process(metrics, gpu, pid, sample.value, engines.get(pid, {}))
         processes.append({**process, "peak_10m_bytes": peaks.get(pid)})
-    total = gpu_value(metrics, "servescope_gpu_memory_total_bytes", gpu)
+    total = metrics.gpu_value("servescope_gpu_memory_total_bytes", gpu)
     head = f"GPU {gpu.index} ({gpu.uuid}): {len(processes)} compute process(es), memory total {gib(total)}"
     body = table(_HEADERS, [_row(p) for p in processes]) if processes else ""
     return StepResult(
