@@ -114,21 +114,28 @@ def _incident_with_steps(runbooks: str, names: set[str]) -> dict[str, Any] | Non
     return None
 
 
-def test_make_demo_from_a_fresh_clone_loads_the_rules_and_pages(
-    demo: tuple[subprocess.Popen[bytes], Path], clone: Path
-) -> None:
-    process, log = demo
-    began = time.monotonic()
-    urls_file = clone / ".servescope-demo" / "urls.json"  # the default, relative --state-dir
+def _started(process: subprocess.Popen[bytes], log: Path, urls_file: Path) -> dict[str, Any]:
+    """The demo's URLs once it wrote them, having verified its Prometheus and Alertmanager."""
 
     def started() -> bool:
         assert process.poll() is None, log.read_text()
         return urls_file.exists()
 
     wait_for("the demo to start", started, START_TIMEOUT, every=1.0)
-    urls = json.loads(urls_file.read_text())
+    urls: dict[str, Any] = json.loads(urls_file.read_text())
     assert urls["full"], "the demo ran without Prometheus and Alertmanager"
     assert "verified: Prometheus loaded all" in log.read_text()
+    return urls
+
+
+def test_make_demo_from_a_fresh_clone_loads_the_rules_and_pages(
+    demo: tuple[subprocess.Popen[bytes], Path], clone: Path
+) -> None:
+    process, log = demo
+    began = time.monotonic()
+    urls = _started(
+        process, log, clone / ".servescope-demo" / "urls.json"
+    )  # the default, relative --state-dir
     times = {"started": time.monotonic() - began}
 
     bundle = {group.name for group in groups(AlertsConfig())}

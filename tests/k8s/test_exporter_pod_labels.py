@@ -38,8 +38,21 @@ def pods_of(uuid: dict[str, str]) -> list[Any]:
     ]
 
 
+def _rows(base: str, name: str, count: int, pods: int | None = None) -> list[dict[str, str]]:
+    """The `name` series once there are `count` of them (and `pods` of them carry a pod label)."""
+
+    def ready() -> list[dict[str, str]] | None:
+        found = series(base, name)
+        if len(found) != count or (pods is not None and sum("pod" in s for s in found) != pods):
+            return None
+        return found
+
+    return wait_for(f"{count} {name} series ({pods} with a pod)", ready, 20, every=0.5)
+
+
 def test_gpu_pod_info_from_the_kubelet(tmp_path: Path) -> None:
     socket = tmp_path / "kubelet.sock"
+    process_memory = "servescope_gpu_process_memory_used_bytes"
     with FakeKubelet(socket) as kubelet:
         served = start_servescope(
             "--simulate", "--gpus", "4", "--engines", "4", "--no-dcgm", "--hostname", "node-a",
@@ -47,27 +60,13 @@ def test_gpu_pod_info_from_the_kubelet(tmp_path: Path) -> None:
         )  # fmt: skip
         try:
             uuid = {s["gpu"]: s["uuid"] for s in series(served.base, "servescope_gpu_info")}
-
-            def processes() -> dict[str, str] | None:
-                found = series(served.base, "servescope_gpu_process_memory_used_bytes")
-                return {s["gpu"]: s["pid"] for s in found} if len(found) == 4 else None
-
-            def attributed() -> list[dict[str, str]] | None:
-                found = series(served.base, "servescope_gpu_pod_info")
-                return found if len(found) == 5 else None
-
-            pids = wait_for("a compute process on every simulated GPU", processes, timeout=20, every=0.5)
+            pids = {
+                s["gpu"]: s["pid"] for s in _rows(served.base, process_memory, 4)
+            }  # a process on every GPU
             kubelet.pods = pods_of(uuid)
-            got = wait_for("servescope_gpu_pod_info for every GPU", attributed, timeout=20, every=0.5)
+            got = _rows(served.base, "servescope_gpu_pod_info", 5)
             by_process = series(served.base, "servescope_gpu_process_pod_info")
-
-            def labelled_processes() -> list[dict[str, str]] | None:
-                found = series(served.base, "servescope_gpu_process_memory_used_bytes")
-                return found if sum("pod" in s for s in found) == 3 else None
-
-            memory = wait_for(
-                "pod labels on the per-process series", labelled_processes, timeout=20, every=0.5
-            )
+            memory = _rows(served.base, process_memory, 4, pods=3)
         finally:
             stop(served)
     assert {(s["gpu"], s["uuid"], s["hostname"], s["namespace"], s["pod"], s["container"]) for s in got} == {

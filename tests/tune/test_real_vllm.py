@@ -47,19 +47,15 @@ def open_loop_runner() -> StepRunner:
     return http_runner(BASE)
 
 
+# Two configurations, each a short capacity search: the least a study that restarts the engine can be.
+TWO_TRIALS = {
+    "parameters": {"max_num_seqs": [1, 8]},
+    "capacity": {"slo": ["ttft:1.0"], "duration_s": 6, "start_qps": 1, "max_qps": 8, "resolution": 0.3},
+}
+
+
 def test_two_trials_restart_a_real_vllm_and_report(tmp_path: Path) -> None:
-    space = parse_space(
-        {
-            "parameters": {"max_num_seqs": [1, 8]},
-            "capacity": {
-                "slo": ["ttft:1.0"],
-                "duration_s": 6,
-                "start_qps": 1,
-                "max_qps": 8,
-                "resolution": 0.3,
-            },
-        }
-    )
+    space = parse_space(TWO_TRIALS)
     launcher = CommandLauncher(
         TEMPLATE,
         f"{BASE}/health",
