@@ -34,12 +34,11 @@ def figure(data: dict[str, Any] | None, key: str) -> float | None:
     return None if value is None else float(value)
 
 
-def at_most(value: float | None, limit: float) -> bool | None:
-    return None if value is None else value <= limit
-
-
-def at_least(value: float | None, limit: float) -> bool | None:
-    return None if value is None else value >= limit
+def judged(
+    name: str, goal: str, value: float | None, fmt: Callable[[float], str], holds: Callable[[float], bool]
+) -> Target:
+    """Target `name`: the figure `value` shown with `fmt`, met when it `holds` (not measured: None)."""
+    return Target(name, goal, shown(value, fmt), None if value is None else holds(value))
 
 
 def shown(value: float | None, fmt: Callable[[float], str]) -> str:
@@ -62,18 +61,12 @@ def scrape_targets(scrape: dict[str, Any] | None) -> list[Target]:
     p50_8 = worst_8["servescope"]["p50_ms"] if worst_8 else None
     p50_64 = big["servescope"]["p50_ms"] if big else None
     where = f" (worst: {worst_8['engines_requested']} engines)" if worst_8 else ""
+    goal_8 = "/metrics p50 ≤ 2 ms at 8 GPUs x 18 NVLinks, every engine count"
+    goal_64 = "/metrics p50 ≤ 10 ms at 64 GPUs x 18 NVLinks + 16 engines"
     return [
-        Target(
-            "scrape at 8 GPUs",
-            "/metrics p50 ≤ 2 ms at 8 GPUs x 18 NVLinks, every engine count",
-            shown(p50_8, lambda v: f"{v:.2f} ms{where}"),
-            at_most(p50_8, 2.0),
-        ),
-        Target(
-            "scrape at 64 GPUs + 16 engines",
-            "/metrics p50 ≤ 10 ms at 64 GPUs x 18 NVLinks + 16 engines",
-            shown(p50_64, lambda v: f"{v:.2f} ms"),
-            at_most(p50_64, 10.0),
+        judged("scrape at 8 GPUs", goal_8, p50_8, lambda v: f"{v:.2f} ms{where}", lambda v: v <= 2.0),
+        judged(
+            "scrape at 64 GPUs + 16 engines", goal_64, p50_64, lambda v: f"{v:.2f} ms", lambda v: v <= 10.0
         ),
     ]
 
@@ -83,45 +76,36 @@ def ingest_targets(ingest: dict[str, Any] | None) -> list[Target]:
     worst = min(inputs.items(), key=lambda item: item[1]["speedup_warm"]) if inputs else None
     value = worst[1]["speedup_warm"] if worst else None
     where = f" (worst: {worst[0]})" if worst else ""
-    return [
-        Target(
-            "parser speed",
-            "exposition parser ≥ 10x prometheus_client.parser on every input (later scrapes)",
-            shown(value, lambda v: f"{v:.1f}x{where}"),
-            at_least(value, 10.0),
-        )
-    ]
+    goal = "exposition parser ≥ 10x prometheus_client.parser on every input (later scrapes)"
+    return [judged("parser speed", goal, value, lambda v: f"{v:.1f}x{where}", lambda v: v >= 10.0)]
 
 
 def footprint_targets(footprint: dict[str, Any] | None) -> list[Target]:
     fp = footprint or {}
     rss = fp.get("rss_mib_max")
     growth = fp.get("rss_slope_mib_per_min_after_2min")
+    slope_goal = f"RSS slope ~0 between minute 2 and the end (within ±{SLOPE_LIMIT_MIB_PER_MIN} MiB/min)"
     targets = [
-        Target(
+        judged(
             "exporter RSS",
             "RSS ≤ 80 MB over the soak (max)",
-            shown(rss, lambda v: f"{v * MIB / MB:.1f} MB ({v:.1f} MiB)"),
-            None if rss is None else rss * MIB <= 80 * MB,
+            rss,
+            lambda v: f"{v * MIB / MB:.1f} MB ({v:.1f} MiB)",
+            lambda v: v * MIB <= 80 * MB,
         ),
-        Target(
+        judged(
             "RSS growth",
-            f"RSS slope ~0 between minute 2 and the end (within ±{SLOPE_LIMIT_MIB_PER_MIN} MiB/min)",
-            shown(growth, lambda v: f"{v * 1024:+.1f} KiB/min"),
-            None if growth is None else abs(growth) <= SLOPE_LIMIT_MIB_PER_MIN,
+            slope_goal,
+            growth,
+            lambda v: f"{v * 1024:+.1f} KiB/min",
+            lambda v: abs(v) <= SLOPE_LIMIT_MIB_PER_MIN,
         ),
     ]
     freshness = fp.get("freshness", {})
     for source, label in (("nvml", "NVML"), ("dcgm", "DCGM")):
         worst = freshness.get(source, {}).get("max_seconds")
-        targets.append(
-            Target(
-                f"{label} freshness",
-                f"age of the newest {label} value at scrape time ≤ 2 s (max over the soak)",
-                shown(worst, lambda v: f"{v:.2f} s"),
-                at_most(worst, 2.0),
-            )
-        )
+        goal = f"age of the newest {label} value at scrape time ≤ 2 s (max over the soak)"
+        targets.append(judged(f"{label} freshness", goal, worst, lambda v: f"{v:.2f} s", lambda v: v <= 2.0))
     return targets
 
 
@@ -129,24 +113,24 @@ def alert_targets(alerts: dict[str, Any] | None) -> list[Target]:
     precision = figure(alerts, "precision")
     recall = figure(alerts, "recall")
     lead = figure(alerts, "leak_lead_minutes")
+    library = "over the scenario library"
     return [
-        Target(
+        judged(
             "alert precision",
-            "alert precision ≥ 0.95 over the scenario library",
-            shown(precision, lambda v: f"{v:.3f}"),
-            at_least(precision, 0.95),
+            f"alert precision ≥ 0.95 {library}",
+            precision,
+            lambda v: f"{v:.3f}",
+            lambda v: v >= 0.95,
         ),
-        Target(
-            "alert recall",
-            "alert recall 1.0 over the scenario library",
-            shown(recall, lambda v: f"{v:.3f}"),
-            at_least(recall, 1.0),
+        judged(
+            "alert recall", f"alert recall 1.0 {library}", recall, lambda v: f"{v:.3f}", lambda v: v >= 1.0
         ),
-        Target(
+        judged(
             "leak alert lead",
             "memory-leak alert ≥ 15 min before OOM at 40 MiB/min",
-            shown(lead, lambda v: f"{v:.1f} min"),
-            at_least(lead, 15.0),
+            lead,
+            lambda v: f"{v:.1f} min",
+            lambda v: v >= 15.0,
         ),
     ]
 

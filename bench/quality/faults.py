@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from servescope.exporter.nvml.errors import DRIVER_NOT_LOADED
-from servescope.sim.fault_scenarios import CRC_LINK, GpuFault, Window
+from servescope.sim.fault_scenarios import CRC_LINK, EngineFault, GpuFault, Window
 from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.pynvml_module import SimulatedPynvml
 from servescope.sim.scenarios import EngineLoad
@@ -45,12 +45,6 @@ class StuckKv:
     window: Window
 
 
-@dataclass(frozen=True)
-class HungEngine:
-    engine: int
-    window: Window
-
-
 class FaultableEngine(SimulatedEngine):
     """The simulator's engine, whose KV gauge a fault can hold high while its blocks are free."""
 
@@ -75,7 +69,7 @@ class NodeFaults(PlanScenario):
     nvml_failure: Window | None = None
     nvml_hung: Window | None = None
     link_down: GpuFault | None = None
-    hung_engine: HungEngine | None = None
+    hung_engine: EngineFault | None = None  # its scheduler stops stepping; its server still answers
     stuck_kv: StuckKv | None = None
     rollout_at: float | None = None  # the exporter restarts in a new pod (new IP: new `instance`)
     pcie_narrow: GpuFault | None = None  # the GPU's PCIe link retrains at PCIE_NARROW_WIDTH lanes

@@ -2,97 +2,65 @@
 
 from __future__ import annotations
 
-from servescope.alerts.config import AlertsConfig
-from servescope.sim.fault_scenarios import EngineFault, GpuFault, Window
+import math
 
-from .scenarios import (
-    MINUTE,
-    AfterDeath,
-    During,
-    Incident,
-    Plan,
-    PlanScenario,
-    flat,
-)
+from servescope.sim.fault_scenarios import EngineFault, GpuFault
 
+from .fault_rows import FaultRow
+from .scenarios import AfterDeath, Incident, PlanScenario
 
-def nvlink_crc(cfg: AlertsConfig) -> Plan:
-    window = Window(15 * MINUTE, 40 * MINUTE)
-    return Plan(
+FAULT_ROWS = (
+    FaultRow(
         "nvlink-crc",
-        "load 0.5; 15-40 min NVLink 0 of GPU 1 counts 5 CRC flit errors/s",
-        60 * MINUTE,
-        PlanScenario(curve=flat(0.5), crc=GpuFault(1, window)),
-        (
+        60,
+        15,
+        40,
+        "NVLink 0 of GPU 1 counts 5 CRC flit errors/s",
+        lambda window: PlanScenario(crc=GpuFault(1, window)),
+        lambda window: (
             Incident(
                 "NVLink CRC storm on GPU 1",
-                During(window.start, window.end),
+                window,
                 expect=("ServescopeNvlinkCrcErrors",),
                 # The simulator counts a replay for every fourth CRC error, as a link retrying bad flits does.
                 accept=("ServescopeNvlinkReplayRecovery",),
                 gpu=1,
             ),
         ),
-    )
-
-
-def gpu_lost(cfg: AlertsConfig) -> Plan:
-    start = 10 * MINUTE
-    return Plan(
+    ),
+    FaultRow(
         "gpu-lost",
-        "load 0.5; at 10 min GPU 1 reports XID 79 and falls off the bus, killing engine 1",
-        35 * MINUTE,
-        PlanScenario(curve=flat(0.5), lost=GpuFault(1, Window(start))),
-        (
+        35,
+        10,
+        math.inf,
+        "GPU 1 reports XID 79 and falls off the bus, killing engine 1",
+        lambda window: PlanScenario(lost=GpuFault(1, window)),
+        lambda window: (
+            Incident("GPU 1 lost (XID 79)", window, ("ServescopeGpuLost", "ServescopeGpuXidCritical"), gpu=1),
             Incident(
-                "GPU 1 lost (XID 79)",
-                During(start),
-                expect=("ServescopeGpuLost", "ServescopeGpuXidCritical"),
-                gpu=1,
-            ),
-            Incident(
-                "engine 1 died with its GPU",
-                AfterDeath(1),
-                expect=("ServescopeServingEndpointDown",),
-                engine=1,
+                "engine 1 died with its GPU", AfterDeath(1), ("ServescopeServingEndpointDown",), engine=1
             ),
         ),
-    )
-
-
-def vllm_down(cfg: AlertsConfig) -> Plan:
-    window = Window(10 * MINUTE, 30 * MINUTE)
-    return Plan(
+    ),
+    FaultRow(
         "vllm-down",
-        "load 0.5; 10-30 min engine 1 answers 503 (engine core dead), its GPU idle; then it restarts",
-        45 * MINUTE,
-        PlanScenario(curve=flat(0.5), down=EngineFault(1, (1,), window)),
-        (
-            Incident(
-                "engine 1 down",
-                During(window.start, window.end),
-                expect=("ServescopeServingEndpointDown",),
-                engine=1,
-                grace_s=0.0,
-            ),
+        45,
+        10,
+        30,
+        "engine 1 answers 503 (engine core dead), its GPU idle; then it restarts",
+        lambda window: PlanScenario(down=EngineFault(1, (1,), window)),
+        lambda window: (
+            Incident("engine 1 down", window, ("ServescopeServingEndpointDown",), engine=1, grace_s=0.0),
         ),
-    )
-
-
-def exporter_unreachable(cfg: AlertsConfig) -> Plan:
-    window = Window(10 * MINUTE, 22 * MINUTE)
-    return Plan(
+    ),
+    FaultRow(
         "exporter-unreachable",
-        "load 0.5; 10-22 min Prometheus cannot reach the exporter (the node keeps serving)",
-        40 * MINUTE,
-        PlanScenario(curve=flat(0.5)),
-        (
-            Incident(
-                "exporter unreachable",
-                During(window.start, window.end),
-                expect=("ServescopeExporterDown",),
-                grace_s=0.0,
-            ),
-        ),
-        unreachable=window,
-    )
+        40,
+        10,
+        22,
+        "Prometheus cannot reach the exporter (the node keeps serving)",
+        lambda window: PlanScenario(),
+        lambda window: (Incident("exporter unreachable", window, ("ServescopeExporterDown",), grace_s=0.0),),
+        exporter_unreachable=True,
+    ),
+)

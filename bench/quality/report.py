@@ -75,41 +75,28 @@ def _plan_json(plan: Plan) -> dict[str, Any]:
         "duration_s": plan.duration,
         "gpu_model": plan.gpu_model,
         "layout": [list(group) for group in plan.layout],
-        "incidents": [
-            {
-                "name": i.name,
-                "expect": list(i.expect),
-                "accept": list(i.accept),
-                "gpu": i.gpu,
-                "engine": i.engine,
-            }
-            for i in plan.incidents
-        ],
+        "incidents": [_attributes(i, "name", "expect", "accept", "gpu", "engine") for i in plan.incidents],
     }
 
 
 def _alert_json(s: AlertScore) -> dict[str, Any]:
+    scored = ("episodes", "true", "repeats", "false", "precision", "incidents", "detected", "recall")
     return {
-        "alert": s.alert,
-        "severity": s.severity,
-        "episodes": s.episodes,
-        "true": s.true,
-        "repeats": s.repeats,
-        "false": s.false,
-        "precision": s.precision,
-        "incidents": s.incidents,
-        "detected": s.detected,
-        "recall": s.recall,
+        **_attributes(s, "alert", "severity", *scored),
         "latency_p50_s": s.latency_p50,
         "latency_max_s": s.latency_max,
     }
 
 
+def _attributes(obj: object, *names: str) -> dict[str, Any]:
+    """`obj`'s attributes under their own names (tuples as JSON lists), in the order given."""
+    values = {name: getattr(obj, name) for name in names}
+    return {name: list(v) if isinstance(v, tuple) else v for name, v in values.items()}
+
+
 def _episode_json(e: Episode) -> dict[str, Any]:
     return {
-        "alert": e.alert,
-        "scenario": e.scenario,
-        "seed": e.seed,
+        **_attributes(e, "alert", "scenario", "seed"),
         "start_s": e.start,
         "end_s": e.end,
         "labels": dict(e.labels),

@@ -133,14 +133,6 @@ class PlanScenario(FaultPlan):
 
 
 @dataclass(frozen=True)
-class During:
-    """A fixed window of simulated seconds (`end` may be inf: until the scenario ends)."""
-
-    start: float
-    end: float = math.inf
-
-
-@dataclass(frozen=True)
 class Busy:
     """Noise-free busyness of `gpu` (None: the mean over the node's GPUs) above `threshold` for `min_s`."""
 
@@ -193,7 +185,9 @@ class SloBreach:
     share: float
 
 
-Condition = During | Busy | KvAbove | Both | LeakToOom | AfterDeath | SloBreach
+# A fixed window of simulated seconds (`end` may be inf: until the scenario ends): a fault's own window.
+During = Window
+Condition = Window | Busy | KvAbove | Both | LeakToOom | AfterDeath | SloBreach
 
 
 @dataclass(frozen=True)

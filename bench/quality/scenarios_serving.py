@@ -4,11 +4,14 @@ quiet night after a day of baseline, and a day of baseline before KV and endpoin
 
 from __future__ import annotations
 
+import math
+
 from servescope.alerts.config import AlertsConfig
 from servescope.common.durations import parse_duration
 from servescope.sim.fault_scenarios import EngineFault, Window
 
-from .faults import EngineCurve, HungEngine, NodeFaults, StuckKv
+from .fault_rows import FaultRow
+from .faults import EngineCurve, NodeFaults, StuckKv
 from .incidents import fleet_without_buffer, saturated
 from .scenarios import MINUTE, Curve, During, Incident, KvAbove, KvClients, Plan, flat
 
@@ -38,22 +41,19 @@ def tp8saturated(cfg: AlertsConfig) -> Plan:
     )
 
 
+SCHEDULER_HANG = FaultRow(
+    "scheduler-hang",
+    40,
+    15,
+    math.inf,
+    "engine 1's scheduler stops stepping with requests running (its server answers)",
+    lambda window: NodeFaults(hung_engine=EngineFault(1, (), window)),
+    lambda window: (Incident("engine 1 scheduler hung", window, ("ServescopeSchedulerStuck",), engine=1),),
+)
+
+
 def scheduler_hang(cfg: AlertsConfig) -> Plan:
-    start = 15 * MINUTE
-    return Plan(
-        "scheduler-hang",
-        "load 0.5; at 15 min engine 1's scheduler stops stepping with requests running (its server answers)",
-        40 * MINUTE,
-        NodeFaults(curve=flat(0.5), hung_engine=HungEngine(1, Window(start))),
-        (
-            Incident(
-                "engine 1 scheduler hung",
-                During(start),
-                expect=("ServescopeSchedulerStuck",),
-                engine=1,
-            ),
-        ),
-    )
+    return SCHEDULER_HANG.plan()
 
 
 def kv_stuck_idle(cfg: AlertsConfig) -> Plan:
@@ -122,7 +122,6 @@ def day_then_kv_and_endpoint(cfg: AlertsConfig) -> Plan:
     # then long requests fill engine 0's KV cache far above its day, and engine 1 goes down for good.
     kv = Window(DAY)
     down = EngineFault(1, (1,), Window(DAY + 40 * MINUTE))
-    pressure = KvAbove(0, cfg.kv_pressure_ratio, parse_duration(cfg.kv_pressure_for))
     return Plan(
         "day-then-kv-and-endpoint",
         "a day (23.5 h) of chat at 0.3; then 4 -> 52 clients of long requests fill engine 0's KV cache, "
@@ -131,45 +130,34 @@ def day_then_kv_and_endpoint(cfg: AlertsConfig) -> Plan:
         NodeFaults(
             curve=flat(0.3), kv=EngineFault(0, (), kv), kv_clients=KvClients(4, 52, 20 * MINUTE), down=down
         ),
-        (
-            Incident(
-                "engine 0 KV usage far above its daily baseline",
-                During(kv.start),
-                expect=("ServescopeKvCacheAnomaly",),
-                accept=("ServescopeKvCachePressure", *KV_HURTS),
-                engine=0,
-            ),
-            Incident(
-                "engine 0 KV cache under pressure",
-                pressure,
-                expect=("ServescopeKvCachePressure",),
-                accept=("ServescopeKvCacheAnomaly", *KV_HURTS),
-                engine=0,
-            ),
-            Incident(
-                "engine 1 down",
-                During(down.window.start),
-                expect=("ServescopeServingEndpointDown",),
-                engine=1,
-            ),
-            Incident(
-                "the model down to one of its two endpoints",
-                During(down.window.start),
-                expect=("ServescopeHealthyEndpointsLow",),
-            ),
-        ),
+        _kv_and_endpoint_incidents(cfg, kv, down.window),
         slow=True,
+    )
+
+
+def _kv_and_endpoint_incidents(cfg: AlertsConfig, kv: Window, down: Window) -> tuple[Incident, ...]:
+    # Each of the two KV alerts is a correct page about the other's incident.
+    anomaly, pressure = "ServescopeKvCacheAnomaly", "ServescopeKvCachePressure"
+    above = KvAbove(0, cfg.kv_pressure_ratio, parse_duration(cfg.kv_pressure_for))
+    return (
+        Incident(
+            "engine 0 KV usage far above its daily baseline", kv, (anomaly,), (pressure, *KV_HURTS), engine=0
+        ),
+        Incident("engine 0 KV cache under pressure", above, (pressure,), (anomaly, *KV_HURTS), engine=0),
+        Incident("engine 1 down", down, ("ServescopeServingEndpointDown",), engine=1),
+        Incident("the model down to one of its two endpoints", down, ("ServescopeHealthyEndpointsLow",)),
     )
 
 
 def serving_plans(cfg: AlertsConfig) -> list[Plan]:
     """The serving scenarios, in the order the benchmark lists them."""
-    return [
-        dp_unequal(cfg),
-        tp8saturated(cfg),
-        scheduler_hang(cfg),
-        kv_stuck_idle(cfg),
-        sglang_next_to_vllm(cfg),
-        quiet_night(cfg),
-        day_then_kv_and_endpoint(cfg),
-    ]
+    builders = (
+        dp_unequal,
+        tp8saturated,
+        scheduler_hang,
+        kv_stuck_idle,
+        sglang_next_to_vllm,
+        quiet_night,
+        day_then_kv_and_endpoint,
+    )
+    return [build(cfg) for build in builders]
