@@ -48,6 +48,8 @@ RECORD_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*:[a-zA-Z_][a-zA-Z0-9_]*:[a-zA-
 
 @dataclass(frozen=True, order=True)
 class LintProblem:
+    """One finding: the rule (alert or record name) it is about, the check that made it, what is wrong."""
+
     rule: str
     check: str
     message: str

@@ -24,8 +24,8 @@ class EnginePage:
 
     running: float
     waiting: float
-    ttft_buckets: dict[float, float]
-    ttft_sum: float = 0.0
+    ttft_buckets: dict[float, float]  # upper bound `le` in seconds -> cumulative count
+    ttft_sum: float = 0.0  # seconds
     ttft_count: float = 0.0
 
 
