@@ -1,5 +1,5 @@
-"""Shared test helpers: a controllable clock, a simulated NVML stack, sample lookups (processes and
-waiting: tests/support)."""
+"""Shared test helpers: a controllable clock, a simulated NVML stack, sample lookups, the gate of the tests
+against CI's real vLLM (processes and waiting: tests/support)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import os
 import socket
 from collections.abc import Iterable
 from pathlib import Path
+
+import pytest
 
 from servescope.exporter.exposition import Sample
 from servescope.exporter.nvml.collector import NvmlSource
@@ -23,6 +25,17 @@ SAMPLES = SHARED / "samples"
 # run only when asked: `.ci/run` asks, after `make test`, once the shared server is stopped.
 OWN_VLLM_SERVERS = os.environ.get("SERVESCOPE_TEST_VLLM_OWN_SERVERS") == "1"
 OWN_VLLM_SKIP_REASON = "starts its own real vLLM (minutes): needs SERVESCOPE_TEST_VLLM_OWN_SERVERS=1"
+# The real vLLM CI starts once for the whole run (`.ci/run`); tests against it skip, saying so, without it.
+VLLM_URL = os.environ.get("SERVESCOPE_TEST_VLLM_URL", "").rstrip("/")
+VLLM_MODEL = os.environ.get("SERVESCOPE_TEST_VLLM_MODEL", "tiny-llm")
+NEEDS_SHARED_VLLM = [
+    pytest.mark.real_vllm,
+    pytest.mark.skipif(
+        not VLLM_URL,
+        reason="no real vLLM: set SERVESCOPE_TEST_VLLM_URL (CI starts one with "
+        "../shared/tools/real-vllm/setup.sh)",
+    ),
+]
 
 
 class FakeClock:

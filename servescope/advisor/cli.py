@@ -21,16 +21,12 @@ from servescope.advisor.kv_sizing import (
     read_architecture,
     size,
 )
+from servescope.common.cli_group import command_group
 
-app = typer.Typer(help="Advice for serving settings, computed from a model's config.", no_args_is_help=True)
+app = command_group("Advice for serving settings, computed from a model's config.")
 
 # Quantised weights still compute (and, with vLLM's --kv-cache-dtype auto, cache) in 16-bit activations.
 _FLOAT_DTYPES = ("bf16", "fp16", "fp32")
-
-
-@app.callback()
-def advise() -> None:
-    """Advice for serving settings, computed from a model's config."""
 
 
 def _fail(message: str) -> typer.Exit:

@@ -48,8 +48,10 @@ RECORD_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*:[a-zA-Z_][a-zA-Z0-9_]*:[a-zA-
 
 @dataclass(frozen=True, order=True)
 class LintProblem:
-    rule: str
-    check: str
+    """One finding of the linter; sorted, the findings read rule by rule."""
+
+    rule: str  # the alert's or the record's name
+    check: str  # one of the checks listed above, e.g. promql/counter
     message: str
 
     def __str__(self) -> str:

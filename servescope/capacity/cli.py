@@ -16,19 +16,14 @@ from servescope.capacity.search import SearchPlan, find_knee
 from servescope.capacity.settings import CapacityRunSettings
 from servescope.capacity.sizing import provision
 from servescope.capacity.steps import Slo, StepSummary
+from servescope.common.cli_group import command_group
 from servescope.common.settings_cli import settings_command, usage_error
 from servescope.load.records import LoopMode, StepRunner
 
-app = typer.Typer(
-    help="Capacity: the highest offered rate whose tail latency meets the SLO, the fleet to provision "
-    "for a peak with headroom, and regression tests between two runs.",
-    no_args_is_help=True,
+app = command_group(
+    "Capacity: the highest offered rate whose tail latency meets the SLO, the fleet to provision "
+    "for a peak with headroom, and regression tests between two runs."
 )
-
-
-@app.callback()
-def capacity() -> None:
-    """Find the knee (max QPS under the SLO), size a fleet, compare two runs."""
 
 
 def choose_runner(

@@ -28,8 +28,8 @@ class SearchPlan:
     repeats: int = 3
     start_qps: float = 1.0
     max_qps: float = 1024.0
-    resolution: float = 0.05
-    seed: int = 0
+    resolution: float = 0.05  # stop bisecting once the bracket is narrower than this share of its top
+    seed: int = 0  # of the first repeat; repeat r runs with seed + r
 
     def __post_init__(self) -> None:
         if not self.slos:

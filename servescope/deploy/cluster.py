@@ -18,8 +18,8 @@ from servescope.deploy.checks import (
     OptionalUrl,
 )
 
-# Namespaces Kubernetes itself owns: servescope never creates (and so never deletes) one of them.
 Value = TypeVar("Value")
+# Namespaces Kubernetes itself owns: servescope never creates (and so never deletes) one of them.
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 

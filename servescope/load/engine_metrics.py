@@ -22,10 +22,10 @@ MAX_PAGE_BYTES = 4 * 1024 * 1024
 class EnginePage:
     """What one /metrics page says: summed over the page's series (one engine, any models)."""
 
-    running: float
-    waiting: float
-    ttft_buckets: dict[float, float]
-    ttft_sum: float = 0.0
+    running: float  # requests in the running batch (vllm:num_requests_running)
+    waiting: float  # requests queued for the batch (vllm:num_requests_waiting)
+    ttft_buckets: dict[float, float]  # upper bound `le` in seconds -> cumulative count
+    ttft_sum: float = 0.0  # seconds
     ttft_count: float = 0.0
 
 

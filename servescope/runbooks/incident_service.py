@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 
 class WebhookMetrics:
+    """The webhook's and the step runner's own series, on a registry of their own unless given one."""
+
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.requests = Counter(

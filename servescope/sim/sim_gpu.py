@@ -30,22 +30,24 @@ LOAD_PERIOD_SECONDS = 900.0
 
 @dataclass(slots=True)
 class SimGpu:
+    """One GPU's identity and state; shares are 0-1, as NVML's percentages divided by 100."""
+
     index: int
     uuid: str
     pci_bus_id: str
     model: GpuModel
     rng: random.Random
-    phase: float
+    phase: float  # radians: its offset on the load curve and the sawtooth, so GPUs do not move in step
     nvlinks: int
-    load_override: float | None = None
+    load_override: float | None = None  # a scenario's fixed load; None follows the curve
     load: float = 0.5
-    utilization: float = 0.5
-    memory_activity: float = 0.3
+    utilization: float = 0.5  # share of time a kernel ran
+    memory_activity: float = 0.3  # share of time device memory was read or written
     power_watts: float = 0.0
-    temperature: float = 35.0
-    energy_mj: float = 0.0
+    temperature: float = 35.0  # degrees Celsius
+    energy_mj: float = 0.0  # millijoules consumed: NVML's total energy counter
     sm_clock_mhz: float = 0.0
-    clock_reasons: int = 0
+    clock_reasons: int = 0  # NVML's clock event reason bitmask (0x1 idle, 0x4 software power cap)
     leak_rate: float = 0.0  # bytes per second
     leaked: float = 0.0
     serving: bool = True  # the simulated engine's worker holds its memory pool

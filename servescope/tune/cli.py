@@ -14,6 +14,7 @@ import typer
 from pydantic import BaseModel
 
 from servescope.capacity.runners import http_runner
+from servescope.common.cli_group import command_group
 from servescope.common.settings_cli import settings_command, usage_error
 from servescope.load.records import StepRunner
 from servescope.tune.launchers import CommandLauncher, KubernetesLauncher, Launcher, LaunchError
@@ -23,16 +24,10 @@ from servescope.tune.space import Space, Value, load_space
 from servescope.tune.strategies import Strategy, Study, run_study
 from servescope.tune.trials import Trial
 
-app = typer.Typer(
-    help="Search engine flags (grid, random, Bayesian): each trial restarts the engine through a launcher "
-    "and measures its capacity knee.",
-    no_args_is_help=True,
+app = command_group(
+    "Search engine flags (grid, random, Bayesian): each trial restarts the engine through a launcher "
+    "and measures its capacity knee."
 )
-
-
-@app.callback()
-def tune() -> None:
-    """Engine-parameter search with a capacity knee (or goodput) as the objective."""
 
 
 @dataclass(slots=True)

@@ -27,13 +27,16 @@ from tests.alerts.serving import (
     node_gpu_facts,
     stepping,
 )
-from tests.alerts.test_rules_serving import COMBINED, HURTING, HURTING_A, KV_PRESSURE, KV_PRESSURE_TAIL
+from tests.alerts.test_rules_serving import (
+    COMBINED,
+    COMBINED_A,
+    HURTING,
+    HURTING_A,
+    KV_PRESSURE,
+    KV_PRESSURE_TAIL,
+)
 
 GPUS = [{**TARGET, "gpu": str(n), "uuid": f"GPU-000{n}", "hostname": "node-a"} for n in range(8)]
-COMBINED_A = (
-    f"{ON_A} uses 90% of its KV cache while its GPU {{gpu}} on node-a ({{uuid}}) is compute-saturated: no "
-    "request suffers yet; shed or queue load by priority before latency breaks."
-)
 
 
 def tensor_parallel(size: int) -> dict[str, Any]:

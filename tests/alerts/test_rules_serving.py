@@ -96,8 +96,9 @@ KV_PRESSURE_CASE = case(
 
 # --- ServescopeGpuSaturatedKvPressure (both on the same GPU, for 5m) -----------------------------------
 COMBINED = "ServescopeGpuSaturatedKvPressure"
-COMBINED_A_GPU0 = (
-    f"{ON_A} uses 90% of its KV cache while its GPU 0 on node-a (GPU-0000) is compute-saturated: no "
+# Engine A's warning on one of its GPUs, whose labels fill in {gpu} and {uuid}.
+COMBINED_A = (
+    f"{ON_A} uses 90% of its KV cache while its GPU {{gpu}} on node-a ({{uuid}}) is compute-saturated: no "
     "request suffers yet; shed or queue load by priority before latency breaks."
 )
 HURTING = "ServescopeKvPressureHurtingRequests"
@@ -131,7 +132,7 @@ COMBINED_CASES = [
         f"{COMBINED} on one GPU",
         ONE_GPU,
         check(COMBINED, "9m"),  # both hold since 5m: pending for 4m
-        fires(COMBINED, "10m", engine_on_gpu(ENGINE_A, GPU0), COMBINED_A_GPU0),
+        fires(COMBINED, "10m", engine_on_gpu(ENGINE_A, GPU0), COMBINED_A.format(**GPU0)),
         check(COMBINED, "16m"),  # KV back to 50% at 15m
         check(HURTING, "10m"),  # nothing waits, nothing is preempted: not a page
     ),

@@ -7,26 +7,19 @@ the client-versus-engine cross-check. CI starts the server and sets SERVESCOPE_T
 
 from __future__ import annotations
 
-import os
-
-import pytest
-
 from servescope.capacity.runners import checked_http_runner
 from servescope.capacity.search import SearchPlan, find_knee
 from servescope.capacity.steps import Slo
+from tests.helpers import NEEDS_SHARED_VLLM, VLLM_URL
 
-BASE = os.environ.get("SERVESCOPE_TEST_VLLM_URL", "").rstrip("/")
-pytestmark = [
-    pytest.mark.real_vllm,
-    pytest.mark.skipif(not BASE, reason="no real vLLM: set SERVESCOPE_TEST_VLLM_URL (CI starts one)"),
-]
+pytestmark = NEEDS_SHARED_VLLM
 
 
 def test_a_capacity_sweep_against_the_real_engine_completes() -> None:
     plan = SearchPlan(
         (Slo("ttft", 0.5),), duration_s=4.0, repeats=1, start_qps=0.5, max_qps=4.0, resolution=0.25
     )
-    knee = find_knee(checked_http_runner(BASE), plan)
+    knee = find_knee(checked_http_runner(VLLM_URL), plan)
     print(f"real vLLM knee {knee.estimate:.2f} req/s in [{knee.lower:.2f}, {knee.upper:.2f}]")
     for step in knee.steps:
         print(f"  {step.offered:.2f} req/s: {'meets' if step.meets else 'misses'} {step.backlog or ''}")

@@ -3,22 +3,15 @@ single request sent to a worker's or engine core's listeners."""
 
 from __future__ import annotations
 
-import os
 from urllib.parse import urlsplit
-
-import pytest
 
 from servescope.exporter.gpu_directory import GpuDirectory
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.scrape import Scraper
 from servescope.exporter.vllm.source import VllmSource
-from tests.helpers import values
+from tests.helpers import NEEDS_SHARED_VLLM, VLLM_URL, values
 
-BASE = os.environ.get("SERVESCOPE_TEST_VLLM_URL", "").rstrip("/")
-pytestmark = [
-    pytest.mark.real_vllm,
-    pytest.mark.skipif(not BASE, reason="no real vLLM: set SERVESCOPE_TEST_VLLM_URL (CI starts one)"),
-]
+pytestmark = NEEDS_SHARED_VLLM
 
 
 class Recording(Scraper):
@@ -42,7 +35,7 @@ def internal_ports(procfs: ProcFs, pids: set[int]) -> set[int]:
 
 
 def test_discovery_finds_the_api_port_and_sends_nothing_to_internal_ports() -> None:
-    procfs, port = ProcFs(), urlsplit(BASE).port
+    procfs, port = ProcFs(), urlsplit(VLLM_URL).port
     assert port is not None
     tree = procfs.descendants(procfs.listening_pids(port))
     titles = {pid: (procfs.cmdline(pid) or [""])[0] for pid in tree}
@@ -65,4 +58,4 @@ def test_discovery_finds_the_api_port_and_sends_nothing_to_internal_ports() -> N
         f"probed {sorted(probed)}; internal listeners {sorted(internal_ports(procfs, internal))}"
     )
     assert values(samples, "servescope_vllm_discovered_endpoints") == [1]
-    assert values(samples, "servescope_source_up", source="vllm", endpoint=f"{BASE}/metrics") == [1]
+    assert values(samples, "servescope_source_up", source="vllm", endpoint=f"{VLLM_URL}/metrics") == [1]

@@ -6,7 +6,6 @@ CI starts the server and sets SERVESCOPE_TEST_VLLM_URL; without it the test is s
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -18,17 +17,9 @@ from servescope.load.runner import HttpStepRunner
 from servescope.load.schedule import LengthDistribution
 from servescope.load.summary import render_text, summarise, ttft_agreement
 from servescope.load.validity import ValidityRules
+from tests.helpers import NEEDS_SHARED_VLLM, VLLM_MODEL, VLLM_URL
 
-BASE = os.environ.get("SERVESCOPE_TEST_VLLM_URL", "").rstrip("/")
-MODEL = os.environ.get("SERVESCOPE_TEST_VLLM_MODEL", "tiny-llm")
-pytestmark = [
-    pytest.mark.real_vllm,
-    pytest.mark.skipif(
-        not BASE,
-        reason="no real vLLM: set SERVESCOPE_TEST_VLLM_URL (CI starts one with "
-        "../shared/tools/real-vllm/setup.sh)",
-    ),
-]
+pytestmark = NEEDS_SHARED_VLLM
 # A shared 2-core machine starves the client or the server's front end now and then (neither is the
 # engine, whose histogram starts at the request's arrival); such a step is measured again, at most
 # ATTEMPTS times, and every attempt is printed.
@@ -39,9 +30,9 @@ MAX_CPU_PRESSURE = 25.0
 
 def one_step(seed: int) -> StepResult:
     runner = HttpStepRunner(
-        RequestSpec(BASE, MODEL, timeout_s=20.0),
+        RequestSpec(VLLM_URL, VLLM_MODEL, timeout_s=20.0),
         LengthDistribution(32, 16),
-        engine_metrics_url=metrics_url(BASE),
+        engine_metrics_url=metrics_url(VLLM_URL),
         rules=ValidityRules(max_lag_p99_s=MAX_LAG_S),
     )
     return runner.run_step(2.0, 8.0, seed=seed)

@@ -26,25 +26,16 @@ from servescope.exporter.stores.serving_board import ServingBoard
 from servescope.exporter.vllm.join import gpus_of_endpoint
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.source import VllmSource
-from tests.helpers import values
+from tests.helpers import NEEDS_SHARED_VLLM, VLLM_MODEL, VLLM_URL, values
 
-BASE = os.environ.get("SERVESCOPE_TEST_VLLM_URL", "").rstrip("/")
-pytestmark = [
-    pytest.mark.real_vllm,
-    pytest.mark.skipif(
-        not BASE,
-        reason="no real vLLM: set SERVESCOPE_TEST_VLLM_URL (CI starts one with "
-        "../shared/tools/real-vllm/setup.sh)",
-    ),
-]
-MODEL = os.environ.get("SERVESCOPE_TEST_VLLM_MODEL", "tiny-llm")
+pytestmark = NEEDS_SHARED_VLLM
 
 
 def complete(client: httpx.Client, max_tokens: int = 16) -> None:
     response = client.post(
-        f"{BASE}/v1/completions",
+        f"{VLLM_URL}/v1/completions",
         json={
-            "model": MODEL,
+            "model": VLLM_MODEL,
             "prompt": "The GPU fleet is",
             "max_tokens": max_tokens,
             "temperature": 0,
@@ -59,7 +50,7 @@ def scrape(source: VllmSource) -> list[Sample]:
 
 
 def one(samples: list[Sample], name: str) -> float:
-    (value,) = values(samples, name, model_name=MODEL)
+    (value,) = values(samples, name, model_name=VLLM_MODEL)
     return value
 
 
@@ -70,7 +61,7 @@ def ttft_count(samples: list[Sample]) -> float:
 
 @pytest.fixture
 def source() -> Iterator[VllmSource]:
-    made = VllmSource([f"{BASE}/metrics"], directory=GpuDirectory(), interval_seconds=1.0)
+    made = VllmSource([f"{VLLM_URL}/metrics"], directory=GpuDirectory(), interval_seconds=1.0)
     yield made
     made.close()
 
@@ -86,7 +77,7 @@ def test_signals_are_read_and_move_with_requests(source: VllmSource) -> None:
     assert one(after, c.PROMPT_TOKENS.name) > one(before, c.PROMPT_TOKENS.name)
     assert one(after, c.GENERATION_TOKENS.name) >= one(before, c.GENERATION_TOKENS.name) + 3 * 16
     assert ttft_count(after) == ttft_count(before) + 3
-    (finished,) = values(after, c.REQUESTS_FINISHED.name, model_name=MODEL, finished_reason="length")
+    (finished,) = values(after, c.REQUESTS_FINISHED.name, model_name=VLLM_MODEL, finished_reason="length")
     assert finished >= 3
 
 
@@ -115,7 +106,7 @@ def test_running_goes_up_under_concurrent_load(source: VllmSource) -> None:
 
 def test_join_finds_the_servers_process_tree(source: VllmSource) -> None:
     procfs = ProcFs()
-    port = urlsplit(BASE).port
+    port = urlsplit(VLLM_URL).port
     assert port is not None
     listening = procfs.listening_pids(port)
     assert listening, f"no process found listening on port {port}"
@@ -130,15 +121,15 @@ def test_join_finds_the_servers_process_tree(source: VllmSource) -> None:
     directory = GpuDirectory()
     directory.update({"0": "GPU-real-vllm"})
     directory.set_processes("GPU-real-vllm", frozenset({worker, 999_999}))
-    joined = gpus_of_endpoint(f"{BASE}/metrics", procfs, directory)
+    joined = gpus_of_endpoint(f"{VLLM_URL}/metrics", procfs, directory)
     assert [(g.gpu, g.pid) for g in joined] == [("0", worker)]
-    joined_source = VllmSource([f"{BASE}/metrics"], directory=directory)
+    joined_source = VllmSource([f"{VLLM_URL}/metrics"], directory=directory)
     try:
         samples = scrape(joined_source)
     finally:
         joined_source.close()
     assert values(
-        samples, c.ENGINE_GPU_INFO.name, model_name=MODEL, gpu="0", uuid="GPU-real-vllm", pid=str(worker)
+        samples, c.ENGINE_GPU_INFO.name, model_name=VLLM_MODEL, gpu="0", uuid="GPU-real-vllm", pid=str(worker)
     ) == [1]
 
 
@@ -148,7 +139,7 @@ def test_derived_headroom_and_advice_from_the_real_server() -> None:
     board = ServingBoard(3600, 1.0, latency="ttft", latency_window_seconds=60)
     clock = [time.monotonic()]
     made = VllmSource(
-        [f"{BASE}/metrics"],
+        [f"{VLLM_URL}/metrics"],
         directory=GpuDirectory(),
         interval_seconds=1.0,
         board=board,
