@@ -10,7 +10,9 @@ is appended only so the demo also ends by itself should this test be killed.
 
 Within bounded times: Prometheus lists every rule group of the bundle, `ServescopeWatchdog` fires and reaches
 the runbook service's /incidents, and the tour's first fault (KV pressure on engine 0, a minute in)
-fires and becomes an incident whose read steps ran. It stops as soon as all of that holds.
+fires and becomes an incident whose read steps ran. It stops as soon as all of that holds. Then Ctrl-C,
+as the README says, stops the demo and everything it started (a short last test, as a long-pole module
+ends with: tests/support/poles.py).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from servescope.alerts.bundle import groups
 from servescope.alerts.config import AlertsConfig
 from servescope.demo.stack import find_binaries
 from servescope.sim.scenarios import PACES
+from tests.e2e.demo_stacks import descendants, zombie
 from tests.support import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -68,14 +71,14 @@ def _get(base: str, path: str) -> Any:
     return response.json()
 
 
-@pytest.fixture
-def clone(tmp_path: Path) -> Path:
-    target = tmp_path / "servescope"
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("clone") / "servescope"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(target)], check=True, timeout=120)
     return target
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def demo(clone: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
     prometheus, alertmanager = find_binaries()
     if not (prometheus and alertmanager):
@@ -164,3 +167,18 @@ def test_make_demo_from_a_fresh_clone_loads_the_rules_and_pages(
     times["first_fault"] = time.monotonic() - began
     seconds = {k: round(v, 1) for k, v in times.items()}
     print(f"seconds after the command started: {seconds}; first fault: {incident['alertname']}")
+
+
+def test_ctrl_c_stops_make_demo_and_everything_it_started(demo: tuple[subprocess.Popen[bytes], Path]) -> None:
+    process, log = demo
+    assert process.poll() is None, log.read_text()
+    started = descendants(process.pid)
+    # Prometheus, Alertmanager, the runbook service and the exporter with its engines at least.
+    assert len(started) >= 4, started
+    process.send_signal(signal.SIGINT)
+    assert process.wait(60) == 0, log.read_text()[-2000:]
+
+    def all_gone() -> bool:
+        return not {pid for pid in started if Path(f"/proc/{pid}").exists() and not zombie(pid)}
+
+    wait_for("every process the demo started to exit", all_gone, 15, every=0.5)

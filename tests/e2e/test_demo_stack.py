@@ -3,18 +3,20 @@ Alertmanager. A fault must become a firing alert with the right labels, Alertman
 the runbook service's webhook, and the incident must carry the output of its runbook's read steps.
 
 The seven stacks (4 simulated H200s, 2 engines: engine 0 on GPUs 0-1, engine 1 on GPUs 2-3) run side by
-side, so the module takes as long as its slowest stack, not the sum; every check polls for what it
-waits for and has its own bound, and stops as soon as it holds. The tests run in the order their stacks
-are done, and each Ctrl-Cs its stack once its checks hold, so that what a finished stack would spend
-on simulating, scraping and evaluating goes to the tests still running. The slowest are steady (5 quiet
-minutes) and memory-leak, so they start first: the leak verdict needs 4 minutes of history whatever
-the rate, and the alert fires 30 to 65 s after it (the exporter refits every 30 s, Prometheus scrapes
-and evaluates every 5 s, `for` is 30 s at the demo profile), about 5 minutes in. At the demo pace
-(2 GiB/min) the OOM comes at about 8.4 minutes: the test reads GPU 0 once it has seen the alert
-firing, and its engine still holding its memory proves the alert came first (an OOM is final). That a
-leak does end in OOM, seen through the exporter, is checked on a second stack leaking 8 GiB/min (OOM
-after about 2 minutes). The stacks mostly wait on the demo's clock, so `make test` runs the module
-whole on one xdist worker (`--dist loadscope`) while the other workers run the rest.
+side, so the module takes as long as its slowest stack, not the sum; every check polls for what it waits
+for and has its own bound, and stops as soon as it holds. The tests run in the order their stacks are
+done (but the memory-leak one, whose alert fires just before the steady window ends, goes last: a pole
+module ends with a short test, see tests/support/poles.py), and each Ctrl-Cs its stack once its checks
+hold, so that what a finished stack would spend on simulating, scraping and evaluating goes to the tests
+still running. The slowest are steady (5 quiet minutes) and memory-leak, so they start first: the leak
+verdict needs 4 minutes of history whatever the rate, and the alert fires 30 to 65 s after it (the
+exporter refits every 30 s, Prometheus scrapes and evaluates every 5 s, `for` is 30 s at the demo
+profile), about 5 minutes in. At the demo pace (2 GiB/min) the OOM comes at about 8.4 minutes: the test
+reads GPU 0 once it has seen the alert firing, and its engine still holding its memory proves the alert
+came first (an OOM is final). That a leak does end in OOM, seen through the exporter, is checked on a
+second stack leaking 8 GiB/min (OOM after about 2 minutes). The stacks mostly wait on the demo's clock,
+so `make test` runs the module whole on one xdist worker (`--dist loadscope`) while the other workers
+run the rest.
 
 Detection latency is measured from the fault's start (the exporter's start, plus the demo pace's minute
 for the single faults) to the alert firing in Prometheus (its activeAt plus its `for`), and to the incident's
@@ -213,6 +215,29 @@ def test_a_leak_ends_in_oom_on_that_gpu_only(stacks: dict[str, Stack]) -> None:
     stack.release()
 
 
+def test_steady_serving_fires_nothing_but_the_watchdog(stacks: dict[str, Stack]) -> None:
+    stack = stacks["steady"]
+
+    def fired_besides_the_watchdog() -> list[dict[str, Any]]:
+        window = int(time.time() - stack.started) + 5
+        expr = f'count_over_time(ALERTS{{alertstate="firing", alertname!="ServescopeWatchdog"}}[{window}s])'
+        return [series["metric"] for series in stack.query(expr)]
+
+    # The window must be whole, but an alert in it fails the test at once.
+    end = stack.started + STEADY_SECONDS + 15
+    while (left := end - time.time()) > 0:
+        assert not fired_besides_the_watchdog()
+        time.sleep(min(left, 10.0))
+    window = int(time.time() - stack.started) + 5
+    fired = fired_besides_the_watchdog()
+    assert not fired, fired
+    assert stack.query('ALERTS{alertname="ServescopeWatchdog", alertstate="firing"}')
+    names = {i["alertname"] for i in stack.get("runbooks", "/incidents")}
+    assert names == {"ServescopeWatchdog"}, names
+    REPORT["steady"] = {"seconds_without_an_alert": window}
+    stack.release()
+
+
 def test_memory_leak_is_flagged_before_the_oom(stacks: dict[str, Stack]) -> None:
     stack = stacks["memory-leak"]
     name = "ServescopeGpuMemoryLeakSuspected"
@@ -235,27 +260,4 @@ def test_memory_leak_is_flagged_before_the_oom(stacks: dict[str, Stack]) -> None
         "leak_alert_after_seconds": round(leak_firing_at - stack.fault_at, 1),
         "seconds_to_exhaustion_when_flagged": gpu0["seconds_to_exhaustion"],
     }
-    stack.release()
-
-
-def test_steady_serving_fires_nothing_but_the_watchdog(stacks: dict[str, Stack]) -> None:
-    stack = stacks["steady"]
-
-    def fired_besides_the_watchdog() -> list[dict[str, Any]]:
-        window = int(time.time() - stack.started) + 5
-        expr = f'count_over_time(ALERTS{{alertstate="firing", alertname!="ServescopeWatchdog"}}[{window}s])'
-        return [series["metric"] for series in stack.query(expr)]
-
-    # The window must be whole, but an alert in it fails the test at once.
-    end = stack.started + STEADY_SECONDS + 15
-    while (left := end - time.time()) > 0:
-        assert not fired_besides_the_watchdog()
-        time.sleep(min(left, 10.0))
-    window = int(time.time() - stack.started) + 5
-    fired = fired_besides_the_watchdog()
-    assert not fired, fired
-    assert stack.query('ALERTS{alertname="ServescopeWatchdog", alertstate="firing"}')
-    names = {i["alertname"] for i in stack.get("runbooks", "/incidents")}
-    assert names == {"ServescopeWatchdog"}, names
-    REPORT["steady"] = {"seconds_without_an_alert": window}
     stack.release()
