@@ -198,17 +198,19 @@ class Incident:
     when: Condition
     expect: tuple[str, ...]
     accept: tuple[str, ...] = ()
-    gpu: int | None = None
-    engine: int | None = None
+    gpu: int | None = None  # the GPU its page must name (label gpu); None: not matched on
+    engine: int | None = None  # the engine its page must name (label endpoint); None: not matched on
     # Alerts over 10-minute increases and `for` clauses can start a little after the fault healed.
     grace_s: float = 15 * MINUTE
 
 
 @dataclass(frozen=True)
 class Plan:
+    """One scenario of the bench: the simulated node, what happens to it, whom a perfect tool pages."""
+
     name: str
     description: str
-    duration: float
+    duration: float  # simulated seconds
     scenario: PlanScenario
     incidents: tuple[Incident, ...] = ()
     gpu_model: str = "H100"

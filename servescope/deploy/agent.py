@@ -34,31 +34,21 @@ def _selectors(options: DeployOptions) -> dict[str, Any]:
 
 
 def prometheus_agent(options: DeployOptions) -> dict[str, Any]:
+    spec = {
+        "serviceAccountName": AGENT,
+        "shards": options.agent_shards,
+        "replicas": 1,
+        "scrapeInterval": options.scrape_interval,
+        **_selectors(options),
+        "remoteWrite": [{"url": options.remote_write_target()}],
+    }
     return namespaced(
-        "monitoring.coreos.com/v1alpha1",
-        "PrometheusAgent",
-        AGENT,
-        options.namespace,
-        COMPONENT,
-        spec={
-            "serviceAccountName": AGENT,
-            "shards": options.agent_shards,
-            "replicas": 1,
-            "scrapeInterval": options.scrape_interval,
-            **_selectors(options),
-            "remoteWrite": [{"url": options.remote_write_target()}],
-        },
+        "monitoring.coreos.com/v1alpha1", "PrometheusAgent", AGENT, options.namespace, COMPONENT, spec=spec
     )
 
 
 def service_account(options: DeployOptions) -> dict[str, Any]:
-    return namespaced(
-        "v1",
-        "ServiceAccount",
-        AGENT,
-        options.namespace,
-        COMPONENT,
-    )
+    return namespaced("v1", "ServiceAccount", AGENT, options.namespace, COMPONENT)
 
 
 def cluster_role() -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from servescope.common.settings_cli import env_names
-from servescope.deploy import dcgm
+from servescope.deploy import dcgm, names
 from servescope.deploy.names import (
     EXPORTER,
     EXPORTER_PORT,
@@ -51,13 +51,7 @@ def namespace(options: DeployOptions) -> dict[str, Any]:
 
 def service_account(options: DeployOptions) -> dict[str, Any]:
     return namespaced(
-        "v1",
-        "ServiceAccount",
-        EXPORTER,
-        options.namespace,
-        COMPONENT,
-        # The exporter never calls the Kubernetes API: no token in its pods.
-        automountServiceAccountToken=False,
+        "v1", "ServiceAccount", EXPORTER, options.namespace, COMPONENT, automountServiceAccountToken=False
     )
 
 
@@ -190,41 +184,25 @@ def _pod_spec(options: DeployOptions) -> dict[str, Any]:
 
 
 def daemonset(options: DeployOptions) -> dict[str, Any]:
-    return namespaced(
-        "apps/v1",
-        "DaemonSet",
-        EXPORTER,
-        options.namespace,
-        COMPONENT,
-        spec={
-            "selector": {"matchLabels": selector_labels(COMPONENT)},
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
-            "template": {"metadata": {"labels": labels(COMPONENT)}, "spec": _pod_spec(options)},
-        },
-    )
+    spec = {
+        "selector": {"matchLabels": selector_labels(COMPONENT)},
+        # One node in ten at a time: a bad image stops a rollout before most nodes lose their exporter.
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
+        "template": {"metadata": {"labels": labels(COMPONENT)}, "spec": _pod_spec(options)},
+    }
+    return namespaced("apps/v1", "DaemonSet", EXPORTER, options.namespace, COMPONENT, spec=spec)
 
 
 def service(options: DeployOptions) -> dict[str, Any]:
-    return namespaced(
-        "v1",
-        "Service",
+    # An exporter that is not ready (a source never succeeded) must still be scraped: its /metrics is
+    # what says which source failed and why.
+    return names.service(
         EXPORTER,
         options.namespace,
         COMPONENT,
-        spec={
-            "selector": selector_labels(COMPONENT),
-            "ports": [
-                {
-                    "name": METRICS_PORT_NAME,
-                    "port": EXPORTER_PORT,
-                    "targetPort": METRICS_PORT_NAME,
-                    "protocol": "TCP",
-                }
-            ],
-            # An exporter that is not ready (a source never succeeded) must still be scraped: its
-            # /metrics is what says which source failed and why.
-            "publishNotReadyAddresses": True,
-        },
+        METRICS_PORT_NAME,
+        EXPORTER_PORT,
+        publishNotReadyAddresses=True,
     )
 
 

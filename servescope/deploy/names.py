@@ -72,3 +72,12 @@ def namespaced(
 def cluster_metadata(name: str, component: str) -> dict[str, object]:
     """Metadata of a cluster-scoped object (no namespace)."""
     return {"name": name, "labels": labels(component)}
+
+
+def service(
+    name: str, namespace: str, component: str, port_name: str, port: int, **spec: Any
+) -> dict[str, Any]:
+    """The Service of `component`'s pods: one TCP port, `port`, to their port named `port_name`."""
+    one_port = {"name": port_name, "port": port, "targetPort": port_name, "protocol": "TCP"}
+    body = {"selector": selector_labels(component), "ports": [one_port], **spec}
+    return namespaced("v1", "Service", name, namespace, component, spec=body)

@@ -98,18 +98,10 @@ def _policy(
     options: DeployOptions, name: str, component: str, **rules: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """The NetworkPolicy `name` of `component`'s pods with these ingress and/or egress rules."""
-    return namespaced(
-        "networking.k8s.io/v1",
-        "NetworkPolicy",
-        name,
-        options.namespace,
-        component,
-        spec={
-            "podSelector": {"matchLabels": selector_labels(component)},
-            "policyTypes": [direction.capitalize() for direction in rules],
-            **rules,
-        },
-    )
+    selected = {"podSelector": {"matchLabels": selector_labels(component)}}
+    # policyTypes names the directions given only: one it names with no rule would deny all that traffic.
+    spec = {**selected, "policyTypes": [direction.capitalize() for direction in rules], **rules}
+    return namespaced("networking.k8s.io/v1", "NetworkPolicy", name, options.namespace, component, spec=spec)
 
 
 def documents(options: DeployOptions) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from servescope.deploy import names
 from servescope.deploy.names import (
     ALERTMANAGER_SECRETS_DIR,
     CHANGE_TOKEN_KEY,
@@ -42,13 +43,7 @@ class RunbookTokens:
 
 def service_account(options: DeployOptions) -> dict[str, Any]:
     return namespaced(
-        "v1",
-        "ServiceAccount",
-        RUNBOOKS,
-        options.namespace,
-        COMPONENT,
-        # No RBAC and no token: the image has no kubectl, so change steps cannot act on the cluster from here.
-        automountServiceAccountToken=False,
+        "v1", "ServiceAccount", RUNBOOKS, options.namespace, COMPONENT, automountServiceAccountToken=False
     )
 
 
@@ -168,45 +163,29 @@ def deployment(options: DeployOptions) -> dict[str, Any]:
             {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
         ],
     }
-    return namespaced(
-        "apps/v1",
-        "Deployment",
-        RUNBOOKS,
-        options.namespace,
-        COMPONENT,
-        spec={
-            # One writer of the SQLite incident store; two replicas would also run every read step twice.
-            "replicas": 1,
-            "strategy": {"type": "Recreate"},
-            "selector": {"matchLabels": selector_labels(COMPONENT)},
-            "template": {"metadata": {"labels": labels(COMPONENT)}, "spec": pod_spec},
-        },
-    )
+    spec = {
+        # One writer of the SQLite incident store; two replicas would also run every read step twice.
+        "replicas": 1,
+        "strategy": {"type": "Recreate"},
+        "selector": {"matchLabels": selector_labels(COMPONENT)},
+        "template": {"metadata": {"labels": labels(COMPONENT)}, "spec": pod_spec},
+    }
+    return namespaced("apps/v1", "Deployment", RUNBOOKS, options.namespace, COMPONENT, spec=spec)
 
 
 def service(options: DeployOptions) -> dict[str, Any]:
-    return namespaced(
-        "v1",
-        "Service",
-        RUNBOOKS,
-        options.namespace,
-        COMPONENT,
-        spec={
-            "selector": selector_labels(COMPONENT),
-            "ports": [
-                {
-                    "name": HTTP_PORT_NAME,
-                    "port": RUNBOOKS_PORT,
-                    "targetPort": HTTP_PORT_NAME,
-                    "protocol": "TCP",
-                }
-            ],
-        },
-    )
+    return names.service(RUNBOOKS, options.namespace, COMPONENT, HTTP_PORT_NAME, RUNBOOKS_PORT)
 
 
 def service_monitor(options: DeployOptions) -> dict[str, Any]:
     """The webhook's own series (requests, duplicates, step runs, queue depth) at /incidents/metrics."""
+    spec = {
+        "selector": {"matchLabels": selector_labels(COMPONENT)},
+        "namespaceSelector": {"matchNames": [options.namespace]},
+        "endpoints": [
+            {"port": HTTP_PORT_NAME, "path": "/incidents/metrics", "interval": options.scrape_interval}
+        ],
+    }
     return namespaced(
         "monitoring.coreos.com/v1",
         "ServiceMonitor",
@@ -214,13 +193,7 @@ def service_monitor(options: DeployOptions) -> dict[str, Any]:
         options.namespace,
         COMPONENT,
         extra_labels=monitor_labels(options),
-        spec={
-            "selector": {"matchLabels": selector_labels(COMPONENT)},
-            "namespaceSelector": {"matchNames": [options.namespace]},
-            "endpoints": [
-                {"port": HTTP_PORT_NAME, "path": "/incidents/metrics", "interval": options.scrape_interval}
-            ],
-        },
+        spec=spec,
     )
 
 

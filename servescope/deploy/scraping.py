@@ -39,6 +39,22 @@ def _node_as_instance() -> dict[str, Any]:
 
 
 def service_monitor(options: DeployOptions) -> dict[str, Any]:
+    spec = {
+        # The job label is the Service's name, `servescope`: what the alert rules select.
+        "selector": {"matchLabels": selector_labels("exporter")},
+        "namespaceSelector": {"matchNames": [options.namespace]},
+        "endpoints": [
+            {
+                "port": METRICS_PORT_NAME,
+                "path": "/metrics",
+                "interval": options.scrape_interval,
+                "relabelings": [
+                    _node_as_instance(),
+                    {"action": "labeldrop", "regex": OPERATOR_TARGET_LABELS},
+                ],
+            }
+        ],
+    }
     return namespaced(
         "monitoring.coreos.com/v1",
         "ServiceMonitor",
@@ -46,22 +62,7 @@ def service_monitor(options: DeployOptions) -> dict[str, Any]:
         options.namespace,
         "exporter",
         extra_labels=monitor_labels(options),
-        spec={
-            # The job label is the Service's name, `servescope`: what the alert rules select.
-            "selector": {"matchLabels": selector_labels("exporter")},
-            "namespaceSelector": {"matchNames": [options.namespace]},
-            "endpoints": [
-                {
-                    "port": METRICS_PORT_NAME,
-                    "path": "/metrics",
-                    "interval": options.scrape_interval,
-                    "relabelings": [
-                        _node_as_instance(),
-                        {"action": "labeldrop", "regex": OPERATOR_TARGET_LABELS},
-                    ],
-                }
-            ],
-        },
+        spec=spec,
     )
 
 
@@ -80,6 +81,31 @@ def _dropped_series(options: DeployOptions) -> dict[str, Any]:
 def vllm_pod_monitor(options: DeployOptions) -> dict[str, Any]:
     """The engines scraped by Prometheus: their own vllm:* series, with the pod's namespace/pod/container
     (the keys the alert rules join with servescope_gpu_pod_info in this topology)."""
+    spec = {
+        "selector": {"matchLabels": dict(options.vllm_pod_labels)},
+        "namespaceSelector": _vllm_namespaces(options),
+        "podMetricsEndpoints": [
+            {
+                **_dropped_series(options),
+                "port": options.vllm_port,
+                "path": "/metrics",
+                "interval": options.scrape_interval,
+                "relabelings": [
+                    _node_as_instance(),
+                    # One job name for every engine, whatever namespace its PodMonitor is in.
+                    {"targetLabel": "job", "replacement": VLLM_JOB, "action": "replace"},
+                    # The engine's URL, as the exporter topology labels it: the rules' annotations
+                    # name the engine by it (the operator's `endpoint` is only the port's name).
+                    {
+                        "sourceLabels": ["__address__"],
+                        "targetLabel": "endpoint",
+                        "replacement": "http://$1/metrics",
+                        "action": "replace",
+                    },
+                ],
+            }
+        ],
+    }
     return namespaced(
         "monitoring.coreos.com/v1",
         "PodMonitor",
@@ -87,31 +113,7 @@ def vllm_pod_monitor(options: DeployOptions) -> dict[str, Any]:
         options.namespace,
         "engines",
         extra_labels=monitor_labels(options),
-        spec={
-            "selector": {"matchLabels": dict(options.vllm_pod_labels)},
-            "namespaceSelector": _vllm_namespaces(options),
-            "podMetricsEndpoints": [
-                {
-                    **_dropped_series(options),
-                    "port": options.vllm_port,
-                    "path": "/metrics",
-                    "interval": options.scrape_interval,
-                    "relabelings": [
-                        _node_as_instance(),
-                        # One job name for every engine, whatever namespace its PodMonitor is in.
-                        {"targetLabel": "job", "replacement": VLLM_JOB, "action": "replace"},
-                        # The engine's URL, as the exporter topology labels it: the rules' annotations
-                        # name the engine by it (the operator's `endpoint` is only the port's name).
-                        {
-                            "sourceLabels": ["__address__"],
-                            "targetLabel": "endpoint",
-                            "replacement": "http://$1/metrics",
-                            "action": "replace",
-                        },
-                    ],
-                }
-            ],
-        },
+        spec=spec,
     )
 
 

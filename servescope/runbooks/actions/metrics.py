@@ -85,6 +85,8 @@ def scrape(ctx: RunContext, prefix: str = "servescope_") -> Metrics:
 
 @dataclass(frozen=True)
 class Gpu:
+    """One GPU as the exporter's info series name it: the labels a runbook step's answer quotes."""
+
     index: str
     uuid: str
     hostname: str

@@ -43,6 +43,8 @@ class EngineParams(Params):
 
 @dataclass(frozen=True)
 class Engine:
+    """One engine as its serving series name it; `match` selects its series on another page."""
+
     model_name: str
     engine: str
     endpoint: str
