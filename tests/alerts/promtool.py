@@ -7,6 +7,7 @@ CASES to check that each alert has a firing, a silent-before-`for` and a recover
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import subprocess
@@ -104,12 +105,19 @@ def names_read(rule: dict[str, Any]) -> set[str]:
     return {name for text in texts for name in NAME.findall(str(text))}
 
 
+@functools.lru_cache(maxsize=8)
+def _parsed(rules: Path, mtime_ns: int) -> dict[str, Any]:
+    """A rules file parsed once per version (read-only: callers build new documents from it)."""
+    document: dict[str, Any] = yaml.safe_load(rules.read_text())
+    return document
+
+
 def groups_needed_by(tests: list[dict[str, Any]], rules: Path, tmp_path: Path) -> Path:
     """`rules` cut down to the groups the cases depend on: the groups of the alerts they check and of
     every recording rule those (or the cases' expressions) read, transitively; all of them once anything
     reads ALERTS. The other groups cannot change what the cases see, and evaluating them at every step of
     days of series is most of promtool's time. The rules kept are the built ones, unchanged."""
-    document = yaml.safe_load(rules.read_text())
+    document = _parsed(rules, rules.stat().st_mtime_ns)
     groups = document["groups"]
     owner = {
         rule.get("alert") or rule["record"]: group["name"] for group in groups for rule in group["rules"]
@@ -128,9 +136,9 @@ def groups_needed_by(tests: list[dict[str, Any]], rules: Path, tmp_path: Path) -
         }
     if names & EVERY_ALERT:
         return rules
-    document["groups"] = [group for group in groups if group["name"] in kept]
+    needed = {**document, "groups": [group for group in groups if group["name"] in kept]}
     path = tmp_path / "rules_needed.yaml"
-    path.write_text(yaml.safe_dump(document, sort_keys=False, width=200))
+    path.write_text(yaml.safe_dump(needed, sort_keys=False, width=200))
     return path
 
 
