@@ -25,6 +25,21 @@ ON_A = "deepseek engine 0 at http://10.0.0.1:8000/metrics"
 ON_B = "deepseek engine 1 at http://10.0.0.1:8001/metrics"
 ENGINE_KEYS = ("instance", "model_name", "engine", "endpoint")
 
+# The KV alerts several modules check (single GPU, per engine, per pod) and the texts they share.
+KV_PRESSURE = "ServescopeKvCachePressure"
+KV_PRESSURE_TAIL = " while running: start OOM prevention (shorter max sequence length, more GPU memory)."
+COMBINED = "ServescopeGpuSaturatedKvPressure"
+# Engine A's warning on one of its GPUs, whose labels fill in {gpu} and {uuid}.
+COMBINED_A = (
+    f"{ON_A} uses 90% of its KV cache while its GPU {{gpu}} on node-a ({{uuid}}) is compute-saturated: no "
+    "request suffers yet; shed or queue load by priority before latency breaks."
+)
+HURTING = "ServescopeKvPressureHurtingRequests"
+HURTING_A = (
+    f"{ON_A} uses 90% of its KV cache while GPUs it runs on node-a are compute-saturated, and requests "
+    "wait, are preempted or miss the TTFT objective: shed load now."
+)
+
 
 def engine_on_gpu(engine: dict[str, str], gpu: dict[str, str]) -> dict[str, str]:
     """Labels of an alert on an engine spread onto one of its GPUs (job and pid folded away, the GPU's

@@ -16,9 +16,15 @@ import pytest
 from tests.alerts.inputs import engine_gpu_info
 from tests.alerts.promtool import TARGET, case, check, fires, firing, run_promtool, series
 from tests.alerts.serving import (
+    COMBINED,
+    COMBINED_A,
     ENGINE_A,
     ENGINE_B,
+    HURTING,
+    HURTING_A,
     KV,
+    KV_PRESSURE,
+    KV_PRESSURE_TAIL,
     ON_A,
     UTIL,
     WAITING,
@@ -26,14 +32,6 @@ from tests.alerts.serving import (
     engine_page,
     node_gpu_facts,
     stepping,
-)
-from tests.alerts.test_rules_serving import (
-    COMBINED,
-    COMBINED_A,
-    HURTING,
-    HURTING_A,
-    KV_PRESSURE,
-    KV_PRESSURE_TAIL,
 )
 
 GPUS = [{**TARGET, "gpu": str(n), "uuid": f"GPU-000{n}", "hostname": "node-a"} for n in range(8)]

@@ -20,8 +20,7 @@ import yaml
 from servescope.alerts.bundle import rule_file
 from servescope.alerts.config import AlertsConfig
 from tests.alerts.promtool import RULES, case, check, fires, firing, run_promtool, series
-from tests.alerts.serving import node_gpu_facts
-from tests.alerts.test_rules_serving import COMBINED, HURTING, KV_PRESSURE, KV_PRESSURE_TAIL
+from tests.alerts.serving import COMBINED, HURTING, KV_PRESSURE, KV_PRESSURE_TAIL, node_gpu_facts
 
 POD_CONFIG = AlertsConfig(engine_topology="podmonitor")
 NODE = "node-a"

@@ -14,13 +14,19 @@ import pytest
 
 from tests.alerts.promtool import case, check, fires, run_promtool, series, series_of
 from tests.alerts.serving import (
+    COMBINED,
+    COMBINED_A,
     ENGINE_A,
     ENGINE_B,
     ENGINE_C,
     GPU0,
     GPU0_BY,
     GPU1,
+    HURTING,
+    HURTING_A,
     KV,
+    KV_PRESSURE,
+    KV_PRESSURE_TAIL,
     ON_A,
     ON_B,
     PLACEMENT,
@@ -74,8 +80,6 @@ SATURATED_DIPS = case(
 )
 
 # --- ServescopeKvCachePressure (> 70% for 5m) -----------------------------------------------------------
-KV_PRESSURE = "ServescopeKvCachePressure"
-KV_PRESSURE_TAIL = " while running: start OOM prevention (shorter max sequence length, more GPU memory)."
 KV_PRESSURE_CASE = case(
     KV_PRESSURE,
     [
@@ -95,17 +99,6 @@ KV_PRESSURE_CASE = case(
 )
 
 # --- ServescopeGpuSaturatedKvPressure (both on the same GPU, for 5m) -----------------------------------
-COMBINED = "ServescopeGpuSaturatedKvPressure"
-# Engine A's warning on one of its GPUs, whose labels fill in {gpu} and {uuid}.
-COMBINED_A = (
-    f"{ON_A} uses 90% of its KV cache while its GPU {{gpu}} on node-a ({{uuid}}) is compute-saturated: no "
-    "request suffers yet; shed or queue load by priority before latency breaks."
-)
-HURTING = "ServescopeKvPressureHurtingRequests"
-HURTING_A = (
-    f"{ON_A} uses 90% of its KV cache while GPUs it runs on node-a are compute-saturated, and requests "
-    "wait, are preempted or miss the TTFT objective: shed load now."
-)
 
 
 def _saturated_gpu0(kv_a: str, kv_b: str) -> list[dict[str, str]]:
