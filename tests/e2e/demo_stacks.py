@@ -60,6 +60,8 @@ class Stack:
     state: Path
     child: Child
     urls: dict[str, Any] = field(default_factory=dict)
+    # Ctrl-C is sent once: a second one, while the demo stops its children, would cut that short.
+    interrupted: bool = False
 
     @property
     def process(self) -> subprocess.Popen[bytes]:
@@ -112,7 +114,8 @@ class Stack:
     def release(self) -> None:
         """Ctrl-C to a stack whose checks are done, so its CPU goes to the tests still running; the
         module's teardown waits for it to exit as for every other stack."""
-        if self.child.running():
+        if self.child.running() and not self.interrupted:
+            self.interrupted = True
             self.process.send_signal(signal.SIGINT)
 
     def rule_for(self, name: str) -> float:
@@ -170,8 +173,7 @@ def start_stacks(waves: tuple[dict[str, Plan], ...], root: Path) -> Iterator[dic
         yield started
     finally:
         for stack in started.values():
-            if stack.child.running():
-                stack.process.send_signal(signal.SIGINT)
+            stack.release()
         for stack in started.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 stack.process.wait(60)

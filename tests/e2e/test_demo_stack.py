@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -155,7 +154,7 @@ def test_ctrl_c_stops_every_child(stacks: dict[str, Stack]) -> None:
     processes = descendants(stack.process.pid)
     # The demo's four children, the exporter's two engines and its dcgmi at least.
     assert len(processes) >= 7, processes
-    stack.process.send_signal(signal.SIGINT)
+    stack.release()  # Ctrl-C, as a user stops it
     assert stack.process.wait(60) == 0
     deadline = time.monotonic() + 15
     alive = processes
