@@ -50,6 +50,7 @@ def namespace(options: DeployOptions) -> dict[str, Any]:
 
 
 def service_account(options: DeployOptions) -> dict[str, Any]:
+    # The exporter never calls the Kubernetes API: no token in its pods.
     return namespaced(
         "v1", "ServiceAccount", EXPORTER, options.namespace, COMPONENT, automountServiceAccountToken=False
     )

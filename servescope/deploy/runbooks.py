@@ -42,6 +42,7 @@ class RunbookTokens:
 
 
 def service_account(options: DeployOptions) -> dict[str, Any]:
+    # No RBAC and no token: the image has no kubectl, so change steps cannot act on the cluster from here.
     return namespaced(
         "v1", "ServiceAccount", RUNBOOKS, options.namespace, COMPONENT, automountServiceAccountToken=False
     )
