@@ -178,27 +178,3 @@ def start_stacks(waves: tuple[dict[str, Plan], ...], root: Path) -> Iterator[dic
             with contextlib.suppress(subprocess.TimeoutExpired):
                 stack.process.wait(60)
             stack.child.stop()
-
-
-def descendants(pid: int) -> set[int]:
-    """Every process below `pid`, from /proc's parent links."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(fields[1])
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
-def zombie(pid: int) -> bool:
-    try:
-        return (Path(f"/proc/{pid}") / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return False
