@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import subprocess
+import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,14 +25,28 @@ def _python_files() -> list[Path]:
     return [ROOT / name for name in listed if not name.endswith("_pb2.py") and (ROOT / name).exists()]
 
 
+def _header_end(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """The line of the colon that closes the signature: ast gives `arguments` no end line, and a
+    comment may sit after the last parameter, inside the brackets."""
+    source = iter(line + "\n" for line in lines[node.lineno - 1 :])
+    depth = 0
+    for token in tokenize.generate_tokens(lambda: next(source, "")):
+        if token.type == tokenize.OP and token.string in "([{":
+            depth += 1
+        elif token.type == tokenize.OP and token.string in ")]}":
+            depth -= 1
+        elif token.exact_type == tokenize.COLON and depth == 0:
+            return node.lineno + token.start[0] - 1
+    raise AssertionError(f"no colon closes the signature of {node.name} at line {node.lineno}")
+
+
 def _says_why(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """A comment line between the signature's end and the first statement of the body."""
-    body_start = node.body[0].lineno - 1
-    signature_end = max(node.lineno, getattr(node.args, "end_lineno", None) or node.lineno)
-    opening = lines[signature_end - 1 : body_start + 1]
+    """A comment line between the signature's end (or the docstring's) and the next statement."""
     first = node.body[0]
     if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and len(node.body) > 1:
-        opening = lines[signature_end - 1 : node.body[1].lineno]  # a docstring, then the comment
+        opening = lines[first.end_lineno or first.lineno : node.body[1].lineno - 1]
+    else:
+        opening = lines[_header_end(lines, node) : first.lineno - 1]
     return any(line.strip().startswith("#") for line in opening)
 
 
@@ -60,3 +75,18 @@ def test_no_function_is_over_40_lines_without_saying_why() -> None:
                 if length > FUNCTION_LINES and not _says_why(lines, node):
                     long[f"{path.relative_to(ROOT)}:{node.lineno} {node.name}"] = length
     assert not long, long
+
+
+def _reason_found(source: str) -> bool:
+    node = ast.parse(source).body[0]
+    assert isinstance(node, ast.FunctionDef)
+    return _says_why(source.splitlines(), node)
+
+
+def test_only_a_comment_opening_the_body_says_why() -> None:
+    assert _reason_found("def f(\n    a: int,\n) -> None:\n    # long: one table\n    pass\n")
+    assert _reason_found('def f() -> None:\n    """Doc."""\n    # long: one table\n    pass\n')
+    assert not _reason_found("def f(\n    a: int,\n    # a parameter\n) -> None:\n    pass\n")
+    assert not _reason_found("def f(\n    a: int,  # a parameter\n) -> None:\n    pass\n")
+    assert not _reason_found('def f() -> None:\n    """Doc.\n\n    # not a reason\n    """\n    pass\n')
+    assert not _reason_found('def f() -> None:\n    """Doc."""\n    pass  # a tail\n    pass\n')

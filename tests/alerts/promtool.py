@@ -119,13 +119,15 @@ def groups_needed_by(tests: list[dict[str, Any]], rules: Path, tmp_path: Path) -
     days of series is most of promtool's time. The rules kept are the built ones, unchanged."""
     document = _parsed(rules, rules.stat().st_mtime_ns)
     groups = document["groups"]
-    owner = {
-        rule.get("alert") or rule["record"]: group["name"] for group in groups for rule in group["rules"]
-    }
+    # A name may be recorded (or alerted on) in several groups: every one of them is kept.
+    owners: dict[str, set[str]] = {}
+    for group in groups:
+        for rule in group["rules"]:
+            owners.setdefault(rule.get("alert") or rule["record"], set()).add(group["name"])
     names = {check["alertname"] for test in tests for check in test.get("alert_rule_test", [])}
     names |= {n for test in tests for e in test.get("promql_expr_test", []) for n in NAME.findall(e["expr"])}
     kept: set[str] = set()
-    while not names & EVERY_ALERT and (new := {owner[n] for n in names if n in owner} - kept):
+    while not names & EVERY_ALERT and (new := set().union(*(owners.get(n, set()) for n in names)) - kept):
         kept |= new
         names |= {
             name

@@ -36,17 +36,37 @@ def test_an_alert_on_recorded_ratios_keeps_the_groups_that_record_them(tmp_path:
 
 def test_every_alert_keeps_each_rule_it_reads(tmp_path: Path) -> None:
     full = yaml.safe_load(RULES.read_text())["groups"]
-    records = {rule["record"] for group in full for rule in group["rules"] if "record" in rule}
+    defined_in = {
+        group["name"]: {rule.get("alert") or rule["record"] for rule in group["rules"]} for group in full
+    }
     for alert in ALERTS:
         kept = _kept(tmp_path, _case(alert))
-        rules = [rule for group in kept.values() for rule in group]
-        defined = {rule.get("alert") or rule["record"] for rule in rules}
-        assert alert in defined, alert
-        read = {name for rule in rules for name in names_read(rule)} & records
-        assert read <= defined, f"{alert}: reads {sorted(read - defined)} from a group left out"
+        read = {name for group in kept.values() for rule in group for name in names_read(rule)} | {alert}
+        # Group-wise: a name defined in two groups needs both, not just one of them.
+        needed = {group for group, names in defined_in.items() if names & read}
+        assert needed <= set(kept), f"{alert}: reads from groups left out: {sorted(needed - set(kept))}"
 
 
 def test_reading_alerts_keeps_the_whole_bundle(tmp_path: Path) -> None:
     expr = 'ALERTS{alertname="ServescopeGpuLost", alertstate="pending"}'
     assert "ALERTS" in NAME.findall(expr)
     assert groups_needed_by([_case(exprs=(expr,))], RULES, tmp_path) == RULES
+
+
+def test_a_name_recorded_in_two_groups_keeps_both(tmp_path: Path) -> None:
+    def group(name: str, *rules: dict[str, str]) -> dict[str, Any]:
+        return {"name": name, "rules": list(rules)}
+
+    rules = tmp_path / "rules.yaml"
+    document = {
+        "groups": [
+            group("first", {"record": "job:shared:sum", "expr": "sum(a)"}),
+            group("second", {"record": "job:shared:sum", "expr": "sum(b)"}),
+            group("alerting", {"alert": "SharedHigh", "expr": "job:shared:sum > 1"}),
+            group("unrelated", {"record": "job:other:sum", "expr": "sum(c)"}),
+        ]
+    }
+    rules.write_text(yaml.safe_dump(document, sort_keys=False))
+    path = groups_needed_by([_case("SharedHigh")], rules, tmp_path)
+    kept = [group["name"] for group in yaml.safe_load(path.read_text())["groups"]]
+    assert kept == ["first", "second", "alerting"]

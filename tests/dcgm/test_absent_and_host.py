@@ -3,7 +3,6 @@ engine (the GPU Operator's nvidia-dcgm:5555) through `dcgmi dmon --host`, the fa
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from servescope.exporter.dcgm.counters import load_counters
 from servescope.exporter.dcgm.dmon_source import DmonSource
 from servescope.exporter.gpu_directory import GpuDirectory
 from tests.alerts.promtool import TARGET, check, firing, run_promtool, series
-from tests.support import SERVESCOPE, Served, start_child, start_servescope, stop
+from tests.support import SERVESCOPE, Served, start_child, start_servescope, stop, wait_for
 from tests.support.servers import LISTENING
 
 HOST_ENGINE = "nvidia-dcgm.gpu-operator.svc:5555"
@@ -22,12 +21,13 @@ SOURCE_DOWN = "ServescopeSourceDown"
 
 
 def _metrics_until(served: Served, done: Callable[[str], bool], seconds: float = 15.0) -> str:
-    deadline = time.monotonic() + seconds
-    text = httpx.get(f"{served.base}/metrics").text
-    while not done(text) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    def text_when_done() -> str | None:
         text = httpx.get(f"{served.base}/metrics").text
-    return text
+        return text if done(text) else None
+
+    # The check's qualified name says which test's condition it is (`test_....<locals>.<lambda>`).
+    what = f"{served.base}/metrics to pass {done.__qualname__}"
+    return wait_for(what, text_when_done, seconds, every=0.2)
 
 
 def test_dmon_is_started_with_the_remote_host_engine() -> None:

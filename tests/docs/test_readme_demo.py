@@ -34,8 +34,7 @@ from servescope.alerts.bundle import groups
 from servescope.alerts.config import AlertsConfig
 from servescope.demo.stack import find_binaries
 from servescope.sim.scenarios import PACES
-from tests.e2e.demo_stacks import descendants, zombie
-from tests.support import wait_for
+from tests.support import descendants, wait_all_exited, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -169,16 +168,15 @@ def test_make_demo_from_a_fresh_clone_loads_the_rules_and_pages(
     print(f"seconds after the command started: {seconds}; first fault: {incident['alertname']}")
 
 
-def test_ctrl_c_stops_make_demo_and_everything_it_started(demo: tuple[subprocess.Popen[bytes], Path]) -> None:
+def test_ctrl_c_stops_make_demo_and_everything_it_started(
+    demo: tuple[subprocess.Popen[bytes], Path], clone: Path
+) -> None:
     process, log = demo
-    assert process.poll() is None, log.read_text()
+    # Started for sure (and all its children), also when this test runs alone.
+    _started(process, log, clone / ".servescope-demo" / "urls.json")
     started = descendants(process.pid)
     # Prometheus, Alertmanager, the runbook service and the exporter with its engines at least.
     assert len(started) >= 4, started
     process.send_signal(signal.SIGINT)
     assert process.wait(60) == 0, log.read_text()[-2000:]
-
-    def all_gone() -> bool:
-        return not {pid for pid in started if Path(f"/proc/{pid}").exists() and not zombie(pid)}
-
-    wait_for("every process the demo started to exit", all_gone, 15, every=0.5)
+    wait_all_exited(started, 15)

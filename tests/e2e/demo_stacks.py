@@ -8,6 +8,7 @@ Ctrl-C. Every read goes through the stack's public URLs (urls.json).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -22,6 +23,7 @@ from typing import Any
 import httpx
 import yaml
 
+from servescope.common.durations import parse_duration
 from servescope.sim.registry import LEAK_ENV
 from servescope.sim.scenarios import PACES
 from tests.support import Child, wait_for
@@ -36,11 +38,6 @@ class Plan:
 
     scenario: str
     leak_mib_per_minute: float | None = None
-
-
-def seconds(duration: str) -> float:
-    units = {"s": 1, "m": 60, "h": 3600}
-    return float(duration[:-1]) * units[duration[-1]] if duration[-1] in units else float(duration)
 
 
 def unix(stamp: str) -> float:
@@ -118,12 +115,17 @@ class Stack:
             self.interrupted = True
             self.process.send_signal(signal.SIGINT)
 
+    @functools.cached_property
+    def rules(self) -> dict[str, Any]:
+        """The rules the demo loaded into its Prometheus (written once, at start-up)."""
+        document: dict[str, Any] = yaml.safe_load((self.state / "rules.yaml").read_text())
+        return document
+
     def rule_for(self, name: str) -> float:
-        rules = yaml.safe_load((self.state / "rules.yaml").read_text())
-        for group in rules["groups"]:
+        for group in self.rules["groups"]:
             for rule in group["rules"]:
                 if rule.get("alert") == name:
-                    return seconds(rule.get("for", "0s"))
+                    return parse_duration(rule.get("for", "0s"))
         raise AssertionError(f"{name} is not in the demo's rules")
 
 
@@ -178,27 +180,3 @@ def start_stacks(waves: tuple[dict[str, Plan], ...], root: Path) -> Iterator[dic
             with contextlib.suppress(subprocess.TimeoutExpired):
                 stack.process.wait(60)
             stack.child.stop()
-
-
-def descendants(pid: int) -> set[int]:
-    """Every process below `pid`, from /proc's parent links."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(fields[1])
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
-def zombie(pid: int) -> bool:
-    try:
-        return (Path(f"/proc/{pid}") / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return False

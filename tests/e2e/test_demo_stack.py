@@ -35,8 +35,8 @@ from typing import Any
 import pytest
 
 from servescope.demo.stack import find_binaries
-from tests.e2e.demo_stacks import Plan, Stack, descendants, start_stacks, unix, zombie
-from tests.support import wait_for
+from tests.e2e.demo_stacks import Plan, Stack, start_stacks, unix
+from tests.support import descendants, wait_all_exited, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -156,12 +156,7 @@ def test_ctrl_c_stops_every_child(stacks: dict[str, Stack]) -> None:
     assert len(processes) >= 7, processes
     stack.release()  # Ctrl-C, as a user stops it
     assert stack.process.wait(60) == 0
-    deadline = time.monotonic() + 15
-    alive = processes
-    while alive and time.monotonic() < deadline:
-        alive = {pid for pid in alive if Path(f"/proc/{pid}").exists() and not zombie(pid)}
-        time.sleep(0.5)
-    assert not alive, f"left running after Ctrl-C: {alive}"
+    wait_all_exited(processes, 15)  # a zombie has exited: only its parent's reaping is left
 
 
 def test_a_lost_gpu_pages_and_its_xid_79_is_alerted_on(stacks: dict[str, Stack]) -> None:

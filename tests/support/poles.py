@@ -24,7 +24,8 @@ class PolesAloneScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist 
 
     def _busy_with_a_pole(self, node: WorkerController) -> bool:
         return any(
-            scope in self.poles and list(done.values()).count(False) > 1
+            # loadscope's scope of a test in a class is `module::Class`: the pole is the module.
+            scope.split("::")[0] in self.poles and list(done.values()).count(False) > 1
             for scope, done in self.assigned_work.get(node, {}).items()
         )
 

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import os
+import queue
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from servescope.common.processes import Child, ChildFailedError
 
@@ -20,6 +23,7 @@ SERVESCOPE = str(Path(sys.executable).with_name("servescope"))
 LISTENING = r"serving.* on 127\.0\.0\.1:(\d+)"
 RUNBOOK_LISTENING = r"servescope runbook server on 127\.0\.0\.1:(\d+)"
 STOP_GRACE_SECONDS = 10.0
+MAX_LINE_CHARS = 64 * 1024  # a line read at once, at most: a longer one is read in parts
 
 
 @dataclass
@@ -33,16 +37,28 @@ class Served:
 
 def announced_base(process: subprocess.Popen[str], listening: str, deadline: float) -> str | None:
     """The base URL of the first stdout line matching `listening` (its group 1 the port); None when
-    the process ends or `deadline` (monotonic) passes first."""
+    the process ends or `deadline` (monotonic) passes first. A thread reads its stdout for as long as
+    it runs (dropping the rest), so the wait is bounded and a full pipe never blocks the process."""
     assert process.stdout is not None
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            return None
-        found = re.search(listening, line)
-        if found:
-            return f"http://127.0.0.1:{found.group(1)}"
+    found: queue.Queue[str | None] = queue.Queue(maxsize=1)
+    reader = threading.Thread(
+        target=_read_announcement, args=(process.stdout, re.compile(listening), found), daemon=True
+    )
+    reader.start()
+    with suppress(queue.Empty):
+        return found.get(timeout=max(0.0, deadline - time.monotonic()))
     return None
+
+
+def _read_announcement(stdout: IO[str], listening: re.Pattern[str], found: queue.Queue[str | None]) -> None:
+    announced = False
+    with suppress(OSError, ValueError):  # the pipe closed under the reader: it is done
+        for line in iter(lambda: stdout.readline(MAX_LINE_CHARS), ""):
+            if not announced and (match := listening.search(line)):
+                announced = True
+                found.put(f"http://127.0.0.1:{match.group(1)}")
+    if not announced:
+        found.put(None)
 
 
 def start_child(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 from pathlib import Path
 from typing import cast
@@ -13,6 +12,7 @@ import pytest
 
 from servescope.load.records import StepRunner
 from servescope.tune.launchers import CommandLauncher, KubernetesLauncher, LaunchError, flag_argv
+from tests.support import free_port
 
 # A stand-in engine process at the process boundary: serves /health, or exits 3 the way vLLM exits
 # when the memory it is asked for is not free.
@@ -30,12 +30,6 @@ class Health(http.server.BaseHTTPRequestHandler):
         pass
 http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_flags_become_vllm_options_and_never_shell_text() -> None:
