@@ -3,8 +3,10 @@
 Eight days of one engine on 2 GPUs at 1000 output tokens/s (500 per GPU) with 50 requests running, then
 at 7d12h (10800 min) a change: throughput falls to 700 tokens/s at the same batch (fires after `for: 1h`,
 resolves when it recovers), or falls with the batch (the traffic got lighter: silent), or the engine
-has only ten hours of history (no day-old baseline: silent). Rules are evaluated every 15 minutes to keep
-eight days of evaluations of the whole bundle short.
+has only ten hours of history (no day-old baseline: silent). A second process of the engine on one
+of its GPUs (two servescope_engine_gpu_info series for that GPU) still counts 2 GPUs: silent where it
+starts at the change, firing where it ran all along and the engine got slower. Rules are evaluated
+every 15 minutes to keep eight days of evaluations of the whole bundle short.
 """
 
 from __future__ import annotations
@@ -90,7 +92,39 @@ NO_HISTORY = case(
     check(ALERT, f"{CHANGE + 90}m"),
     check(ALERT, f"{CHANGE + 500}m"),
 )
-CASES = [SLOWER, LIGHTER, NO_HISTORY]
+
+
+def _second_pid(values: str) -> dict[str, str]:
+    """Another process of the engine on GPU 0 (a second info series for the same GPU)."""
+    return series(
+        "servescope_engine_gpu_info", {**ENGINE, "uuid": "GPU-0000", "gpu": "0", "pid": "43"}, values
+    )
+
+
+SECOND_PID_ALL_ALONG = case(
+    f"{ALERT}: slower at the same batch, two processes on one GPU",
+    [
+        *GPUS,
+        _second_pid(f"1x{END}"),
+        _tokens_series(_tokens(60_000, 42_000)),
+        _running_series(_running(50, 50)),
+    ],
+    check(ALERT, f"{CHANGE - 10}m"),
+    check(ALERT, f"{CHANGE + 40}m"),
+    check(ALERT, f"{CHANGE + 90}m", firing(ALERT, ENGINE, DESCRIPTION)),
+)
+SECOND_PID_STARTS = case(
+    f"{ALERT}: a second process on one GPU, same speed",
+    [
+        *GPUS,
+        _second_pid(f"_x{CHANGE} 1x{END - CHANGE}"),
+        _tokens_series(_tokens(60_000, 60_000)),
+        _running_series(_running(50, 50)),
+    ],
+    check(ALERT, f"{CHANGE + 90}m"),
+    check(ALERT, f"{CHANGE + 300}m"),
+)
+CASES = [SLOWER, LIGHTER, NO_HISTORY, SECOND_PID_ALL_ALONG, SECOND_PID_STARTS]
 
 
 @pytest.mark.e2e
