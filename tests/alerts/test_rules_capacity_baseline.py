@@ -14,8 +14,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.alerts.promtool import ENGINE, case, check, firing, run_promtool, series
+from servescope.alerts.bundle import rule_file
+from servescope.alerts.config import AlertsConfig
+from servescope.alerts.model import BUNDLE_LABEL
+from tests.alerts.promtool import (
+    ALERTS,
+    CONFIG,
+    ENGINE,
+    case,
+    check,
+    firing,
+    run_promtool,
+    series,
+)
 
 ALERT = "ServescopeThroughputBelowBaseline"
 CHANGE = 10800  # minutes: 7 days 12 hours
@@ -131,3 +144,83 @@ CASES = [SLOWER, LIGHTER, NO_HISTORY, SECOND_PID_ALL_ALONG, SECOND_PID_STARTS]
 @pytest.mark.slow
 def test_throughput_below_baseline(tmp_path: Path) -> None:
     run_promtool(CASES, tmp_path, evaluation_interval="15m")
+
+
+# The PodMonitor topology: the engine's own vllm:* series (instance is the node, endpoint the pod's URL)
+# and the kubelet's allocation of its pod's two GPUs. The pod is the unit: the alert's keys and its
+# description are the pod's labels, none left empty.
+POD = {"namespace": "llm", "pod": "ds-a", "container": "vllm"}
+POD_ENGINE = {
+    "job": "vllm",
+    "instance": "node-a",
+    **POD,
+    "endpoint": "http://10.1.0.5:8000/metrics",
+    "model_name": "deepseek",
+    "engine": "0",
+}
+POD_KEYS = {k: POD_ENGINE[k] for k in ("instance", "namespace", "pod", "model_name", "endpoint")}
+POD_DESCRIPTION = (
+    "deepseek pod llm/ds-a on node-a has generated over 20% fewer tokens per second per GPU than a day ago "
+    "(and a week ago) for 1h, with the same running batch: the engine got slower, not the traffic lighter."
+)
+POD_LINKS = {
+    "runbook_url": f"{CONFIG.runbook_base_url}/runbooks/{ALERT}?instance=node-a&namespace=llm&pod=ds-a"
+    "&model_name=deepseek&endpoint=http%3A%2F%2F10.1.0.5%3A8000%2Fmetrics",
+    "dashboard_url": f"{CONFIG.dashboard_base_url}/d/servescope-serving-slo?var-model_name=deepseek",
+}
+POD_GPUS = [
+    series(
+        "servescope_gpu_pod_info",
+        {
+            "job": "servescope",
+            "instance": "node-a",
+            "hostname": "node-a",
+            "gpu": str(i),
+            "uuid": f"GPU-000{i}",
+            **POD,
+        },
+        f"1x{END}",
+    )
+    for i in (0, 1)
+]
+POD_SLOWER = case(
+    f"{ALERT}: slower at the same batch, PodMonitor topology",
+    [
+        *POD_GPUS,
+        series("vllm:generation_tokens_total", POD_ENGINE, _tokens(60_000, 42_000)),
+        series("vllm:num_requests_running", POD_ENGINE, _running(50, 50)),
+    ],
+    check(ALERT, f"{CHANGE - 10}m"),
+    check(ALERT, f"{CHANGE + 40}m"),
+    check(
+        ALERT,
+        f"{CHANGE + 90}m",
+        {
+            "exp_labels": {**POD_KEYS, "severity": "warning", **BUNDLE_LABEL},
+            "exp_annotations": {
+                "summary": ALERTS[ALERT].summary,
+                "description": POD_DESCRIPTION,
+                **POD_LINKS,
+            },
+        },
+    ),
+)
+POD_LIGHTER = case(
+    f"{ALERT}: lighter traffic, same speed per request, PodMonitor topology",
+    [
+        *POD_GPUS,
+        series("vllm:generation_tokens_total", POD_ENGINE, _tokens(60_000, 36_000)),
+        series("vllm:num_requests_running", POD_ENGINE, _running(50, 30)),
+    ],
+    check(ALERT, f"{CHANGE + 90}m"),
+    check(ALERT, f"{CHANGE + 300}m"),
+)
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_throughput_below_baseline_podmonitor(tmp_path: Path) -> None:
+    rules = tmp_path / "rules-podmonitor.yaml"
+    pod_config = AlertsConfig(engine_topology="podmonitor")
+    rules.write_text(yaml.safe_dump(rule_file(pod_config), sort_keys=False, width=120))
+    run_promtool([POD_SLOWER, POD_LIGHTER], tmp_path, evaluation_interval="15m", rules=rules)
