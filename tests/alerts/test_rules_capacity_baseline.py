@@ -107,33 +107,27 @@ NO_HISTORY = case(
 )
 
 
-def _second_pid(values: str) -> dict[str, str]:
-    """Another process of the engine on GPU 0 (a second info series for the same GPU)."""
-    return series(
-        "servescope_engine_gpu_info", {**ENGINE, "uuid": "GPU-0000", "gpu": "0", "pid": "43"}, values
-    )
+def _second_pid(pid_values: str, tokens_after: int) -> list[dict[str, str]]:
+    """The engine at the same batch, with another process on GPU 0 (a second info series for it)."""
+    second = {**ENGINE, "uuid": "GPU-0000", "gpu": "0", "pid": "43"}
+    return [
+        *GPUS,
+        series("servescope_engine_gpu_info", second, pid_values),
+        _tokens_series(_tokens(60_000, tokens_after)),
+        _running_series(_running(50, 50)),
+    ]
 
 
 SECOND_PID_ALL_ALONG = case(
     f"{ALERT}: slower at the same batch, two processes on one GPU",
-    [
-        *GPUS,
-        _second_pid(f"1x{END}"),
-        _tokens_series(_tokens(60_000, 42_000)),
-        _running_series(_running(50, 50)),
-    ],
+    _second_pid(f"1x{END}", 42_000),
     check(ALERT, f"{CHANGE - 10}m"),
     check(ALERT, f"{CHANGE + 40}m"),
     check(ALERT, f"{CHANGE + 90}m", firing(ALERT, ENGINE, DESCRIPTION)),
 )
 SECOND_PID_STARTS = case(
     f"{ALERT}: a second process on one GPU, same speed",
-    [
-        *GPUS,
-        _second_pid(f"_x{CHANGE} 1x{END - CHANGE}"),
-        _tokens_series(_tokens(60_000, 60_000)),
-        _running_series(_running(50, 50)),
-    ],
+    _second_pid(f"_x{CHANGE} 1x{END - CHANGE}", 60_000),
     check(ALERT, f"{CHANGE + 90}m"),
     check(ALERT, f"{CHANGE + 300}m"),
 )
@@ -183,13 +177,20 @@ POD_GPUS = [
     )
     for i in (0, 1)
 ]
+
+
+def _pod_inputs(tokens_after: int, running_after: int) -> list[dict[str, str]]:
+    """The pod's GPUs, and its engine's vllm:* series changing at CHANGE."""
+    return [
+        *POD_GPUS,
+        series("vllm:generation_tokens_total", POD_ENGINE, _tokens(60_000, tokens_after)),
+        series("vllm:num_requests_running", POD_ENGINE, _running(50, running_after)),
+    ]
+
+
 POD_SLOWER = case(
     f"{ALERT}: slower at the same batch, PodMonitor topology",
-    [
-        *POD_GPUS,
-        series("vllm:generation_tokens_total", POD_ENGINE, _tokens(60_000, 42_000)),
-        series("vllm:num_requests_running", POD_ENGINE, _running(50, 50)),
-    ],
+    _pod_inputs(42_000, 50),
     check(ALERT, f"{CHANGE - 10}m"),
     check(ALERT, f"{CHANGE + 40}m"),
     check(
@@ -207,11 +208,7 @@ POD_SLOWER = case(
 )
 POD_LIGHTER = case(
     f"{ALERT}: lighter traffic, same speed per request, PodMonitor topology",
-    [
-        *POD_GPUS,
-        series("vllm:generation_tokens_total", POD_ENGINE, _tokens(60_000, 36_000)),
-        series("vllm:num_requests_running", POD_ENGINE, _running(50, 30)),
-    ],
+    _pod_inputs(36_000, 30),
     check(ALERT, f"{CHANGE + 90}m"),
     check(ALERT, f"{CHANGE + 300}m"),
 )
