@@ -11,6 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from servescope.common.durations import is_duration
 
 MIB = 1024 * 1024
+# Who scrapes the engines: the exporter (its servescope_serving_* series), or Prometheus through a
+# PodMonitor (the engines' own vllm:* series). `deploy render --topology` takes the same values.
+Topology = Literal["exporter", "podmonitor"]
 
 # XIDs that mean the GPU or its driver state is broken (NVIDIA's XID catalogue): 46 GPU stopped
 # processing (a hung engine: its channels need a reset), 48 double-bit ECC, 62 internal micro-controller
@@ -42,7 +45,7 @@ class AlertsConfig(BaseModel):
         "that carry "
         "its Helm release name.",
     )
-    engine_topology: Literal["exporter", "podmonitor"] = Field(
+    engine_topology: Topology = Field(
         "exporter",
         description="Who scrapes the engines (deploy render --topology). `exporter`: the exporter's "
         "normalised servescope_serving_* series, joined to GPUs by servescope_engine_gpu_info. `podmonitor`: "

@@ -67,6 +67,17 @@ def on_engine_gpus(cfg: AlertsConfig, engine_expr: str) -> str:
     return f"max by ({ENGINE_BY}, hostname, gpu, uuid) ({spread})"
 
 
+def engine_gpus(cfg: AlertsConfig) -> str:
+    """The GPUs each engine runs on (one or more series per engine and GPU, with its uuid).
+
+    servescope_engine_gpu_info has one series per (engine, GPU, PID); in the PodMonitor topology the
+    engine's pod holds the GPUs the kubelet allocated to it. Fold per GPU before counting.
+    """
+    if podmonitor(cfg):
+        return on_pod_gpus(cfg, sel(cfg, c.RUNNING.name))
+    return sel(cfg, c.ENGINE_GPU_INFO.name)
+
+
 def saturated(cfg: AlertsConfig) -> str:
     """The GPUs whose busy share, averaged over gpu_saturated_window, is over its bound (the value).
 
@@ -101,9 +112,6 @@ def pool_spare(cfg: AlertsConfig, window: str) -> str:
     sm = f"max by ({by}) (avg_over_time({sel(cfg, SM_ACTIVE)}[{window}]))"
     nvml = f"max by ({by}) (avg_over_time({sel(cfg, c.UTILIZATION.name)}[{window}]))"
     busy = f"({sm} or ({nvml} unless on (instance, uuid) {sm}))"
-    engines = sel(cfg, c.ENGINE_GPU_INFO.name)
-    if podmonitor(cfg):
-        engines = on_pod_gpus(cfg, sel(cfg, c.RUNNING.name))
-    pools = f"group by ({by}, model_name) ({engines})"
+    pools = f"group by ({by}, model_name) ({engine_gpus(cfg)})"
     pool_by = ", ".join((*cfg.fleet_by, "model_name"))
     return f"1 - avg by ({pool_by}) ({pools} * on (instance, uuid) group_left () {busy})"

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 from servescope import catalog as c
 from servescope.alerts.config import AlertsConfig
+from servescope.alerts.exprs import engine_gpus
 from servescope.alerts.model import ENGINE_KEYS, Alert, Group, Record, sel
 from servescope.alerts.topology import podmonitor
-from servescope.catalog.placement import GPU_POD_INFO
 
-# In the PodMonitor topology an engine's own series carry its pod, and the kubelet's allocation
-# (servescope_gpu_pod_info) says how many GPUs the pod holds; the pod is the unit there.
+# In the PodMonitor topology the pod is the unit, as where other rules join engines onto GPUs: the
+# kubelet's allocation says which GPUs the pod holds, not which of them each data-parallel rank uses.
+# `instance` is the node there and `endpoint` the pod's URL. A rollout renames the pod, so a new pod
+# compares with a baseline only once it is a day old (the exporter topology keeps its engine keys).
 EXPORTER_BY = "job, instance, model_name, engine, endpoint"
-POD_BY = "namespace, pod, model_name"
+POD_BY = "instance, namespace, pod, model_name, endpoint"
+POD_KEYS = ("instance", "namespace", "pod", "model_name", "endpoint")
 TOKENS_PER_GPU = "engine:servescope_generation_tokens_per_gpu:rate5m"
 RUNNING_AVG = "engine:servescope_requests_running:avg5m"
 DROP = 0.2  # the share below the baseline that counts as a regression
@@ -39,16 +42,22 @@ def below_baseline(offset: str, by: str) -> str:
     )
 
 
+def subject(cfg: AlertsConfig) -> str:
+    """What the description names: the engine, or (PodMonitor topology) the pod, by labels it keeps."""
+    if podmonitor(cfg):
+        return (
+            "{{ $labels.model_name }} pod {{ $labels.namespace }}/{{ $labels.pod }} on {{ $labels.instance }}"
+        )
+    return "{{ $labels.model_name }} engine {{ $labels.engine }} on {{ $labels.instance }}"
+
+
 def capacity_baseline(cfg: AlertsConfig) -> Group:
     """Records of throughput per GPU and load, and the alert on a drop against both baselines."""
     by = POD_BY if podmonitor(cfg) else EXPORTER_BY
     tokens = f"sum by ({by}) (rate({sel(cfg, c.GENERATION_TOKENS.name)}[5m]))"
-    if podmonitor(cfg):
-        allocated = f"max by (namespace, pod, uuid) ({sel(cfg, GPU_POD_INFO.name)})"
-        pod_gpus = f"count by (namespace, pod) ({allocated})"
-        per_gpu = f"{tokens} / on (namespace, pod) group_left () {pod_gpus}"
-    else:
-        per_gpu = f"{tokens} / on ({by}) count by ({by}) ({sel(cfg, c.ENGINE_GPU_INFO.name)})"
+    # Distinct GPUs: an engine with two PIDs on a GPU has two info series for it.
+    gpus = f"count by ({by}) (max by ({by}, uuid) ({engine_gpus(cfg)}))"
+    per_gpu = f"{tokens} / on ({by}) {gpus}"
     running = f"avg by ({by}) (avg_over_time({sel(cfg, c.RUNNING.name)}[5m]))"
     no_week = f"({TOKENS_PER_GPU} unless on ({by}) ({TOKENS_PER_GPU} offset 7d))"
     return Group(
@@ -63,10 +72,10 @@ def capacity_baseline(cfg: AlertsConfig) -> Group:
                 FOR,
                 "warning",
                 "An engine's output tokens/s per GPU is below its daily baseline at comparable load.",
-                "{{ $labels.model_name }} engine {{ $labels.engine }} on {{ $labels.instance }} has "
-                f"generated over {DROP:.0%} fewer tokens per second per GPU than a day ago (and a week ago) "
-                f"for {FOR}, with the same running batch: the engine got slower, not the traffic lighter.",
-                ENGINE_KEYS,
+                f"{subject(cfg)} has generated over {DROP:.0%} fewer tokens per second per GPU than a "
+                f"day ago (and a week ago) for {FOR}, with the same running batch: the engine got "
+                "slower, not the traffic lighter.",
+                POD_KEYS if podmonitor(cfg) else ENGINE_KEYS,
                 "serving",
             ),
         ),

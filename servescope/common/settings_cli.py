@@ -41,6 +41,12 @@ def setting(default: Value, cli: str, description: str, **constraints: Any) -> V
     return field
 
 
+def repeated(default: Callable[[], Value], cli: str, description: str) -> Value:
+    """A repeatable option's setting (KEY=VALUE pairs, names): its default is built afresh per model."""
+    field: Value = Field(default_factory=default, json_schema_extra={"cli": cli}, description=description)
+    return field
+
+
 def cli_flag(model: type[BaseModel], field: str) -> str:
     """The command-line flag that sets `field`, as declared on the field (`--x` or `--x/--no-x`)."""
     extra = model.model_fields[field].json_schema_extra

@@ -12,32 +12,28 @@ from servescope import catalog as c
 from servescope.catalog import derived as d
 from servescope.dashboards.common import (
     ALERTS,
+    BY_ENGINE,
     ENGINE,
     ENGINE_LEGEND,
     heatmap,
     m,
     make_dashboard,
+    rate,
     ts,
 )
 from servescope.exporter.settings import DerivedSettings
 
-RATE = "[$__rate_interval]"
-# One engine: endpoints are node-local URLs (127.0.0.1:8000 on every node), so instance keeps them apart.
-BY_ENGINE = "instance, model_name, engine, endpoint"
 STEPS = c.ITERATION_TOKENS.name
 # vLLM does not export max_num_seqs; the advisor steps from this setting (--advisor-max-num-seqs).
 CONFIGURED_MAX_NUM_SEQS = DerivedSettings.model_fields["advisor_max_num_seqs"].default
 
 
-def rate(metric: str, *matchers: str) -> str:
-    return f"rate({m(metric, ENGINE, *matchers)}{RATE})"
-
-
-def per_engine(metric: str) -> str:
+def rate_per_engine(metric: str) -> str:
+    """The per-second rate of `metric` summed per engine (common.per_engine shows a gauge as it is)."""
     return f"sum by ({BY_ENGINE}) ({rate(metric)})"
 
 
-TOKENS_PER_SECOND = f"{per_engine(c.PROMPT_TOKENS.name)} + {per_engine(c.GENERATION_TOKENS.name)}"
+TOKENS_PER_SECOND = f"{rate_per_engine(c.PROMPT_TOKENS.name)} + {rate_per_engine(c.GENERATION_TOKENS.name)}"
 RUNNING = f"max by ({BY_ENGINE}) ({m(c.RUNNING.name, ENGINE)})"
 # GPU utilisation of each engine's GPUs, averaged per engine. The engine->GPU map is the "many" side, so
 # two engines sharing a GPU still match; utilisation is reduced to one series per uuid (a GPU scraped by
@@ -85,7 +81,7 @@ dashboard = make_dashboard(
         ),
         ts(
             "Engine steps/s",
-            [(per_engine(STEPS + "_count"), f"{ENGINE_LEGEND} steps/s")],
+            [(rate_per_engine(STEPS + "_count"), f"{ENGINE_LEGEND} steps/s")],
             "ops",
             width=8,
             description="Engine steps (forward passes) per second: the rate of the tokens-per-step "
@@ -93,7 +89,7 @@ dashboard = make_dashboard(
         ),
         ts(
             "Mean tokens per step",
-            [(f"{per_engine(STEPS + '_sum')} / {per_engine(STEPS + '_count')}", ENGINE_LEGEND)],
+            [(f"{rate_per_engine(STEPS + '_sum')} / {rate_per_engine(STEPS + '_count')}", ENGINE_LEGEND)],
             "none",
             width=8,
             description="Tokens per step averaged over the interval (rate of _sum over rate of _count). "
@@ -158,7 +154,7 @@ dashboard = make_dashboard(
             "Prefix cache hit ratio",
             [
                 (
-                    f"{per_engine(c.PREFIX_HITS.name)} / {per_engine(c.PREFIX_QUERIES.name)}",
+                    f"{rate_per_engine(c.PREFIX_HITS.name)} / {rate_per_engine(c.PREFIX_QUERIES.name)}",
                     ENGINE_LEGEND,
                 )
             ],

@@ -33,6 +33,9 @@ DASHBOARDS = {
 GPU = 'hostname=~"$hostname", gpu=~"$gpu"'
 ENGINE = 'model_name=~"$model_name"'
 HOST = 'hostname=~"$hostname"'
+RATE = "[$__rate_interval]"
+# One engine: endpoints are node-local URLs (127.0.0.1:8000 on every node), so instance keeps them apart.
+BY_ENGINE = "instance, model_name, engine, endpoint"
 
 
 def uid(name: str) -> str:
@@ -43,6 +46,11 @@ def m(metric: str, *matchers: str) -> str:
     """`metric{matchers}` (empty braces dropped)."""
     inner = ", ".join(x for x in matchers if x)
     return f"{metric}{{{inner}}}" if inner else metric
+
+
+def rate(metric: str, *matchers: str) -> str:
+    """The per-second rate of `metric` on the selected engines."""
+    return f"rate({m(metric, ENGINE, *matchers)}{RATE})"
 
 
 # The legends of per-GPU and per-engine series.

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
-from servescope.dashboards.common import ALERTS, GPU, ON_GPU, count_stat, m, make_dashboard, per_gpu, stat, ts
+from servescope.dashboards.common import (
+    ALERTS,
+    GPU,
+    ON_GPU,
+    RATE,
+    count_stat,
+    m,
+    make_dashboard,
+    per_gpu,
+    stat,
+    ts,
+)
 
-RATE = "[$__rate_interval]"
 ECC = "servescope_gpu_ecc_errors_total"
 NOT_IDLE = 'reason!="gpu_idle"'  # an idle GPU's clocks are down, but it is not throttled
 

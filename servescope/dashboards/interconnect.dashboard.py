@@ -8,9 +8,19 @@ the operators watched "for NVLink CRC errors", are PCIe bytes per second: they a
 
 from __future__ import annotations
 
-from servescope.dashboards.common import ALERTS, GPU, ON_GPU, count_stat, m, make_dashboard, per_gpu, stat, ts
+from servescope.dashboards.common import (
+    ALERTS,
+    GPU,
+    ON_GPU,
+    RATE,
+    count_stat,
+    m,
+    make_dashboard,
+    per_gpu,
+    stat,
+    ts,
+)
 
-RATE = "[$__rate_interval]"
 W = ALERTS.hardware_window
 NVLINK_ERRORS = "servescope_gpu_nvlink_errors_total"
 LINKS, LINKS_UP = "servescope_gpu_nvlink_links", "servescope_gpu_nvlink_links_up"

@@ -10,9 +10,19 @@ from __future__ import annotations
 from typing import Any
 
 from servescope import catalog as c
-from servescope.dashboards.common import ALERTS, ENGINE, Panel, m, make_dashboard, per_quantile, stat, ts
+from servescope.dashboards.common import (
+    ALERTS,
+    ENGINE,
+    RATE,
+    Panel,
+    m,
+    make_dashboard,
+    per_quantile,
+    rate,
+    stat,
+    ts,
+)
 
-RATE = "[$__rate_interval]"
 LOAD = "servescope_load_"
 QUANTILES = (0.5, 0.99)
 P99_SLO = ALERTS.p99_threshold_seconds
@@ -23,7 +33,7 @@ def client_quantile(q: float, histogram: str) -> str:
 
 
 def engine_quantile(q: float, histogram: str) -> str:
-    return f"histogram_quantile({q:g}, sum by (le) (rate({m(histogram + '_bucket', ENGINE)}{RATE})))"
+    return f"histogram_quantile({q:g}, sum by (le) ({rate(histogram + '_bucket')}))"
 
 
 def client_latency_panel(title: str, histogram: str, **kwargs: Any) -> Panel:

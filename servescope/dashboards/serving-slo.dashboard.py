@@ -12,6 +12,7 @@ from servescope.alerts.rules_slo import LONG_LOOKBACK, LONG_WINDOWS, PAGE, error
 from servescope.catalog import derived as d
 from servescope.dashboards.common import (
     ALERTS,
+    BY_ENGINE,
     ENGINE,
     ENGINE_LEGEND,
     Panel,
@@ -19,13 +20,11 @@ from servescope.dashboards.common import (
     make_dashboard,
     per_engine,
     per_quantile,
+    rate,
     stat,
     ts,
 )
 
-RATE = "[$__rate_interval]"
-# One engine: endpoints are node-local URLs (127.0.0.1:8000 on every node), so instance keeps them apart.
-BY_ENGINE = "instance, model_name, engine, endpoint"
 BUDGET = f"{ALERTS.error_budget:g}"
 LE = ALERTS.slo_latency_le
 E2E_LE = ALERTS.slo_e2e_latency_le
@@ -39,10 +38,6 @@ LATENCIES = (
 SLIS = (("ttft", c.TTFT.name, "TTFT"), ("e2e", c.E2E.name, "e2e"))
 # Each SLI has its own bound: end to end includes the whole decode.
 BOUND = {c.TTFT.name: LE, c.E2E.name: E2E_LE}
-
-
-def rate(metric: str, *matchers: str) -> str:
-    return f"rate({m(metric, ENGINE, *matchers)}{RATE})"
 
 
 def quantile(q: float, histogram: str, by: str = "model_name") -> str:

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
-
-from servescope.common.settings_cli import setting
+from servescope.common.settings_cli import repeated, setting
 from servescope.deploy import kps
 from servescope.deploy.checks import (
     AnyLabels,
@@ -18,15 +15,8 @@ from servescope.deploy.checks import (
     OptionalUrl,
 )
 
-Value = TypeVar("Value")
 # Namespaces Kubernetes itself owns: servescope never creates (and so never deletes) one of them.
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-
-
-def repeated(default: Callable[[], Value], cli: str, description: str) -> Value:
-    """A repeatable option's setting (KEY=VALUE pairs, names): its default is built afresh per model."""
-    field: Value = Field(default_factory=default, json_schema_extra={"cli": cli}, description=description)
-    return field
 
 
 def _pod_labels(name: str) -> dict[str, str]:

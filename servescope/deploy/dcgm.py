@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from servescope.common.settings_cli import env_names
-from servescope.deploy.names import labels
+from servescope.deploy.names import namespaced
 from servescope.deploy.options import DeployOptions
 from servescope.exporter.settings import DcgmSettings
 
@@ -44,15 +44,13 @@ def exporter_env(options: DeployOptions) -> list[dict[str, Any]]:
 
 def node_local_service(options: DeployOptions) -> dict[str, Any]:
     """A Service in the Operator's namespace over its dcgm-exporter pods, answering on the same node only."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {
-            "name": SERVICE,
-            "namespace": options.gpu_operator_namespace,
-            "labels": labels("dcgm"),
-        },
-        "spec": {
+    return namespaced(
+        "v1",
+        "Service",
+        SERVICE,
+        options.gpu_operator_namespace,
+        "dcgm",
+        spec={
             "selector": dict(OPERATOR_DCGM_EXPORTER_LABELS),
             "ports": [
                 {
@@ -64,7 +62,7 @@ def node_local_service(options: DeployOptions) -> dict[str, Any]:
             ],
             "internalTrafficPolicy": "Local",
         },
-    }
+    )
 
 
 def documents(options: DeployOptions) -> list[dict[str, Any]]:

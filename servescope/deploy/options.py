@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import ValidationInfo, field_validator
 
-from servescope.alerts.config import AlertsConfig
+from servescope.alerts.config import AlertsConfig, Topology
 from servescope.common.hosts import HOST_PORT_PATTERN
-from servescope.common.settings_cli import cli_flag, setting
+from servescope.common.settings_cli import cli_flag, repeated, setting
 from servescope.deploy import checks
 from servescope.deploy.checks import (
     Duration,
@@ -19,7 +19,7 @@ from servescope.deploy.checks import (
     PortName,
     Regex,
 )
-from servescope.deploy.cluster import ClusterOptions, repeated
+from servescope.deploy.cluster import ClusterOptions
 from servescope.deploy.names import (
     DEFAULT_IMAGE,
     EXPORTER,
@@ -29,7 +29,6 @@ from servescope.deploy.names import (
     RUNBOOKS_PORT,
 )
 
-Topology = Literal["exporter", "podmonitor"]
 DcgmSource = Literal["gpu-operator", "exporter-url", "dcgmi", "off"]
 REMOTE_WRITE_PATH = "/api/v1/write"
 # What the PodMonitor drops of the engines' series before Prometheus stores them: the `_created` series

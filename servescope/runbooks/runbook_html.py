@@ -9,7 +9,7 @@ from urllib.parse import quote
 from servescope.common.html import esc
 from servescope.runbooks.document import Runbook, RunbookError, Step
 from servescope.runbooks.markdown import markdown
-from servescope.runbooks.runner import preview
+from servescope.runbooks.runner import CallPreview, preview
 from servescope.runbooks.shell import RUNBOOK_SCRIPT
 
 
@@ -31,35 +31,41 @@ def index_html(found: list[Runbook], errors: list[RunbookError]) -> str:
     )
 
 
-def _call_text(step: Step, labels: dict[str, str]) -> tuple[str, bool]:
-    """The step's call as text with its parameters bound (True), or as written and why not (False)."""
-    call = preview(step, labels)
+def _why_unbound(call: CallPreview) -> str | None:
+    """Why the call's parameters cannot be bound, or None where they are."""
     if call.missing:
         names = ", ".join(f"'{m}'" for m in call.missing)
-        return f"{call.written()}\nneeds the alert label(s) {names}, not given", False
+        return f"needs the alert label(s) {names}, not given"
+    return call.error if call.params is None else None
+
+
+def _call_text(call: CallPreview) -> str:
+    """The step's call as text with its parameters bound, or as written and why not."""
+    if call.missing:
+        return f"{call.written()}\n{_why_unbound(call)}"
     if call.params is None:
-        return call.error, False
-    return call.bound(call.params.model_dump(mode="json")), True
+        return call.error
+    return call.bound(call.params.model_dump(mode="json"))
 
 
-def _bound_call(step: Step, labels: dict[str, str]) -> str:
+def _bound_call(call: CallPreview) -> str:
     """The step's call with every parameter bound (defaults too), or why they cannot be."""
-    text, bound = _call_text(step, labels)
-    if bound:
-        return f"<pre>{esc(text)}</pre>"
-    call, _, why = text.rpartition("\n")
-    shown = f"<pre>{esc(call)}</pre>" if call else ""
+    why = _why_unbound(call)
+    if why is None:
+        return f"<pre>{esc(_call_text(call))}</pre>"
+    shown = f"<pre>{esc(call.written())}</pre>" if call.missing else ""
     return f'{shown}<p class="missing">{esc(why)}</p>'
 
 
-def _controls(alert: str, step: Step, labels: dict[str, str]) -> str:
+def _controls(alert: str, call: CallPreview) -> str:
+    step = call.step
     sid = esc(step.id)
     url = esc(f"{alert}/steps/{step.id}/run")
     # What the Execute confirmation shows: the call with every bound parameter (a crafted link's too).
-    call = esc(_call_text(step, labels)[0])
+    text = esc(_call_text(call))
     button = (
         f'<button class="run" id="run-{sid}" data-step="{sid}" data-kind="{esc(step.kind)}" '
-        f'data-url="{url}" data-call="{call}">'
+        f'data-url="{url}" data-call="{text}">'
     )
     if step.kind == "change":
         return (
@@ -72,10 +78,11 @@ def _controls(alert: str, step: Step, labels: dict[str, str]) -> str:
 
 def step_html(alert: str, step: Step, labels: dict[str, str]) -> str:
     sid = esc(step.id)
+    call = preview(step, labels)  # binds the parameters once for the page and the button
     return (
         f'<div class="step {esc(step.kind)}" id="step-{sid}">'
         f'<h4><span class="kind">{esc(step.kind)}</span> {esc(step.title)} '
-        f"<small>({sid})</small></h4>{_bound_call(step, labels)}{_controls(alert, step, labels)}"
+        f"<small>({sid})</small></h4>{_bound_call(call)}{_controls(alert, call)}"
         f'<pre class="output" id="out-{sid}" hidden></pre></div>'
     )
 
