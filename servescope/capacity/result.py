@@ -113,7 +113,7 @@ def _from_json(data: dict[str, Any]) -> CapacityRun:
     }
     provision = None if data["provision"] is None else Provision(**data["provision"])
     checks = [
-        CrossCheck(c["offered"], _inf(c["client_p99"]), c["engine_low"], _inf(c["engine_high"]), c["agrees"])
+        CrossCheck(**{**c, "client_p99": _inf(c["client_p99"]), "engine_high": _inf(c["engine_high"])})
         for c in data["cross_checks"]
     ]
     return CapacityRun(data["label"], plan, knee, provision, checks, latencies)

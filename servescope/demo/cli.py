@@ -5,10 +5,11 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 
+from servescope.common.settings_cli import usage_error
 from servescope.demo.children import ChildFailedError
 from servescope.demo.stack import DemoOptions, DemoStack
 from servescope.demo.state_dir import StateDirError
@@ -51,17 +52,11 @@ def demo(  # noqa: PLR0917 (typer: one parameter per option)
     raise typer.Exit(_run(options, duration))
 
 
-def _fail(message: str, status: int) -> NoReturn:
-    """Say what is wrong on stderr and exit with `status` (2: usage or state folder, 1: the stack)."""
-    typer.echo(f"servescope: error: {message}", err=True)
-    raise typer.Exit(status)
-
-
 def _check(scenario: str, gpus: int, engines: int) -> None:
     if scenario not in DEMO_SCENARIOS:
-        _fail(f"--scenario {scenario!r}: choose one of {', '.join(DEMO_SCENARIOS)}", 2)
+        usage_error(f"--scenario {scenario!r}: choose one of {', '.join(DEMO_SCENARIOS)}", 2)
     if engines > gpus:
-        _fail(f"--engines {engines}: more engines than --gpus {gpus}", 2)
+        usage_error(f"--engines {engines}: more engines than --gpus {gpus}", 2)
 
 
 def _run(options: DemoOptions, duration: float | None) -> int:
@@ -74,9 +69,9 @@ def _run(options: DemoOptions, duration: float | None) -> int:
         typer.echo(stack.describe())
         status = stack.wait(duration)
     except StateDirError as exc:
-        _fail(str(exc), 2)
+        usage_error(str(exc), 2)
     except (ChildFailedError, StackCheckError) as exc:
-        _fail(str(exc), 1)
+        usage_error(str(exc), 1)
     except KeyboardInterrupt:
         typer.echo("interrupted")
         status = 130

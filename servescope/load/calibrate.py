@@ -17,9 +17,10 @@ from pathlib import Path
 from servescope.common.processes import Child, ChildFailedError
 from servescope.load.client import RequestSpec
 from servescope.load.mock_server import MockConfig
+from servescope.load.records import achieved_rate
 from servescope.load.runner import HttpStepRunner
 from servescope.load.schedule import LengthDistribution
-from servescope.load.validity import ValidityRules, achieved_rate
+from servescope.load.validity import ValidityRules
 
 LISTENING = r"mock OpenAI server on 127\.0\.0\.1:(\d+)"
 CALIBRATION_CLIENTS = 64

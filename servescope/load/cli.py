@@ -23,7 +23,7 @@ from servescope.load.runner import HttpStepRunner
 from servescope.load.schedule import LengthDistribution, ShapeList, read_shapes
 from servescope.load.settings import LoadSettings, OutputSettings, TargetSettings
 from servescope.load.summary import render_text, summarise
-from servescope.load.validity import ValidityRules
+from servescope.load.validity import CEILING_FRACTION, ValidityRules
 
 app = typer.Typer(
     help="Load tests against an OpenAI-compatible endpoint (vLLM): open-loop arrivals on a precomputed "
@@ -153,7 +153,8 @@ def calibrate_command(
         ceiling = calibrate(seconds, stream=stream, output_tokens=output_tokens)
     except RuntimeError as exc:
         usage_error(str(exc), 1)
-    typer.echo(f"client ceiling {ceiling:.1f} req/s; results above {0.7 * ceiling:.1f} req/s are refused")
+    refused = CEILING_FRACTION * ceiling
+    typer.echo(f"client ceiling {ceiling:.1f} req/s; results above {refused:.1f} req/s are refused")
 
 
 def _locust(models: dict[type[BaseModel], BaseModel], extra: dict[str, Any]) -> None:

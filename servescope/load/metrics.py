@@ -11,8 +11,7 @@ from prometheus_client import (
     start_http_server,
 )
 
-from servescope.load.records import LoopMode, RequestRecord, StepResult
-from servescope.load.validity import achieved_rate
+from servescope.load.records import LoopMode, RequestRecord, StepResult, achieved_rate
 
 # Client latency buckets: fine below a second (where a P99 SLO of 500 ms sits), coarse above.
 LATENCY_BUCKETS: tuple[float, ...] = (

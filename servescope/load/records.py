@@ -9,6 +9,7 @@ open-loop client that falls behind its schedule hides exactly the queueing a P99
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -90,9 +91,15 @@ class StepResult:
 
     @property
     def achieved_rate(self) -> float:
-        """Requests sent per second of the step."""
-        sent = sum(1 for record in self.records if record.sent_s is not None)
-        return sent / self.duration_s if self.duration_s > 0 else 0.0
+        """Requests sent per second of the step (see `achieved_rate`)."""
+        return achieved_rate(self.records, self.duration_s)
+
+
+def achieved_rate(records: Sequence[RequestRecord], duration_s: float) -> float:
+    """Requests sent per second of the span the sends took: the window, or longer when they ran late."""
+    sent = [r.sent_s for r in records if r.sent_s is not None]
+    span = max([duration_s, *sent])
+    return len(sent) / span if span > 0 else 0.0
 
 
 class StepRunner(Protocol):

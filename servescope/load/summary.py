@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from servescope.load.records import RequestRecord, StepResult
-from servescope.load.validity import achieved_rate, bucket_bounds, percentile
+from servescope.load.records import RequestRecord, StepResult, achieved_rate
+from servescope.load.validity import bucket_bounds, percentile
 
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 

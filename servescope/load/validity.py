@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from servescope.load.records import EngineSample, LoopMode, RequestRecord, StepResult
+from servescope.load.records import EngineSample, LoopMode, RequestRecord, StepResult, achieved_rate
 
 Method = Literal["linear", "nearest-rank"]
 MIN_ACHIEVED_FRACTION = 0.98
@@ -54,13 +54,6 @@ def bucket_bounds(buckets: Sequence[tuple[float, float]], q: float) -> tuple[flo
             return lower, upper
         lower = upper
     return lower, math.inf
-
-
-def achieved_rate(records: Sequence[RequestRecord], duration_s: float) -> float:
-    """Requests sent per second of the span the sends took: the window, or longer when they ran late."""
-    sent = [r.sent_s for r in records if r.sent_s is not None]
-    span = max([duration_s, *sent])
-    return len(sent) / span if span > 0 else 0.0
 
 
 def schedule_lags(records: Sequence[RequestRecord]) -> list[float]:

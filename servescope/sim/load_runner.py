@@ -37,8 +37,8 @@ class SimulatedStepRunner:
         """One step at `offered` requests/s (open) or clients (closed) for `duration_s` measured seconds."""
         if offered <= 0 or duration_s <= 0:
             raise ValueError(f"offered and duration_s must be > 0, got {offered} and {duration_s}")
-        engine = SimulatedEngine(replace(self.config, arrival_rate=0.0, concurrency=0), seed=seed)
-        engine.finished = type(engine.finished)(maxlen=MAX_HISTORY)
+        idle = replace(self.config, arrival_rate=0.0, concurrency=0)
+        engine = SimulatedEngine(idle, seed=seed, history=MAX_HISTORY)
         self._set_load(engine, offered)
         start, end = self.warmup_s, self.warmup_s + duration_s
         engine.advance_to(start)
@@ -46,7 +46,7 @@ class SimulatedStepRunner:
         samples = self._sample(engine, start, end)
         self._set_load(engine, 0.0)
         deadline = end + self.drain_s
-        while engine.in_flight() and engine.now < deadline:
+        while (engine.num_running or engine.num_waiting) and engine.now < deadline:
             engine.advance_to(min(deadline, engine.now + 1.0))
         after = engine.stats.histograms[TTFT]
         records = _records(engine, start, end)

@@ -3,29 +3,25 @@
 Flags become argv items (`--max-num-seqs 8`, `--enable-chunked-prefill` / `--no-enable-chunked-prefill`,
 None left out), never shell text: the command template is split once with shlex and `{flags}` stands for
 the flag items. A failed start (the process exits, /health never answers, OOM) raises LaunchError, which
-the study records as an infeasible trial.
+the study records as an infeasible trial. A local engine runs as a `Child`: in its own process group,
+sent SIGTERM should this process die, and stopped (or dropped after a failed start) with its whole
+group, so that vLLM's worker processes go with it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
-import signal
 import subprocess
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-import httpx
-
+from servescope.common.processes import Child, ChildFailedError
 from servescope.load.records import StepRunner
 from servescope.tune.space import FLAG_NAME, Value
-
-LOG_TAIL_BYTES = 2000
 
 
 class LaunchError(RuntimeError):
@@ -63,10 +59,11 @@ class CommandLauncher:
     health_url: str
     runner: Callable[[], StepRunner]
     start_timeout_s: float = 300.0
-    log_path: Path | None = None
+    log_path: Path | None = None  # None: the engine's output is dropped
     fixed: Mapping[str, Value] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)  # added to this process's environment
-    _process: subprocess.Popen[bytes] | None = None
+    stop_grace_s: float = 30.0
+    _child: Child | None = None
 
     def argv(self, params: Mapping[str, Value]) -> list[str]:
         flags = flag_argv({**self.fixed, **params})
@@ -77,57 +74,25 @@ class CommandLauncher:
 
     def start(self, params: Mapping[str, Value]) -> StepRunner:
         self.stop()
-        log = self.log_path.open("ab") if self.log_path is not None else subprocess.DEVNULL
+        log = self.log_path if self.log_path is not None else Path(os.devnull)
+        child = Child("the engine", self.argv(params), log, env={**os.environ, **self.env})
         try:
-            self._process = subprocess.Popen(
-                self.argv(params),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env={**os.environ, **self.env},
-            )
+            child.start()
         except OSError as err:
             raise LaunchError(f"cannot run {self.template.split()[0]!r}: {err}") from err
-        finally:
-            if not isinstance(log, int):
-                log.close()
-        self._wait_healthy()
+        self._child = child
+        try:
+            child.wait_ready(self.health_url, self.start_timeout_s)
+        except ChildFailedError as err:
+            self.stop()  # the engine's workers may outlive it in its process group
+            raise LaunchError(str(err)) from err
         return self.runner()
 
-    def _wait_healthy(self) -> None:
-        deadline = time.monotonic() + self.start_timeout_s
-        assert self._process is not None
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                code = self._process.returncode
-                self._process = None
-                raise LaunchError(f"the engine exited with status {code} while starting{self._log_tail()}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.health_url, timeout=2.0).status_code == 200:
-                    return
-            time.sleep(1.0)
-        self.stop()
-        raise LaunchError(f"{self.health_url} did not answer 200 within {self.start_timeout_s:g} s")
-
-    def _log_tail(self) -> str:
-        if self.log_path is None or not self.log_path.exists():
-            return ""
-        with self.log_path.open("rb") as handle:
-            handle.seek(max(0, self.log_path.stat().st_size - LOG_TAIL_BYTES))
-            return ": ..." + handle.read().decode("utf-8", "replace")[-LOG_TAIL_BYTES:]
-
     def stop(self) -> None:
-        process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        """SIGTERM to the engine's process group, SIGKILL to what is left of it after the grace."""
+        child, self._child = self._child, None
+        if child is not None:
+            child.stop(grace=self.stop_grace_s)
 
 
 @dataclass(slots=True)

@@ -115,10 +115,10 @@ def _bayes(
     for done in study.trials:  # a resumed study: its configurations were measured already
         if done.value is not None:
             seen[_key(done.user_attrs.get("params", {}))] = done.value
-    starts = 0
+    starts, size = 0, space.size()
     # TPE may propose a configuration again: allow some repeats beyond the budget of starts.
     for _ in range(budget * 4):
-        if starts >= budget or len(seen) >= space.size():
+        if starts >= budget or len(seen) >= size:
             break
         ask = study.ask()
         params = _suggest(space, ask)

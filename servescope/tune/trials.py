@@ -39,7 +39,7 @@ class Trial:
 
     @property
     def label(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.params.items()) or "defaults"
+        return _label(self.params)
 
 
 def objective_of(space: Space, knee: Knee) -> float:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from servescope.capacity.cli import app
-from servescope.capacity.result import load, to_json
+from servescope.capacity.result import CapacityRun, load, save, to_json
+from servescope.capacity.search import Knee, SearchPlan
+from servescope.capacity.sizing import CrossCheck
+from servescope.capacity.steps import Slo
 
 QUICK = ["run", "--simulate", "--duration", "10", "--repeats", "2", "--warmup", "2"]
 
@@ -32,6 +36,16 @@ def test_run_writes_reports_and_the_json_reads_back_the_same(tmp_path: Path) -> 
     html = (path.parent / "capacity.html").read_text()
     assert html.count("<svg") == 3 and "SLO 500 ms" in html and "<script" not in html
     assert "| base |" in (path.parent / "capacity.md").read_text()
+
+
+def test_a_cross_check_reads_back_whole(tmp_path: Path) -> None:
+    checks = [
+        CrossCheck(4.0, 0.21, 0.1, 0.25, True, path_s=0.037),
+        CrossCheck(16.0, math.inf, 2.5, math.inf, False, path_s=0.052),
+    ]
+    run = CapacityRun("base", SearchPlan((Slo("ttft", 0.5),)), Knee(8.0, 6.0, 10.0, []), None, checks)
+    save(run, tmp_path / "capacity.json")
+    assert load(tmp_path / "capacity.json").cross_checks == checks
 
 
 @pytest.mark.slow

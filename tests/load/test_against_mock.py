@@ -14,11 +14,11 @@ from servescope.load.calibrate import measure_ceiling, mock_process
 from servescope.load.client import RequestSpec
 from servescope.load.engine_metrics import metrics_url
 from servescope.load.mock_server import MockConfig
-from servescope.load.records import StepResult, StepRunner
+from servescope.load.records import StepResult, StepRunner, achieved_rate
 from servescope.load.runner import HttpStepRunner
 from servescope.load.scaleout import LocustPlan, run_locust
 from servescope.load.schedule import LengthDistribution, arrival_times
-from servescope.load.validity import ValidityRules, achieved_rate, bucket_bounds, percentile
+from servescope.load.validity import ValidityRules, bucket_bounds, percentile
 
 pytestmark = pytest.mark.e2e
 SHAPES = LengthDistribution(16, 10)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
+import time
 from pathlib import Path
 from typing import cast
 
@@ -66,14 +68,58 @@ def test_a_local_command_is_started_health_checked_and_stopped(tmp_path: Path) -
         log_path=tmp_path / "engine.log",
     )
     assert launcher.start({"max_num_seqs": 8}) is sentinel
-    process = launcher._process
+    assert launcher._child is not None
+    process = launcher._child.process
     assert process is not None and process.poll() is None
     launcher.stop()
     assert process.poll() is not None
     with pytest.raises(OSError):
         os.killpg(process.pid, 0)  # the whole process group is gone
-    with pytest.raises(LaunchError, match=r"exited with status 3.*less than desired GPU memory"):
+    with pytest.raises(LaunchError, match=r"(?s)exited with status 3.*less than desired GPU memory"):
         launcher.start({"gpu_memory_utilization": 0.99})
+
+
+def _gone(pid: int, within_s: float = 10.0) -> bool:
+    """Whether `pid` has exited (a zombie counts: it runs no more) within `within_s` seconds."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.e2e
+def test_what_the_engine_started_in_its_group_stops_with_it(tmp_path: Path) -> None:
+    script = tmp_path / "engine.py"
+    script.write_text(ENGINE)
+    port = free_port()
+    helper_pid = tmp_path / "helper.pid"
+    # The engine's own helper (as vLLM's workers are), deaf to SIGTERM: left in its group when it exits.
+    engine = shlex.join([sys.executable, str(script), str(port)])
+    shell = f"(trap '' TERM; exec sleep 300) & echo $! > {shlex.quote(str(helper_pid))}; exec {engine} \"$@\""
+    launcher = CommandLauncher(
+        f"sh -c {shlex.quote(shell)} sh {{flags}}",
+        f"http://127.0.0.1:{port}/health",
+        runner=lambda: cast(StepRunner, object()),
+        start_timeout_s=20,
+        log_path=tmp_path / "engine.log",
+        stop_grace_s=5,
+    )
+    launcher.start({"max_num_seqs": 8})
+    helper = int(helper_pid.read_text())
+    assert not _gone(helper, within_s=0.5)
+    launcher.stop()
+    assert _gone(helper)
+    helper_pid.unlink()
+    with pytest.raises(LaunchError, match=r"(?s)exited with status 3.*less than desired GPU memory"):
+        launcher.start({"gpu_memory_utilization": 0.99})
+    failed_helper = int(helper_pid.read_text())
+    assert _gone(failed_helper)  # a failed start leaves nothing of the engine running
 
 
 def test_kubernetes_dry_run_prints_the_patch_and_applies_nothing() -> None:
