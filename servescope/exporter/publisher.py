@@ -109,7 +109,7 @@ class Publisher:
                 Sample(c.SOURCE_DURATION, (name,), h.last_duration_seconds),
                 Sample(c.SOURCE_INTERVAL, (name,), h.interval_seconds),
             ]
-            if h.absent and not h.up:
+            if h.is_absent:
                 samples.append(Sample(c.SOURCE_ABSENT, (name,), 1))
             samples += [
                 Sample(c.SOURCE_ERRORS, (name, reason), count) for reason, count in sorted(h.errors.items())

@@ -3,6 +3,7 @@ engine (the GPU Operator's nvidia-dcgm:5555) through `dcgmi dmon --host`, the fa
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,6 +39,29 @@ def test_dmon_is_started_with_the_remote_host_engine() -> None:
     assert argv[:4] == ["dcgmi", "dmon", "--host", HOST_ENGINE] and argv[4] == "-e"
     local = DmonSource(load_counters(), dcgmi="dcgmi", hostname="n", directory=GpuDirectory())._argv()
     assert "--host" not in local
+
+
+def _recording_dcgmi(tmp_path: Path) -> tuple[str, Path]:
+    """A dcgmi that writes the arguments it was started with and lists no GPU."""
+    record = tmp_path / "argv"
+    script = tmp_path / "dcgmi"
+    script.write_text(
+        f"#!{sys.executable}\nimport sys\nopen({str(record)!r}, 'w').write(repr(sys.argv[1:]))\n"
+    )
+    script.chmod(0o755)
+    return str(script), record
+
+
+def test_discovery_asks_the_remote_host_engine(tmp_path: Path) -> None:
+    dcgmi, record = _recording_dcgmi(tmp_path)
+    remote = DmonSource(
+        load_counters(), dcgmi=dcgmi, host=HOST_ENGINE, hostname="n", directory=GpuDirectory()
+    )
+    assert remote._discover() == {}
+    assert record.read_text() == repr(["discovery", "--host", HOST_ENGINE, "-l"])
+    local = DmonSource(load_counters(), dcgmi=dcgmi, hostname="n", directory=GpuDirectory())
+    assert local._discover() == {}
+    assert record.read_text() == repr(["discovery", "-l"])
 
 
 @pytest.mark.parametrize("host", ["-e 1", "--help", "a;b", "x y"])

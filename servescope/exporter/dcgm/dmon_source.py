@@ -216,7 +216,11 @@ class DmonSource:
     def _discover(self) -> dict[str, str]:
         try:
             done = subprocess.run(
-                [self._dcgmi, "discovery", "-l"], capture_output=True, text=True, timeout=10, check=False
+                [self._dcgmi, "discovery", *self._host, "-l"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             log.info("dcgmi discovery -l failed: %s", exc)

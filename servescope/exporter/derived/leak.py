@@ -87,16 +87,24 @@ def leak_suspected(
     return LeakVerdict(True, f"memory grows steadily at {rate:.1f} MiB/min with flat load{note}")
 
 
-def _half_means(series: Series) -> tuple[float, float, float] | None:
-    """Means of the first half, the second half (split at the middle time) and the whole series."""
+def _halves(series: Series) -> tuple[list[float], list[float]] | None:
+    """The values before and from the middle time; None for fewer than 4 samples, no span or an empty half."""
     times, values = series
     if len(times) < 4 or times[-1] <= times[0]:
         return None
     middle = (times[0] + times[-1]) / 2
     first = [v for t, v in zip(times, values, strict=True) if t < middle]
     second = [v for t, v in zip(times, values, strict=True) if t >= middle]
-    if not first or not second:
+    return (first, second) if first and second else None
+
+
+def _half_means(series: Series) -> tuple[float, float, float] | None:
+    """Means of the first half, the second half (split at the middle time) and the whole series."""
+    halves = _halves(series)
+    if halves is None:
         return None
+    first, second = halves
+    values = series[1]
     return sum(first) / len(first), sum(second) / len(second), sum(values) / len(values)
 
 
@@ -114,16 +122,12 @@ def half_change_relative(series: Series) -> float | None:
 def half_change_stderr(series: Series) -> float | None:
     """The standard error of half_change_relative (both halves' sample variances); None when undefined
     or when a half holds fewer than MIN_HALF_SAMPLES samples, whose variance is itself too noisy to use."""
-    times, values = series
-    if len(times) < 4 or times[-1] <= times[0]:
+    halves = _halves(series)
+    if halves is None or min(len(h) for h in halves) < MIN_HALF_SAMPLES:
         return None
-    middle = (times[0] + times[-1]) / 2
-    halves = (
-        [v for t, v in zip(times, values, strict=True) if t < middle],
-        [v for t, v in zip(times, values, strict=True) if t >= middle],
-    )
+    values = series[1]
     mean = sum(values) / len(values)
-    if min(len(h) for h in halves) < MIN_HALF_SAMPLES or mean == 0:
+    if mean == 0:
         return None
     variance = sum(statistics.variance(h) / len(h) for h in halves)
     return math.sqrt(variance) / abs(mean)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from servescope.catalog.derived import WINDOWS
@@ -63,7 +64,7 @@ def trend_report(
     slopes: dict[str, float] = {}
     follows: set[str] = set()
     for name, seconds in WINDOWS.items():
-        start = _first_index_at_or_after(times, now - seconds)
+        start = bisect_left(times, now - seconds)
         covered = times[-1] - times[start] if start < len(times) else 0.0
         if covered >= seconds * MIN_WINDOW_COVERAGE:
             slope = robust_slope(times[start:], values[start:])
@@ -71,7 +72,7 @@ def trend_report(
                 slopes[name] = slope
                 if load is not None and load_rose(load, now - seconds):
                     follows.add(name)
-    start = _first_index_at_or_after(times, now - LEAK_WINDOW_SECONDS)
+    start = bisect_left(times, now - LEAK_WINDOW_SECONDS)
     span = times[-1] - times[start]
     if span < LEAK_MIN_HISTORY_SECONDS:
         verdict = LeakVerdict(False, f"{history:.0f} s of history, {LEAK_MIN_HISTORY_SECONDS:.0f} s needed")
@@ -93,21 +94,10 @@ def load_rose(load: Series, since: float, max_change: float = LeakThresholds.max
     which can read 20% by chance, from hiding a leak's exhaustion now and then.
     """
     times, values = load
-    start = _first_index_at_or_after(list(times), since)
+    start = bisect_left(times, since)
     window = (times[start:], values[start:])
     change, stderr = half_change_relative(window), half_change_stderr(window)
     return change is not None and stderr is not None and change > max(max_change, RISE_SIGMAS * stderr)
-
-
-def _first_index_at_or_after(times: list[float], t: float) -> int:
-    lo, hi = 0, len(times)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if times[mid] < t:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 def exhaustion(used: float, capacity: float, slope: float | None) -> float:

@@ -22,9 +22,14 @@ class SourceHealth:
     absent: bool = False  # what the source reads is not installed here: down, but not blocking readiness
     errors: Counter[str] = field(default_factory=Counter)
 
+    @property
+    def is_absent(self) -> bool:
+        """Down because what it reads is not installed here (a later success makes it up again)."""
+        return self.absent and not self.up
+
     def readiness(self, now_mono: float) -> tuple[bool, str]:
         """Ready when it has succeeded once and not more than 3 intervals ago."""
-        if self.absent and not self.up:
+        if self.is_absent:
             return True, f"absent (not blocking readiness): {self.last_error}"
         if self.last_success_mono is None:
             why = self.last_error or "no collection has finished yet"

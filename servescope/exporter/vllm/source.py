@@ -25,7 +25,7 @@ from servescope.exporter.vllm.join import EndpointGpus, engine_gpus, join_endpoi
 from servescope.exporter.vllm.normalise import normalise
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.scrape import Fetcher, ScrapeError, Scraper
-from servescope.exporter.vllm.text_parser import ExpositionError, ExpositionParser
+from servescope.exporter.vllm.text_parser import ExpositionError, ExpositionParser, parse_exposition
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,6 @@ class VllmSource:
         self._gpu_pids: frozenset[int] = frozenset()
         self._missing: set[str] = set()  # kept after discovery lost them, already logged
         self._found = Discovery()
-        self._probe_parser = ExpositionParser()  # discovery's probes, on the collecting thread only
         self._reports: list[Problem] = []  # what the last discovery could not reach, counted once
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="vllm-scrape")
         self._in_flight: dict[str, Future[list[FamilyLike] | ScrapeError]] = {}
@@ -139,7 +138,7 @@ class VllmSource:
         try:
             with LARGE_BODIES.hold():
                 text = self._scraper.fetch(url)
-                families = self._probe_parser.parse(text, keep=is_engine_family)
+                families = parse_exposition(text, keep=is_engine_family)
         except (ScrapeError, ExpositionError):
             return False
         # A servescope exporter re-exports engine series: it is never an engine itself.
