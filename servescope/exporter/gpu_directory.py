@@ -4,6 +4,10 @@ shared by the sources that need labels."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
+
+# The pod labels of a series no single container can be named for: left empty (the renderer drops them).
+NO_POD = ("", "", "")
 
 
 class GpuDirectory:
@@ -35,6 +39,17 @@ class GpuDirectory:
         """The containers holding each GPU, as the kubelet's pod-resources last listed them."""
         with self._lock:
             self._holders = dict(holders)
+
+    def sole_holder(self, uuids: Iterable[str]) -> tuple[str, str, str]:
+        """The one container the kubelet allocated all these GPUs to; NO_POD when there is none or more
+        than one, or when a GPU has no holder (a time-sliced GPU's processes could be anyone's)."""
+        with self._lock:
+            held = [self._holders.get(uuid, frozenset()) for uuid in uuids]
+        holders = frozenset().union(*held)
+        if not held or not all(held) or len(holders) != 1:
+            return NO_POD
+        (holder,) = holders
+        return holder
 
     def holders(self, uuid: str) -> frozenset[tuple[str, str, str]]:
         with self._lock:

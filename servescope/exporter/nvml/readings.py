@@ -202,21 +202,14 @@ class GpuReader:
         self.directory.set_processes(gpu.uuid, frozenset(p.pid for p in processes))
         out.append(Sample(c.PROCESSES, gpu.labels, len(processes)))
         seen = set()
+        pod = self.directory.sole_holder((gpu.uuid,))
         for p in processes:
             if p.used_bytes is not None and p.pid not in seen:  # NVML can list a PID twice (MIG)
                 seen.add(p.pid)
                 labels = (*gpu.labels, str(p.pid))
-                out.append(Sample(c.PROCESS_MEMORY, (*labels, *self._holder(gpu.uuid)), p.used_bytes))
+                out.append(Sample(c.PROCESS_MEMORY, (*labels, *pod), p.used_bytes))
                 if self.history is not None:
                     self.history.record_process(labels, self._monotonic(), used=p.used_bytes)
-
-    def _holder(self, uuid: str) -> tuple[str, str, str]:
-        """The container the kubelet allocated the GPU to, when exactly one holds it; else empty labels."""
-        holders = self.directory.holders(uuid)
-        if len(holders) != 1:
-            return ("", "", "")
-        (holder,) = holders
-        return holder
 
     def read(self, gpu: Gpu, field: str, call: Callable[[Any], Any]) -> Any:
         support = self.support.setdefault(gpu.uuid, {})

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 
 from servescope import catalog as c
 from servescope.exporter.exposition import Sample, escape_help, escape_label_value, format_value
+from servescope.exporter.gpu_directory import NO_POD
 from servescope.exporter.stores.signals import Normalised
 from servescope.exporter.vllm.aliases import FamilyLike
 
@@ -40,9 +41,6 @@ def _le_order(le: str) -> float:
         return float(le)
     except ValueError:
         return math.inf
-
-
-NO_POD = ("", "", "")
 
 
 def signal_samples(normalised: Normalised, endpoint: str, pod: tuple[str, str, str] = NO_POD) -> list[Sample]:

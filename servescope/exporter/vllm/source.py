@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from servescope import catalog as c
 from servescope.catalog import placement
 from servescope.exporter.exposition import Sample
-from servescope.exporter.gpu_directory import GpuDirectory
+from servescope.exporter.gpu_directory import NO_POD, GpuDirectory
 from servescope.exporter.sources.base import Collection, Problem
 from servescope.exporter.sources.bounded_http import LARGE_BODIES
 from servescope.exporter.stores.serving_board import ServingBoard
 from servescope.exporter.stores.signals import GpuProcess, Normalised
 from servescope.exporter.vllm.aliases import FamilyLike, is_engine_family
 from servescope.exporter.vllm.discovery import Discovery, discover
-from servescope.exporter.vllm.export import NO_POD, passthrough_text, signal_samples
+from servescope.exporter.vllm.export import passthrough_text, signal_samples
 from servescope.exporter.vllm.join import EndpointGpus, engine_gpus, join_endpoint
 from servescope.exporter.vllm.normalise import normalise
 from servescope.exporter.vllm.procfs import ProcFs
@@ -157,9 +157,10 @@ class VllmSource:
                 continue
             normalised = normalise(families)
             samples += self._join_samples(state, normalised)
-            holder = self._holder(state)
-            samples += signal_samples(normalised, url, holder or NO_POD)
-            if holder is not None:
+            # The pod of the endpoint's series: only when one container holds every GPU of the endpoint.
+            holder = self._directory.sole_holder(g.uuid for g in state.gpus)
+            samples += signal_samples(normalised, url, holder)
+            if holder != NO_POD:
                 samples.append(Sample(placement.ENDPOINT_POD_INFO, (state.url, *holder), 1))
             if self.board is not None:
                 # Load, KV usage and latency over time feed the leak verdict, KV trend and advisor.
@@ -263,15 +264,6 @@ class VllmSource:
             for (model, engine) in engines
             for g in mapping[engine]
         ]
-
-    def _holder(self, state: EndpointState) -> tuple[str, str, str] | None:
-        # The pod of the endpoint's series: only when one container holds every GPU of the endpoint (a
-        # time-sliced GPU's processes could be anyone's).
-        holders = {holder for g in state.gpus for holder in self._directory.holders(g.uuid)}
-        if len(holders) != 1 or not all(self._directory.holders(g.uuid) for g in state.gpus):
-            return None
-        (holder,) = holders
-        return holder
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
