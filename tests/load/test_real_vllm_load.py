@@ -6,8 +6,6 @@ CI starts the server and sets SERVESCOPE_TEST_VLLM_URL; without it the test is s
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from servescope.load.client import RequestSpec
@@ -18,6 +16,7 @@ from servescope.load.schedule import LengthDistribution
 from servescope.load.summary import render_text, summarise, ttft_agreement
 from servescope.load.validity import ValidityRules
 from tests.helpers import NEEDS_SHARED_VLLM, VLLM_MODEL, VLLM_URL
+from tests.support.machine import BUSY_CPU_PRESSURE, cpu_pressure
 
 pytestmark = NEEDS_SHARED_VLLM
 # A shared 2-core machine starves the client or the server's front end now and then (neither is the
@@ -25,7 +24,6 @@ pytestmark = NEEDS_SHARED_VLLM
 # ATTEMPTS times, and every attempt is printed.
 ATTEMPTS = 3
 MAX_LAG_S = 0.1
-MAX_CPU_PRESSURE = 25.0
 
 
 def one_step(seed: int) -> StepResult:
@@ -41,16 +39,6 @@ def one_step(seed: int) -> StepResult:
 def agrees(result: StepResult) -> bool:
     agreement = ttft_agreement(result)
     return result.valid and agreement is not None and agreement.agrees
-
-
-def cpu_pressure() -> float:
-    """Share of the last 10 s some task waited for a CPU (Linux PSI), in percent; 0 where unknown."""
-    try:
-        first = Path("/proc/pressure/cpu").read_text().splitlines()[0]
-    except (OSError, IndexError):
-        return 0.0
-    fields = dict(item.split("=") for item in first.split()[1:])
-    return float(fields.get("avg10", 0.0))
 
 
 def test_a_short_run_completes_and_agrees_with_the_engine_histogram() -> None:
@@ -71,7 +59,7 @@ def test_a_short_run_completes_and_agrees_with_the_engine_histogram() -> None:
             return
     found = [(r.invalid_reason, ttft_agreement(r)) for r in results]
     pressure = cpu_pressure()
-    if pressure > MAX_CPU_PRESSURE or not any(r.valid for r in results):
+    if pressure > BUSY_CPU_PRESSURE or not any(r.valid for r in results):
         # Tasks waited for a CPU much of the time: the client's and the server front end's queueing
         # for it, not the engine, sets the client's tail. The run itself completed (asserted above).
         pytest.skip(f"CPU pressure {pressure:.0f} % (PSI avg10): no comparison of tails; measured {found}")
