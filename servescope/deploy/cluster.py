@@ -19,8 +19,10 @@ from servescope.deploy.checks import (
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
-def _pod_labels(name: str) -> dict[str, str]:
-    return {kps.POD_NAME_LABEL: name}
+def _operator_pod_labels(pod: str, cli: str, whose: str) -> Labels:
+    """The labels of the pods prometheus-operator runs as `pod`, a repeatable option: who the
+    NetworkPolicies let in."""
+    return repeated(lambda: {kps.POD_NAME_LABEL: pod}, cli, f"KEY=VALUE label of {whose} (repeatable).")
 
 
 class ClusterOptions(BaseModel):
@@ -58,16 +60,13 @@ class ClusterOptions(BaseModel):
         "--prometheus-namespace",
         "Namespace of Prometheus (and of a PrometheusAgent, if one scrapes instead).",
     )
-    prometheus_pod_labels: Labels = repeated(
-        lambda: _pod_labels(kps.PROMETHEUS_POD),
-        "--prometheus-pod-label",
-        "KEY=VALUE label of the Prometheus pods, for the NetworkPolicies (repeatable).",
+    prometheus_pod_labels: Labels = _operator_pod_labels(
+        kps.PROMETHEUS_POD, "--prometheus-pod-label", "the Prometheus pods, for the NetworkPolicies"
     )
-    agent_pod_labels: Labels = repeated(
-        lambda: _pod_labels(kps.AGENT_POD),
+    agent_pod_labels: Labels = _operator_pod_labels(
+        kps.AGENT_POD,
         "--agent-pod-label",
-        "KEY=VALUE label of PrometheusAgent pods in the Prometheus namespace, also let in to "
-        "scrape the exporters (repeatable).",
+        "PrometheusAgent pods in the Prometheus namespace, also let in to scrape the exporters",
     )
     extra_scraper_namespace: OptionalDnsLabel = setting(
         "",
@@ -85,10 +84,8 @@ class ClusterOptions(BaseModel):
         "--alertmanager-namespace",
         "Namespace Alertmanager runs in; it posts alerts to the runbook service.",
     )
-    alertmanager_pod_labels: Labels = repeated(
-        lambda: _pod_labels(kps.ALERTMANAGER_POD),
-        "--alertmanager-pod-label",
-        "KEY=VALUE label of the Alertmanager pods, for the NetworkPolicies (repeatable).",
+    alertmanager_pod_labels: Labels = _operator_pod_labels(
+        kps.ALERTMANAGER_POD, "--alertmanager-pod-label", "the Alertmanager pods, for the NetworkPolicies"
     )
     people_namespace: OptionalDnsLabel = setting(
         "",

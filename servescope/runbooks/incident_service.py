@@ -13,6 +13,7 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,22 +34,18 @@ class WebhookMetrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.requests = Counter(
-            "servescope_webhook_requests",
-            "Alertmanager webhook requests, by outcome.",
-            ["outcome"],
-            registry=self.registry,
+        counter = partial(Counter, registry=self.registry)
+        self.requests = counter(
+            "servescope_webhook_requests", "Alertmanager webhook requests, by outcome.", ["outcome"]
         )
-        self.dedup_hits = Counter(
+        self.dedup_hits = counter(
             "servescope_webhook_dedup_hits",
             "Alerts already handled (same fingerprint, status and startsAt), ignored.",
-            registry=self.registry,
         )
-        self.step_runs = Counter(
+        self.step_runs = counter(
             "servescope_runbook_step_runs",
             "Runbook read steps run for incidents, by outcome (ok, failed, invalid, error).",
             ["outcome"],
-            registry=self.registry,
         )
         self.queue_depth = Gauge(
             "servescope_webhook_queue_depth",
