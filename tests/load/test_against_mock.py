@@ -19,11 +19,11 @@ from servescope.load.runner import HttpStepRunner
 from servescope.load.scaleout import LocustPlan, run_locust
 from servescope.load.schedule import LengthDistribution, arrival_times
 from servescope.load.validity import ValidityRules, bucket_bounds, percentile
+from tests.support.attempts import until_holds
 from tests.support.machine import skip_if_busy
 
 pytestmark = pytest.mark.e2e
 SHAPES = LengthDistribution(16, 10)
-ATTEMPTS = 3  # steps measured again when the shared machine starved one (each says why it was invalid)
 
 
 @pytest.fixture(scope="module")
@@ -59,16 +59,11 @@ def test_below_capacity_the_step_is_valid_and_agrees_with_the_engine(
 ) -> None:
     # A generous lag bound: the shared 2-core machine delays sends by a few hundred ms at times. A step
     # during which the machine starved the client or the mock of CPU is rightly invalid (their latency
-    # grows): such a step is measured again, up to ATTEMPTS times, and one must be valid.
-    reasons: list[str | None] = []
-    for seed in range(1, ATTEMPTS + 1):
-        result = runner(mock, api=api, stream=stream, rules=ValidityRules(max_lag_p99_s=0.5)).run_step(
-            15.0, 3.0, seed=seed
-        )
-        reasons.append(result.invalid_reason)
-        if result.valid:
-            break
-    assert result.valid, reasons
+    # grows): such a step is measured again (tests/support/attempts), and one must be valid.
+    step = runner(mock, api=api, stream=stream, rules=ValidityRules(max_lag_p99_s=0.5))
+    steps = until_holds(lambda seed: step.run_step(15.0, 3.0, seed=seed), lambda result: result.valid)
+    result = steps[-1]
+    assert result.valid, [s.invalid_reason for s in steps]
     assert all(r.ok for r in result.records) and len(result.records) > 20
     assert {r.output_tokens for r in result.records} == {10}
     assert result.engine_samples and max(s.waiting for s in result.engine_samples) < 4
@@ -84,26 +79,25 @@ def test_below_capacity_the_step_is_valid_and_agrees_with_the_engine(
 
 def test_overload_is_detected_and_closed_loop_hides_it(mock: str) -> None:
     # A pair during which the shared machine stalled the client or the mock inflates both tails alike
-    # (closed-loop P99 of seconds): the pair is measured again, up to ATTEMPTS times, and one must show it.
-    measured: list[tuple[float, float]] = []
-    for seed in range(2, 2 + ATTEMPTS):
+    # (closed-loop P99 of seconds): the pair is measured again (tests/support/attempts), and one must show it.
+    def tails(seed: int) -> tuple[float, float]:
         overloaded = runner(mock, rules=ValidityRules(max_lag_p99_s=1.0)).run_step(120.0, 3.0, seed=seed)
         assert not overloaded.valid
         assert "backlog" in (overloaded.invalid_reason or "")
         # The same load in closed loop: 120 req/s x 65 ms unloaded is 8 clients, who wait for each answer.
         closed = runner(mock, mode="closed").run_step(8, 3.0, seed=seed)
         assert closed.valid and closed.mode == "closed"
-        measured.append((p99_ttft(overloaded), p99_ttft(closed)))
-        if measured[-1][1] * 3 < measured[-1][0]:
-            break
+        return p99_ttft(overloaded), p99_ttft(closed)
+
+    def far_lower(pair: tuple[float, float]) -> bool:
+        return pair[1] * 3 < pair[0]
+
+    measured = until_holds(tails, far_lower, first_seed=2)
     print(
         "\n"
         + "; ".join(f"open loop P99 TTFT {o * 1000:.0f} ms, closed {c * 1000:.0f} ms" for o, c in measured)
     )
-    assert measured[-1][1] * 3 < measured[-1][0], (
-        "coordinated omission: the closed loop's P99 is far lower",
-        measured,
-    )
+    assert far_lower(measured[-1]), ("coordinated omission: the closed loop's P99 is far lower", measured)
 
 
 def test_the_in_flight_cap_shows_as_schedule_lag_not_drops(mock: str) -> None:
@@ -143,10 +137,7 @@ def test_locust_master_and_two_workers_keep_a_schedule_one_process_cannot() -> N
             if not alone.valid:
                 break
         plan = LocustPlan(fast.base_url, "mock", rate, 4.0, workers=2, seed=5, output_tokens=8)
-        for _ in range(2):
-            spread = run_locust(plan, rules)
-            if spread.valid:
-                break
+        spread = until_holds(lambda _: run_locust(plan, rules), lambda result: result.valid, attempts=2)[-1]
     print(
         f"\nceiling {ceiling:.0f} req/s; at {rate} req/s one process achieved "
         f"{achieved_rate(alone.records, 4.0):.1f} req/s, {alone.invalid_reason or 'valid'}; Locust + 2 "
