@@ -15,7 +15,7 @@ from typing import Any
 
 from servescope.capacity.search import SearchPlan, find_knee
 from servescope.capacity.steps import Slo, summarise
-from servescope.sim.engine_model import EngineConfig
+from servescope.sim.engine_config import EngineConfig
 from servescope.sim.load_runner import SimulatedStepRunner
 from servescope.tune.cli import SimulatedLauncher
 from servescope.tune.space import load_space

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
-from servescope.sim.engine_model import EngineConfig, StepCost
+from servescope.sim.engine_config import EngineConfig, StepCost
 from servescope.sim.fault_scenarios import FaultPlan, Window
 from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.models import MIB

@@ -38,10 +38,6 @@ RATE = "[$__rate_interval]"
 BY_ENGINE = "instance, model_name, engine, endpoint"
 
 
-def uid(name: str) -> str:
-    return f"servescope-{name}"
-
-
 def m(metric: str, *matchers: str) -> str:
     """`metric{matchers}` (empty braces dropped)."""
     inner = ", ".join(x for x in matchers if x)
@@ -192,6 +188,10 @@ def variables(*names: str) -> list[g.Template]:
     }
     datasource = g.Template(name="datasource", label="Prometheus", query="prometheus", type="datasource")
     return [datasource, *(found[n] for n in names)]
+
+
+def uid(name: str) -> str:
+    return f"servescope-{name}"
 
 
 def links(runbook_base_url: str = ALERTS.runbook_base_url) -> list[g.DashboardLink]:

@@ -22,11 +22,6 @@ ALERTMANAGER_POD = "alertmanager"
 CR_NAME_LABEL = "operator.prometheus.io/name"
 
 
-def _trunc(name: str) -> str:
-    # Go's strings.TrimSuffix removes the suffix once, as removesuffix does.
-    return name[:FULLNAME_LENGTH].removesuffix("-")
-
-
 def fullname(release: str, name_override: str = "", fullname_override: str = "") -> str:
     """The chart's fullname for a release (and the chart's nameOverride/fullnameOverride values)."""
     if fullname_override:
@@ -35,6 +30,11 @@ def fullname(release: str, name_override: str = "", fullname_override: str = "")
     if name in release:
         return _trunc(release)
     return _trunc(f"{release}-{name}")
+
+
+def _trunc(name: str) -> str:
+    # Go's strings.TrimSuffix removes the suffix once, as removesuffix does.
+    return name[:FULLNAME_LENGTH].removesuffix("-")
 
 
 def prometheus_service(chart_fullname: str) -> str:

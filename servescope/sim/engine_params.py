@@ -1,9 +1,9 @@
 """How the simulated engine answers to vLLM's serving flags: step cost, KV capacity and start failure.
 
 The defaults (16-bit weights, `kv_cache_dtype=auto`, `gpu_memory_utilization=0.9`,
-`max_num_batched_tokens=8192`) are the engine of engine_model.py unchanged. Each flag moves one term:
+`max_num_batched_tokens=8192`) are the engine of engine_config.py unchanged. Each flag moves one term:
 
-- `max_num_seqs` caps the running batch. Step time grows with the batch (engine_model.py): batch 1 -> 8
+- `max_num_seqs` caps the running batch. Step time grows with the batch (engine_config.py): batch 1 -> 8
   gives 3.39x tokens/s and +137 % per-token latency; past the knee a larger cap only lengthens the tail.
 - `quantization` (`fp8`, `int8`) shrinks the weights a step reads: the weight terms (`base`, `experts`)
   take 0.62x (fp8) or 0.68x (int8) as long, prefill compute 0.70x / 0.80x, and the weights hold 0.29 of
@@ -27,7 +27,6 @@ The defaults (16-bit weights, `kv_cache_dtype=auto`, `gpu_memory_utilization=0.9
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
 RESERVED_SHARE = 0.04  # driver, firmware and CUDA context: never available to vLLM
 WEIGHT_SHARE = {None: 0.55, "fp8": 0.29, "int8": 0.29}
@@ -42,31 +41,6 @@ ARRIVALS = ("poisson", "constant")
 
 class EngineStartError(RuntimeError):
     """The engine refuses to start with these flags (memory), as vLLM exits at start."""
-
-
-class Flags(Protocol):
-    """The engine configuration's fields this model reads (engine_model.EngineConfig has them)."""
-
-    @property
-    def quantization(self) -> str | None: ...
-    @property
-    def kv_cache_dtype(self) -> str: ...
-    @property
-    def dtype(self) -> str: ...
-    @property
-    def scheduling_policy(self) -> str: ...
-    @property
-    def arrival_pattern(self) -> str: ...
-    @property
-    def gpu_memory_utilization(self) -> float: ...
-    @property
-    def max_num_batched_tokens(self) -> int: ...
-    @property
-    def num_gpu_blocks(self) -> int: ...
-    @property
-    def block_size(self) -> int: ...
-    @property
-    def max_model_len(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,42 +62,3 @@ def kv_pool_share(
 
 
 BASELINE_POOL = kv_pool_share(0.9, None, 8192)
-
-
-def check_flags(config: Flags) -> list[str]:
-    """Problems with the flag values themselves (not memory), each naming the flag."""
-    problems = []
-    choices: tuple[tuple[str, object, tuple[object, ...]], ...] = (
-        ("quantization", config.quantization, tuple(WEIGHT_SHARE)),
-        ("kv_cache_dtype", config.kv_cache_dtype, tuple(KV_BLOCKS)),
-        ("dtype", config.dtype, DTYPES),
-        ("scheduling_policy", config.scheduling_policy, POLICIES),
-        ("arrival_pattern", config.arrival_pattern, ARRIVALS),
-    )
-    for name, value, allowed in choices:
-        if value not in allowed:
-            problems.append(f"{name} must be one of {allowed}, got {value!r}")
-    if not 0 < config.gpu_memory_utilization <= 1:
-        problems.append(f"gpu_memory_utilization must be in (0, 1], got {config.gpu_memory_utilization}")
-    return problems
-
-
-def effective(config: Flags) -> Effective:
-    """The step-cost factors and KV blocks of `config`; raises EngineStartError where vLLM would not start."""
-    if config.gpu_memory_utilization > 1 - RESERVED_SHARE:
-        raise EngineStartError(
-            f"gpu_memory_utilization {config.gpu_memory_utilization} asks for more than the "
-            f"{1 - RESERVED_SHARE:.2f} of device memory free at start"
-        )
-    pool = kv_pool_share(config.gpu_memory_utilization, config.quantization, config.max_num_batched_tokens)
-    if pool <= 0:
-        raise EngineStartError(
-            f"gpu_memory_utilization {config.gpu_memory_utilization} leaves no memory for the KV cache"
-        )
-    blocks = round(config.num_gpu_blocks * pool / BASELINE_POOL * KV_BLOCKS[config.kv_cache_dtype])
-    return Effective(
-        WEIGHT_READ[config.quantization],
-        KV_READ[config.kv_cache_dtype],
-        PREFILL_COMPUTE[config.quantization],
-        blocks,
-    )

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from servescope.sim.engine_model import EngineConfig, Request, Step, StepCost
+from servescope.sim.engine_config import EngineConfig, StepCost
+from servescope.sim.engine_model import Request, Step
 from servescope.sim.engine_stats import EngineStats
 
 

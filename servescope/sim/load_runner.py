@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
 from servescope.load.records import EngineSample, LoopMode, RequestRecord, StepResult
-from servescope.sim.engine_model import EngineConfig, FinishedRequest
+from servescope.sim.engine_config import EngineConfig
+from servescope.sim.engine_model import FinishedRequest
 from servescope.sim.vllm_engine import EngineStartError, SimulatedEngine
 
 __all__ = ["EngineStartError", "SimulatedStepRunner", "configured", "start_simulated"]

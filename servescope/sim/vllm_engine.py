@@ -3,7 +3,7 @@
 Pure model on an explicit clock: `advance_to(t)` runs whole engine steps, each as long as the step-time
 model says, and idles until the next arrival; the state depends only on the seed and on the control calls
 (and when they were made), never on how often `advance_to` is called. Load, requests and step time: see
-engine_model.py.
+engine_config.py and engine_model.py.
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ from collections import deque
 from dataclasses import replace
 from typing import Any
 
+from servescope.sim.engine_config import EngineConfig, effective
 from servescope.sim.engine_model import (
-    EngineConfig,
     FinishedRequest,
     Request,
     Step,
     finish_reason,
     new_request,
 )
-from servescope.sim.engine_params import EngineStartError, effective
+from servescope.sim.engine_params import EngineStartError
 from servescope.sim.engine_scheduler import Scheduling
 from servescope.sim.engine_stats import EngineStats, record_finished
 

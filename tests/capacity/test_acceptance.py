@@ -6,7 +6,7 @@ import pytest
 
 from servescope.capacity.search import SearchPlan, find_knee
 from servescope.capacity.steps import Slo, summarise
-from servescope.sim.engine_model import EngineConfig
+from servescope.sim.engine_config import EngineConfig
 from servescope.sim.load_runner import SimulatedStepRunner
 
 SLOS = (Slo("ttft", 0.5),)

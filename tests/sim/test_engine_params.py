@@ -7,8 +7,8 @@ import math
 import pytest
 
 from servescope.capacity.steps import Slo, summarise
-from servescope.sim.engine_model import EngineConfig
-from servescope.sim.engine_params import EngineStartError, effective
+from servescope.sim.engine_config import EngineConfig, effective
+from servescope.sim.engine_params import EngineStartError
 from servescope.sim.load_runner import SimulatedStepRunner, start_simulated
 from servescope.sim.vllm_engine import SimulatedEngine
 

@@ -65,21 +65,25 @@ _TABLE: list[tuple[int, str | None, str]] = [
     (1011, "NVLTX", "DCGM_FI_PROF_NVLINK_TX_BYTES"),
     (1012, "NVLRX", "DCGM_FI_PROF_NVLINK_RX_BYTES"),
     (1200, "NLXMITP", "DCGM_FI_DEV_NVLINK_COUNT_TX_PACKETS"),
-    # NVLink5 packet and error counters: dmon has no short name for them.
-    (1201, None, "DCGM_FI_DEV_NVLINK_COUNT_TX_BYTES"),
-    (1202, None, "DCGM_FI_DEV_NVLINK_COUNT_RX_PACKETS"),
-    (1203, None, "DCGM_FI_DEV_NVLINK_COUNT_RX_BYTES"),
-    (1204, None, "DCGM_FI_DEV_NVLINK_COUNT_RX_MALFORMED_PACKET_ERRORS"),
-    (1205, None, "DCGM_FI_DEV_NVLINK_COUNT_RX_BUFFER_OVERRUN_ERRORS"),
-    (1206, None, "DCGM_FI_DEV_NVLINK_COUNT_RX_ERRORS"),
-    (1207, None, "DCGM_FI_DEV_NVLINK_COUNT_RX_REMOTE_ERRORS"),
-    (1208, None, "DCGM_FI_DEV_NVLINK_COUNT_RX_GENERAL_ERRORS"),
-    (1209, None, "DCGM_FI_DEV_NVLINK_COUNT_LOCAL_LINK_INTEGRITY_ERRORS"),
-    (1210, None, "DCGM_FI_DEV_NVLINK_COUNT_TX_DISCARDS"),
-    (1211, None, "DCGM_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_SUCCESSFUL_EVENTS"),
-    (1212, None, "DCGM_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS"),
-    (1213, None, "DCGM_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_EVENTS"),
 ]
+
+# NVLink5 packet and error counters, ids 1201-1213 in this order (DCGM_FI_DEV_NVLINK_COUNT_<name>): dmon
+# has no short name for them.
+_NVLINK5_COUNTS = (
+    "TX_BYTES",
+    "RX_PACKETS",
+    "RX_BYTES",
+    "RX_MALFORMED_PACKET_ERRORS",
+    "RX_BUFFER_OVERRUN_ERRORS",
+    "RX_ERRORS",
+    "RX_REMOTE_ERRORS",
+    "RX_GENERAL_ERRORS",
+    "LOCAL_LINK_INTEGRITY_ERRORS",
+    "TX_DISCARDS",
+    "LINK_RECOVERY_SUCCESSFUL_EVENTS",
+    "LINK_RECOVERY_FAILED_EVENTS",
+    "LINK_RECOVERY_EVENTS",
+)
 
 # Per-link NVLink counters: link n of each kind has its own id (L0-L8, L9-L14, L15-L17).
 _PER_LINK = {
@@ -90,6 +94,8 @@ _PER_LINK = {
 }
 
 KNOWN: dict[int, KnownField] = {fid: KnownField(fid, short, name) for fid, short, name in _TABLE}
+for _fid, _count in enumerate(_NVLINK5_COUNTS, start=1201):
+    KNOWN[_fid] = KnownField(_fid, None, f"DCGM_FI_DEV_NVLINK_COUNT_{_count}")
 LINK_OF: dict[int, int] = {}
 for _kind, _ids in _PER_LINK.items():
     for _link, _fid in enumerate(_ids):
