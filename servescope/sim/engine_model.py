@@ -37,6 +37,17 @@ class Request:
         return self.prompt + self.generated
 
 
+@dataclass(slots=True)
+class Step:
+    """An engine step in flight: planned at `start`, its tokens come out at `end`."""
+
+    start: float
+    end: float
+    decoding: list[Request]
+    prefilling: list[Request]
+    tokens: int
+
+
 @dataclass(frozen=True, slots=True)
 class FinishedRequest:
     """What a finished request looked like, kept for tests and scenario checks."""
@@ -49,17 +60,6 @@ class FinishedRequest:
     generation_tokens: int
     preemptions: int
     first_token: float | None = None
-
-
-@dataclass(slots=True)
-class Step:
-    """An engine step in flight: planned at `start`, its tokens come out at `end`."""
-
-    start: float
-    end: float
-    decoding: list[Request]
-    prefilling: list[Request]
-    tokens: int
 
 
 def new_request(config: EngineConfig, arrival: float, rng: random.Random, *, client: bool) -> Request:

@@ -83,7 +83,7 @@ def scrape(ctx: RunContext, prefix: str = "servescope_") -> Metrics:
     return Metrics(dict(samples))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Gpu:
     """One GPU as the exporter's info series name it: the labels a runbook step's answer quotes."""
 

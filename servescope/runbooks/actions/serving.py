@@ -41,7 +41,7 @@ class EngineParams(Params):
     model_name: ModelName | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Engine:
     """One engine as its serving series name it; `match` selects its series on another page."""
 
