@@ -1,5 +1,5 @@
-"""The simulated engine's model: load and capacity, requests, and the time an engine step takes.
-
+"""The simulated engine's configuration: load and capacity, the time an engine step takes, and what
+the serving flags make of them (`effective`). Requests and steps in flight: engine_model.py.
 
 Step time, for the DeepSeek-class MoE of the seed guide (batch 1 -> 8: 3.2x throughput, +120% P99):
 

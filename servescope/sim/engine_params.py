@@ -1,7 +1,8 @@
 """How the simulated engine answers to vLLM's serving flags: step cost, KV capacity and start failure.
 
-The defaults (16-bit weights, `kv_cache_dtype=auto`, `gpu_memory_utilization=0.9`,
-`max_num_batched_tokens=8192`) are the engine of engine_config.py unchanged. Each flag moves one term:
+The factors below are applied by `engine_config.effective`. The defaults (16-bit weights,
+`kv_cache_dtype=auto`, `gpu_memory_utilization=0.9`, `max_num_batched_tokens=8192`) are the engine of
+engine_config.py unchanged. Each flag moves one term:
 
 - `max_num_seqs` caps the running batch. Step time grows with the batch (engine_config.py): batch 1 -> 8
   gives 3.39x tokens/s and +137 % per-token latency; past the knee a larger cap only lengthens the tail.
