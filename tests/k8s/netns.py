@@ -1,6 +1,8 @@
 """Pods as network namespaces for tests: `ip netns` + a veth pair, addresses from 198.18.0.0/15.
 
-Every name starts with `ssk8s`; everything created is removed again, also when a test fails.
+Every name starts with `ssk8s`; everything created is removed again, also when a test fails. Each pod's
+/30 is leased from a registry under /run (one file per subnet, created exclusively, holding the owner's
+pid), so test processes running side by side (xdist workers, two checkouts) never share an address.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from pathlib import Path
 import pytest
 
 PREFIX = "ssk8s"
+# 198.18.0.0/15 holds 32,768 /30 subnets; the registry hands out the first free one.
+SUBNETS = 32768
+LEASES = Path("/run/ssk8s-subnets")
 
 
 def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -84,13 +89,52 @@ def _kill_tree(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
+def _owner_alive(lease: Path) -> bool:
+    try:
+        os.kill(int(lease.read_text() or "0"), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def lease_subnet() -> int:
+    """The number of a free /30 of 198.18.0.0/15, leased to this process until `release_subnet`.
+
+    A lease whose owner has died (a test process killed before its cleanup) is taken over."""
+    LEASES.mkdir(parents=True, exist_ok=True)
+    for number in range(1, SUBNETS):
+        lease = LEASES / str(number)
+        try:
+            descriptor = os.open(lease, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            if _owner_alive(lease):
+                continue
+            lease.unlink(missing_ok=True)
+            continue
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(str(os.getpid()))
+        return number
+    raise RuntimeError("every /30 of 198.18.0.0/15 is leased")
+
+
+def release_subnet(number: int) -> None:
+    (LEASES / str(number)).unlink(missing_ok=True)
+
+
+def subnet_address(number: int, host: int) -> str:
+    """Host `host` (1 or 2) of /30 number `number` inside 198.18.0.0/15."""
+    value = (198 << 24) | (18 << 16) | (number * 4 + host)
+    return ".".join(str((value >> shift) & 0xFF) for shift in (24, 16, 8, 0))
+
+
 @contextmanager
 def pod_namespace(index: int) -> Iterator[Pod]:
-    """Namespace ssk8s-<pid>-<index> with 198.18.<index>.2/30 inside, 198.18.<index>.1/30 here."""
+    """Namespace ssk8s-<pid>-<index>: a leased /30 of 198.18.0.0/15, .2 inside and .1 on this side."""
     _require_netns()
     name = f"{PREFIX}-{os.getpid()}-{index}"
     host_if, pod_if = f"{PREFIX}{os.getpid() % 10000}h{index}", f"{PREFIX}{os.getpid() % 10000}p{index}"
-    pod = Pod(name, f"198.18.{index}.2", f"198.18.{index}.1")
+    subnet = lease_subnet()
+    pod = Pod(name, subnet_address(subnet, 2), subnet_address(subnet, 1))
     try:
         ip("netns", "add", name)
         ip("link", "add", host_if, "type", "veth", "peer", "name", pod_if)
@@ -110,3 +154,4 @@ def pod_namespace(index: int) -> Iterator[Pod]:
                     pipe.close()
         ip("link", "del", host_if, check=False)
         ip("netns", "del", name, check=False)
+        release_subnet(subnet)
