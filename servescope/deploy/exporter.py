@@ -17,7 +17,7 @@ from servescope.deploy.names import (
     selector_labels,
 )
 from servescope.deploy.options import DeployOptions
-from servescope.exporter.settings import VllmSettings
+from servescope.exporter.vllm.settings import VllmSettings
 
 COMPONENT = "exporter"
 POD_RESOURCES = "/var/lib/kubelet/pod-resources"

@@ -99,8 +99,11 @@ def _add_own_routes(app: FastAPI, runtime: Runtime) -> None:
     async def sources() -> dict[str, object]:
         _, report = runtime.readiness()
         for runner in runtime.runners:
-            report[runner.health.name]["errors"] = dict(runner.health.errors)
-            report[runner.health.name]["last_error"] = runner.health.last_error
+            entry = report[runner.health.name]
+            entry["errors"] = dict(runner.health.errors)
+            entry["last_error"] = runner.health.last_error
+            if runner.health.report is not None:  # e.g. vllm: what discovery found and could not reach
+                entry.update(runner.health.report)
         return {"sources": report}
 
     @app.get("/", include_in_schema=False)

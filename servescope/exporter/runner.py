@@ -70,6 +70,7 @@ class SourceRunner:
         else:
             samples = collection.samples
             raw = collection.raw
+            self.health.unready, self.health.report = collection.unready, collection.report
             for problem in collection.problems:
                 self.health.errors[problem.reason] += 1
                 log.debug("source %s: %s: %s", name, problem.reason, problem.message)
