@@ -20,10 +20,10 @@ SERIES_DROPPED = _counter(
 DISCOVERY_GPU_PROCESSES = _gauge(
     "servescope_vllm_discovery_gpu_processes",
     "NVML's GPU processes in discovery's last cycle, by outcome: scraped (its engine's endpoint answers), "
-    "not_an_engine (no serving engine in its process tree: left alone), or why its engine cannot be "
-    "scraped: ptrace_denied, pid_not_visible, loopback_only, no_reachable_address, ipv6_only, "
-    "v6only_listener (the exporter cannot reach it from where it runs), no_listener, not_metrics (the "
-    "engine is not serving /metrics yet or at all).",
+    "not_an_engine (no serving engine in its process tree: left alone), pid_not_visible (not in this "
+    "exporter's /proc: no hostPID, or it exited), or why its engine is not scraped: ptrace_denied, "
+    "loopback_only, no_reachable_address, ipv6_only, v6only_listener (the exporter cannot reach it from "
+    "where it runs), no_listener, not_metrics (the engine does not serve /metrics, yet or at all).",
     ("reason",),
     "vllm",
 )

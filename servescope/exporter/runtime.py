@@ -232,7 +232,11 @@ def _dcgm_source(
     dcgm = settings.dcgm
     if dcgm.exporter_url:
         return DcgmExporterSource(
-            dcgm.exporter_url, counters, hostname=hostname, interval_seconds=max(dcgm.interval_seconds, 1.0)
+            dcgm.exporter_url,
+            counters,
+            hostname=hostname,
+            directory=directory,
+            interval_seconds=max(dcgm.interval_seconds, 1.0),
         )
     return DmonSource(
         counters,

@@ -27,9 +27,8 @@ IPV6_ONLY = "ipv6_only"
 V6ONLY_LISTENER = "v6only_listener"
 NOT_METRICS = "not_metrics"
 # Where this exporter cannot reach an engine that runs: the exporter's place or rights, not the engine.
-REACH_FAILURES = frozenset(
-    {PTRACE_DENIED, PID_NOT_VISIBLE, LOOPBACK_ONLY, NO_REACHABLE_ADDRESS, IPV6_ONLY, V6ONLY_LISTENER}
-)
+# A PID not visible here is not among them: nothing says it runs an engine (it may just have exited).
+REACH_FAILURES = frozenset({PTRACE_DENIED, LOOPBACK_ONLY, NO_REACHABLE_ADDRESS, IPV6_ONLY, V6ONLY_LISTENER})
 _V4_ANY, _V6_ANY = "0.0.0.0", "::"
 MAX_ADDRESSES = 4  # tried per port, preferred first: a pod with many interfaces is not swept
 
