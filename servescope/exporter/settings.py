@@ -35,8 +35,9 @@ class ServerSettings(BaseSettings):
     listen: ListenSetting = setting(
         "127.0.0.1:9108",
         "--listen",
-        "Address to serve /metrics, /healthz, /readyz and the APIs on, as HOST:PORT. Use :9108 (all IPv4 "
-        "interfaces) or [::]:9108 in a DaemonSet so Prometheus can reach it.",
+        "Address to serve /metrics, /healthz, /readyz and the APIs on, as HOST:PORT. Use :9108 in a "
+        "DaemonSet so Prometheus can reach it: every interface, IPv4 and IPv6 ([::], dual-stack; 0.0.0.0 "
+        "on a host without IPv6).",
     )
     log_level: Literal["debug", "info", "warning", "error"] = setting("info", "--log-level", "Log verbosity.")
     api_docs: bool = setting(
