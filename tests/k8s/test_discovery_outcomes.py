@@ -193,5 +193,6 @@ def test_the_finder_says_the_node_is_blind_only_when_no_engine_answers(tmp_path:
     assert [p.reason for p in finder.problems()] == ["loopback_only"] and finder.problems() == []
     report = finder.report()
     assert report["gpu_processes"] == {"loopback_only": 1}
-    [entry] = report["not_scraped"]  # type: ignore[misc]
+    entries: list[dict[str, str]] = report["not_scraped"]  # type: ignore[assignment]
+    [entry] = entries
     assert entry["reason"] == "loopback_only" and "127.0.0.1:8000" in entry["detail"]

@@ -18,7 +18,7 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
-from ipaddress import ip_address
+from ipaddress import IPv4Address
 
 import httpx
 import pytest
@@ -104,7 +104,7 @@ def test_each_engine_is_scraped_where_it_can_be_reached(node: Node) -> None:
     }
     assert up == scraped
     multus = pods["multus"]
-    assert ip_address(multus.secondary_address) < ip_address(multus.address)  # lower, and passed over
+    assert IPv4Address(multus.secondary_address) < IPv4Address(multus.address)  # lower, and passed over
     assert engines["multus"].counts()[0] >= 1 and engines["v6"].counts()[0] >= 1
 
 
