@@ -12,6 +12,7 @@ from servescope.alerts.config import AlertsConfig
 from servescope.alerts.model import Alert, Group
 from servescope.alerts.rules_capacity_baseline import capacity_baseline
 from servescope.alerts.rules_engine import endpoint_records, engine
+from servescope.alerts.rules_exporter import exporter
 from servescope.alerts.rules_gpu import health
 from servescope.alerts.rules_kv_baseline import kv_baseline
 from servescope.alerts.rules_memory import memory
@@ -39,6 +40,7 @@ def groups(cfg: AlertsConfig) -> list[Group]:
         engine(cfg),
         slo_alerts(cfg),
         meta(cfg),
+        exporter(cfg),
     ]
 
 
