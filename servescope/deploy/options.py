@@ -10,6 +10,7 @@ from servescope.alerts.config import AlertsConfig, Topology
 from servescope.common.hosts import HOST_PORT_PATTERN
 from servescope.common.settings_cli import cli_flag, repeated, setting
 from servescope.deploy import checks
+from servescope.deploy.agent_options import AgentOptions
 from servescope.deploy.checks import (
     Duration,
     Image,
@@ -19,7 +20,6 @@ from servescope.deploy.checks import (
     PortName,
     Regex,
 )
-from servescope.deploy.cluster import ClusterOptions
 from servescope.deploy.names import (
     DEFAULT_IMAGE,
     EXPORTER,
@@ -30,7 +30,6 @@ from servescope.deploy.names import (
 )
 
 DcgmSource = Literal["gpu-operator", "exporter-url", "dcgmi", "off"]
-REMOTE_WRITE_PATH = "/api/v1/write"
 # What the PodMonitor drops of the engines' series before Prometheus stores them: the `_created` series
 # (one per counter and histogram), the buckets of vllm:iteration_tokens_total (the rules read its _count),
 # vLLM's deprecated alias of the inter-token latency, and the per-request size and time histograms no
@@ -42,7 +41,7 @@ VLLM_DROP_SERIES = (
 )
 
 
-class DeployOptions(ClusterOptions):
+class DeployOptions(AgentOptions):
     """Defaults fit a GPU Operator cluster monitored by kube-prometheus-stack (docs/kubernetes.md)."""
 
     image: Image = setting(
@@ -151,27 +150,6 @@ class DeployOptions(ClusterOptions):
         "PodMonitor drops before they are stored. The default drops the _created series and the histograms "
         "no rule reads (docs/scale-out.md). Empty: keep every series.",
     )
-    agent: bool = setting(
-        False,
-        "--agent/--no-agent",
-        "Scrape servescope's targets with a PrometheusAgent in servescope's namespace that "
-        "remote-writes to --remote-write-url (docs/scale-out.md); the central Prometheus then does not "
-        "scrape them.",
-    )
-    remote_write_url: str = setting(
-        "",
-        "--remote-write-url",
-        "With --agent: where it writes. Empty: kube-prometheus-stack's Prometheus, "
-        "http://<fullname>-prometheus.<prometheus-namespace>.svc:9090/api/v1/write (enable its "
-        "remote-write receiver).",
-    )
-    agent_shards: int = setting(
-        1,
-        "--agent-shards",
-        "With --agent: shards the targets are spread over (prometheus-operator `shards`).",
-        ge=1,
-        le=64,
-    )
     runbook_url: OptionalUrl = setting(
         "",
         "--runbook-url",
@@ -196,13 +174,6 @@ class DeployOptions(ClusterOptions):
     def _namespaces(cls, value: list[str]) -> list[str]:
         return [checks.dns_label(name) for name in value]
 
-    @field_validator("remote_write_url")
-    @classmethod
-    def _remote_write(cls, value: str, info: ValidationInfo) -> str:
-        if value and not info.data.get("agent"):
-            raise ValueError(f"{value!r} is written to only by the agent: add --agent")
-        return checks.optional_url(value)
-
     @field_validator("dcgm_exporter_url")
     @classmethod
     def _dcgm_url(cls, value: str, info: ValidationInfo) -> str:
@@ -224,9 +195,6 @@ class DeployOptions(ClusterOptions):
     def runs_as_root(self) -> bool:
         """The kubelet's socket and other processes' /proc entries are root's."""
         return self.host_pid or self.pod_resources
-
-    def remote_write_target(self) -> str:
-        return self.remote_write_url or self.prometheus_service_url().rstrip("/") + REMOTE_WRITE_PATH
 
     def runbook_base_url(self) -> str:
         return (self.runbook_url or self.runbook_service_url()).rstrip("/")
