@@ -23,7 +23,7 @@ from servescope.exporter.gpu_directory import GpuDirectory
 from servescope.exporter.k8s.source import PodResourcesSource
 from servescope.exporter.nvml.collector import NvmlSource
 from servescope.exporter.nvml.library import NvmlLibrary
-from servescope.exporter.nvml.mig import mig_parents
+from servescope.exporter.nvml.mig import mig_slices
 from servescope.exporter.publisher import Publisher
 from servescope.exporter.runner import SourceRunner
 from servescope.exporter.settings import DerivedSettings, Settings
@@ -264,6 +264,6 @@ def _pod_resources_source(
         k8s.pod_resources_socket,
         directory=directory,
         hostname=hostname,
-        mig_parents=functools.partial(mig_parents, lib) if lib is not None else dict,
+        mig_slices=functools.partial(mig_slices, lib) if lib is not None else dict,
         interval_seconds=k8s.pod_resources_interval_seconds,
     )
