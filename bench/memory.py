@@ -118,21 +118,21 @@ def limit_mib() -> float:
     return float(EXPORTER_MEMORY_LIMIT.removesuffix("Mi"))
 
 
-def run(seconds: float, engines: int, entities: int) -> dict[str, Any]:
-    state = Path(tempfile.mkdtemp(prefix="bench-memory-"))
+def exporter_argv(state: Path, urls: list[str], entities: int) -> list[str]:
+    """`serve` as the DaemonSet runs it, its DCGM from the hostile dcgmi (not a dcgm-exporter)."""
     dcgmi = state / "dcgmi"
     dcgmi.write_text(f"#!{sys.executable}\n{DCGMI}")
     dcgmi.chmod(0o755)
-    ports: multiprocessing.Queue = multiprocessing.Queue()  # type: ignore[type-arg]
-    peers = multiprocessing.Process(target=serve_engines, args=(engines, ports), daemon=True)
-    peers.start()
-    urls = [f"http://127.0.0.1:{ports.get(timeout=60)}/metrics" for _ in range(engines)]
-    settings = exporter_settings(DeployOptions())  # the DaemonSet's settings ...
+    settings = exporter_settings(DeployOptions())
     for item in exporter_env(DeployOptions()):
-        settings.pop(item["name"], None)  # ... but DCGM from the hostile dcgmi, not a dcgm-exporter
+        settings.pop(item["name"], None)
     os.environ.update({**settings, "ENTITIES": str(entities)})
     argv = [SERVESCOPE, "serve", "--simulate", "--gpus", "8", "--engines", "0", "--listen", "127.0.0.1:0"]
-    argv += ["--dcgmi", str(dcgmi), *(arg for url in urls for arg in ("--vllm-url", url))]
+    return [*argv, "--dcgmi", str(dcgmi), *(arg for url in urls for arg in ("--vllm-url", url))]
+
+
+def measure(argv: list[str], seconds: float) -> tuple[float, list[float], str]:
+    """Peak RSS (MiB), the RSS every second, and /metrics at the end."""
     server = start(argv, core=None, ready_path="/healthz")  # readiness is measured, not awaited
     rss: list[float] = []
     try:
@@ -140,13 +140,23 @@ def run(seconds: float, engines: int, entities: int) -> dict[str, Any]:
         while time.monotonic() < deadline:
             rss.append(status_kib(server.process.pid, "VmRSS") / 1024)
             time.sleep(1.0)
-        status, body = get(server, "/metrics")
+        _, body = get(server, "/metrics")
         peak = status_kib(server.process.pid, "VmHWM") / 1024
     finally:
         server.stop()
+    return peak, rss, body.decode()
+
+
+def run(seconds: float, engines: int, entities: int) -> dict[str, Any]:
+    ports: multiprocessing.Queue = multiprocessing.Queue()  # type: ignore[type-arg]
+    peers = multiprocessing.Process(target=serve_engines, args=(engines, ports), daemon=True)
+    peers.start()
+    try:
+        urls = [f"http://127.0.0.1:{ports.get(timeout=60)}/metrics" for _ in range(engines)]
+        argv = exporter_argv(Path(tempfile.mkdtemp(prefix="bench-memory-")), urls, entities)
+        peak, rss, text = measure(argv, seconds)
+    finally:
         peers.terminate()
-    text = body.decode()
-    series = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
     dropped: dict[str, float] = {}
     for _, labels, reason, value in DROPPED.findall(text):
         key = f"{'vllm' if 'endpoint=' in labels else 'dcgm'}:{reason}"
@@ -157,13 +167,12 @@ def run(seconds: float, engines: int, entities: int) -> dict[str, Any]:
         "page_bytes": DEFAULT_MAX_BYTES,
         "dcgm_entities": entities,
         "seconds": seconds,
-        "status": status,
         "peak_rss_mib": round(peak, 1),
         "rss_mib_last": round(rss[-1], 1) if rss else None,
         "limit_mib": limit,
         "target_mib": 0.75 * limit,
         "peak_share_of_limit": round(peak / limit, 3),
-        "series_at_end": series,
+        "series_at_end": sum(1 for line in text.splitlines() if line and not line.startswith("#")),
         "engine_series_at_end": len(re.findall(r"^servescope_serving_\w+\{", text, re.M)),
         "dcgm_gpus_at_end": len(set(re.findall(r'^servescope_dcgm_\w+\{gpu="(\d+)"', text, re.M))),
         "dropped": dropped,

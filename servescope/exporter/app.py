@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -69,6 +70,18 @@ def create_app(
     return app
 
 
+def sources_report(runtime: Runtime) -> dict[str, dict[str, Any]]:
+    """Each source's readiness, errors and last error, and what the source adds of its own (the vLLM
+    source: what discovery found and what it could not reach, with why)."""
+    _, report = runtime.readiness()
+    for runner in runtime.runners:
+        entry = report[runner.health.name]
+        entry["errors"] = dict(runner.health.errors)
+        entry["last_error"] = runner.health.last_error
+        entry.update(runner.health.report or {})
+    return report
+
+
 def _add_own_routes(app: FastAPI, runtime: Runtime) -> None:
     """/metrics, the probes, the sources' report and the index page."""
 
@@ -97,14 +110,7 @@ def _add_own_routes(app: FastAPI, runtime: Runtime) -> None:
 
     @app.get("/api/v1/sources")
     async def sources() -> dict[str, object]:
-        _, report = runtime.readiness()
-        for runner in runtime.runners:
-            entry = report[runner.health.name]
-            entry["errors"] = dict(runner.health.errors)
-            entry["last_error"] = runner.health.last_error
-            if runner.health.report is not None:  # e.g. vllm: what discovery found and could not reach
-                entry.update(runner.health.report)
-        return {"sources": report}
+        return {"sources": sources_report(runtime)}
 
     @app.get("/", include_in_schema=False)
     async def index() -> HTMLResponse:

@@ -16,6 +16,7 @@ from servescope.exporter.dcgm.dmon_format import Header, Row
 from servescope.exporter.dcgm.dmon_source import MAX_GPUS_WITHOUT_NVML, DmonSource
 from servescope.exporter.dcgm.exporter_source import read_exporter, to_samples
 from servescope.exporter.dcgm.supervisor import spawn_process
+from servescope.exporter.exposition import Sample
 from servescope.exporter.gpu_directory import GpuDirectory
 from tests.helpers import FakeClock, values
 
@@ -56,16 +57,16 @@ def source(tmp_path: Path, directory: GpuDirectory) -> DmonSource:
     )
 
 
-def gpus_in(samples: list[object]) -> set[str]:
+def gpus_in(samples: list[Sample]) -> set[str]:
     return {
         s.label_values[0] for s in samples if s.spec.name == "servescope_dcgm_nvlink_crc_flit_errors_total"
     }  # type: ignore[attr-defined]
 
 
-def collect_after_rows(dmon: DmonSource) -> list[object]:
+def collect_after_rows(dmon: DmonSource) -> list[Sample]:
     dmon.collect()
     time.sleep(0.5)  # several iterations of every entity's rows
-    return dmon.collect().samples  # type: ignore[return-value]
+    return dmon.collect().samples
 
 
 def test_only_the_gpus_nvml_lists_are_kept_and_the_rest_counted(tmp_path: Path) -> None:

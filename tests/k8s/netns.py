@@ -160,6 +160,7 @@ def pod_namespace(
     route's interface) and .1 on this side; with `ipv6` also 2001:2:0:<n>::2/64 (this side ::1, or an
     unreachable route when not `ipv6_routed`); without `ipv4`, IPv6 only; with `secondary`, a `net1` at a
     lower address this host cannot reach."""
+    # Set-up, then the teardown that runs whatever happened in between: one piece, longer than 40 lines.
     _require_netns()
     name = f"{PREFIX}-{os.getpid()}-{index}"
     host_if, pod_if = f"{PREFIX}{os.getpid() % 10000}h{index}", f"{PREFIX}{os.getpid() % 10000}p{index}"

@@ -39,12 +39,9 @@ def test_an_engine_in_a_pod_is_found_at_the_pod_address_and_a_loopback_one_repor
         answer = httpx.get(url, timeout=5)
         netns = procfs.netns(hidden.pid)
 
+        engines = [SIMULATED_ENGINE_PROCESS]
         source = VllmSource(
-            [],
-            directory=directory,
-            procfs=procfs,
-            scraper=Scraper(2.0),
-            engine_patterns=[SIMULATED_ENGINE_PROCESS],
+            [], directory=directory, procfs=procfs, scraper=Scraper(2.0), engine_patterns=engines
         )
         collection = source.collect()
         source.close()
