@@ -10,6 +10,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from servescope.catalog import bounds
 from servescope.exporter.dcgm.counters import load_counters
 from servescope.exporter.dcgm.dmon_format import Header, Row
@@ -63,18 +65,24 @@ def gpus_in(samples: list[Sample]) -> set[str]:
     }  # type: ignore[attr-defined]
 
 
-def collect_after_rows(dmon: DmonSource) -> list[Sample]:
+def collect_after_rows(dmon: DmonSource, gpus: int) -> list[Sample]:
+    """A collection once `gpus` GPUs are held and other entities' rows have been dropped."""
     dmon.collect()
-    time.sleep(0.5)  # several iterations of every entity's rows
+    deadline = time.monotonic() + 20
+    while len(dmon._latest) < gpus or not dmon._entity_drops:
+        assert time.monotonic() < deadline, f"{len(dmon._latest)} GPUs held, drops {dmon._entity_drops}"
+        time.sleep(0.05)
+    time.sleep(0.3)  # more iterations of every entity's rows: what is held must not grow
     return dmon.collect().samples
 
 
+@pytest.mark.e2e  # a dcgmi child
 def test_only_the_gpus_nvml_lists_are_kept_and_the_rest_counted(tmp_path: Path) -> None:
     directory = GpuDirectory()
     directory.update({"0": "GPU-zero", "1": "GPU-one"})
     dmon = source(tmp_path, directory)
     try:
-        samples = collect_after_rows(dmon)
+        samples = collect_after_rows(dmon, 2)
         held = len(dmon._latest)
     finally:
         dmon.close()
@@ -83,10 +91,11 @@ def test_only_the_gpus_nvml_lists_are_kept_and_the_rest_counted(tmp_path: Path) 
     assert dropped >= ENTITIES - 2  # at least one iteration's strangers, each row counted
 
 
+@pytest.mark.e2e
 def test_without_nvml_a_capped_number_of_gpus_is_taken(tmp_path: Path) -> None:
     dmon = source(tmp_path, GpuDirectory())
     try:
-        samples = collect_after_rows(dmon)
+        samples = collect_after_rows(dmon, MAX_GPUS_WITHOUT_NVML)
         held = len(dmon._latest)
     finally:
         dmon.close()
