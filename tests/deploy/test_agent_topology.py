@@ -245,7 +245,10 @@ def test_the_receiver_fires_nothing_for_absent_series(topology: Topology) -> Non
 
 
 def test_a_silent_agent_fires_on_the_receiver_naming_the_shard(topology: Topology) -> None:
-    # Runs last: the agent stops here, as a shard's pod OOM-killed or evicted would.
+    # Runs last: the agent stops here, as a shard's pod OOM-killed or evicted would; once the receiver
+    # holds what the shard sent (this test may run first on a worker of its own).
+    shard = f'up{{job="servescope",prometheus_replica="{SHARD_LABELS["prometheus_replica"]}"}}'
+    wait_for("the shard's series on the receiver", lambda: query(topology.receiver_url, shard), 30, 0.5)
     assert firing(topology.receiver_url, "ServescopeAgentShardSilent") == []
     stopped = time.monotonic()
     topology.agent.stop()
