@@ -40,6 +40,11 @@ SERIES_DROPPED = case(
 )
 
 REASONS = "ipv6_only, loopback_only, no_reachable_address, ptrace_denied, v6only_listener"
+BLIND = (
+    "On node-a:9108, GPU processes run engines that discovery cannot scrape (ptrace_denied; one of "
+    f"{REASONS}) and no engine is scraped: every serving alert of that node is blind. /api/v1/sources "
+    "on the exporter says what to fix."
+)
 # node-a's exporter may not look into its engines (ptrace denied) until 40m, when it is fixed; node-b has a
 # loopback-only engine beside one it scrapes; node-c trains (no engine) then restarts an engine (no
 # listener for 10 minutes): none of these is blind.
@@ -55,16 +60,10 @@ ENGINES_UNREACHABLE = case(
         series(OUTCOMES, {**NODE_C, "reason": "scraped"}, "_x40 2x19"),
     ],
     check(UNREACHABLE, "14m"),  # pending since 0m
-    fires(
-        UNREACHABLE,
-        "16m",
-        {**TARGET, "reason": "ptrace_denied"},
-        "On node-a:9108, GPU processes run engines that discovery cannot scrape (ptrace_denied; one of "
-        f"{REASONS}) and no engine is scraped: every serving alert of that node is blind. /api/v1/sources "
-        "on the exporter says what to fix.",
-    ),
+    fires(UNREACHABLE, "16m", {**TARGET, "reason": "ptrace_denied"}, BLIND),
     check(UNREACHABLE, "42m"),  # fixed: the engines are scraped
 )
+
 
 SHARD = {"job": "servescope", "prometheus": "servescope/servescope-agent"}
 REPLICA = "prometheus_replica"

@@ -9,7 +9,7 @@ from typing import Annotated
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode
 
-from servescope.common.settings_cli import area_config, setting
+from servescope.common.settings_cli import area_config, repeated, setting
 from servescope.exporter.vllm.text_parser import SeriesLimits
 
 _LIMITS = SeriesLimits()
@@ -45,12 +45,12 @@ class VllmSettings(BaseSettings):
         "every minute. Only a serving engine's API server is ever probed: vLLM, SGLang, TGI, or a process "
         "--engine-process names.",
     )
-    engine_processes: Annotated[list[str], NoDecode] = Field(
-        default_factory=list,
-        json_schema_extra={"cli": "--engine-process"},
-        description="Regular expression (Python, searched) matching the process title or command line of "
-        "another serving engine's API server, e.g. `my_server\\.py` (repeat the flag; in the environment, "
-        "separate with spaces). Discovery probes such a process's listeners as it does vLLM's.",
+    engine_processes: Annotated[list[str], NoDecode] = repeated(
+        list,
+        "--engine-process",
+        "Regular expression (Python, searched) matching the process title or command line of another "
+        "serving engine's API server, e.g. `my_server\\.py` (repeat the flag; in the environment, separate "
+        "with spaces). Discovery probes such a process's listeners as it does vLLM's.",
     )
     interval_seconds: float = setting(5.0, "--vllm-interval", "Seconds between scrapes.", ge=0.5, le=300)
     timeout_seconds: float = setting(
@@ -100,12 +100,12 @@ class VllmSettings(BaseSettings):
         "Also re-export the engines' own families listed by --passthrough-family, with an `endpoint` label. "
         "Off: Prometheus usually scrapes the engines itself, and their series would be stored twice.",
     )
-    passthrough_families: Annotated[list[str], NoDecode] = Field(
-        default_factory=list,
-        json_schema_extra={"cli": "--passthrough-family"},
-        description="With --passthrough: a family to re-export, by name or shell-style pattern (e.g. "
-        "`vllm:request_*`; repeat the flag; in the environment, separate with spaces or commas). None: the "
-        "families servescope itself reads (KV usage, requests, tokens, latency histograms).",
+    passthrough_families: Annotated[list[str], NoDecode] = repeated(
+        list,
+        "--passthrough-family",
+        "With --passthrough: a family to re-export, by name or shell-style pattern (e.g. `vllm:request_*`; "
+        "repeat the flag; in the environment, separate with spaces or commas). None: the families "
+        "servescope itself reads (KV usage, requests, tokens, latency histograms).",
     )
     procfs: str = setting(
         "/proc",
