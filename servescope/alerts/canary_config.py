@@ -69,7 +69,9 @@ class CanaryConfig(BaseModel):
         "5m", description="Argo Rollouts' and Flagger's interval between two measurements."
     )
     analysis_count: int = Field(
-        3, ge=1, description="Argo Rollouts: measurements per analysis (one rollout step of interval x count)."
+        3,
+        ge=1,
+        description="Argo Rollouts: measurements per analysis (one rollout step of interval x count).",
     )
     failure_limit: int = Field(
         1,

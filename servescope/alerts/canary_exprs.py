@@ -132,5 +132,5 @@ class Pair:
         return self.share_increase(miss_ratio_in(sli, self.window), requests_in(sli, self.window))
 
     def error_increase(self) -> str:
-        """The canary's share of requests ending in abort or error minus the stable's (0 unless significant)."""
+        """The canary's share of failed requests (abort, error) minus the stable's, 0 unless significant."""
         return self.share_increase(error_ratio_in(self.window), finished_in(self.window))

@@ -115,17 +115,19 @@ def _windowed(cfg: AlertsConfig) -> list[Record]:
         bound = f'le="{cfg.slo_bound(sli)}"'
         good = f"increase({sel(cfg, metric + '_bucket', bound)}[{w}])"
         total = f"increase({sel(cfg, metric + '_count')}[{w}])"
+        judged = f"sum by ({BY}) ({total} and on ({SERIES_BY}) {good})"
         rules += [
-            Record(requests_in(sli, w), f"sum by ({BY}) ({total} and on ({SERIES_BY}) {good})"),
-            Record(miss_ratio_in(sli, w), f"1 - sum by ({BY}) ({good}) / {requests_in(sli, w)}"),
+            Record(requests_in(sli, w), judged),
+            # Not divided by the record above: each record reads only raw series, so none depends on
+            # when another was evaluated.
+            Record(miss_ratio_in(sli, w), f"1 - sum by ({BY}) ({good}) / {judged}"),
         ]
-    finished = f"increase({sel(cfg, c.REQUESTS_FINISHED.name)}[{w}])"
+    finished = f"sum by ({BY}) (increase({sel(cfg, c.REQUESTS_FINISHED.name)}[{w}]))"
     failed = sel(cfg, c.REQUESTS_FINISHED.name, f'finished_reason=~"{FAILED_REASONS}"')
     rules += [
-        Record(finished_in(w), f"sum by ({BY}) ({finished})"),
+        Record(finished_in(w), finished),
         Record(
-            error_ratio_in(w),
-            f"(sum by ({BY}) (increase({failed}[{w}])) or 0 * {finished_in(w)}) / {finished_in(w)}",
+            error_ratio_in(w), f"(sum by ({BY}) (increase({failed}[{w}])) or 0 * {finished}) / {finished}"
         ),
         *(
             Record(

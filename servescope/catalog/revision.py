@@ -31,6 +31,6 @@ _LABEL_KEY = re.compile(
 
 def pod_label_key(key: str) -> str:
     """`key` if it is a Kubernetes label key; ValueError naming it otherwise."""
-    if not _LABEL_KEY.match(key) or len(key.split("/")[0]) > 253:
-        raise ValueError(f"{key!r} is not a Kubernetes label key such as pod-template-hash or example.com/rev")
+    if not _LABEL_KEY.match(key) or len(key.split("/", maxsplit=1)[0]) > 253:
+        raise ValueError(f"{key!r} is not a Kubernetes label key such as pod-template-hash or a.example/rev")
     return key

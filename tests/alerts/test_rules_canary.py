@@ -102,7 +102,7 @@ EQUAL = case(
     exprs=[alerts_are("20m"), alerts_are("39m")],
 )
 
-# --- too little traffic: 2x slower, at 4 requests a minute ---------------------------------------------------
+# --- too little traffic: 2x slower, at 4 requests a minute -----------------------------------------------
 LITTLE = "model_revision:servescope_canary_ttft_p99_vs_stable:ratio10m"
 TOO_LITTLE = case(
     "canary with too little traffic",

@@ -78,7 +78,9 @@ def revision(labels: dict[str, str], phases: list[tuple[int, Minute]]) -> list[d
         series(f"{E2E}_bucket", {**labels, "le": "60.0"}, grow([m.requests - m.slow_e2e for m in minutes])),
         series(f"{E2E}_bucket", {**labels, "le": "+Inf"}, grow([m.requests for m in minutes])),
         series(f"{E2E}_count", labels, grow([m.requests for m in minutes])),
-        series(FINISHED, {**labels, "finished_reason": "stop"}, grow([m.requests - m.aborted for m in minutes])),
+        series(
+            FINISHED, {**labels, "finished_reason": "stop"}, grow([m.requests - m.aborted for m in minutes])
+        ),
         series(FINISHED, {**labels, "finished_reason": "abort"}, grow([m.aborted for m in minutes])),
     ]
     return out
