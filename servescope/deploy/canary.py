@@ -144,7 +144,7 @@ def flagger_templates(options: DeployOptions, canary: CanaryOptions) -> list[dic
 
 
 def flagger_analysis(options: DeployOptions, canary: CanaryOptions) -> dict[str, Any]:
-    """The Canary's `spec.analysis` to merge into yours (stepWeight, maxWeight and webhooks are yours)."""
+    """The Canary's `spec.analysis` to merge into yours (change the weights; add your webhooks)."""
     cfg = alerts_config(options)
     model = canary.canary_model or "MODEL_NAME"
     metrics = [
@@ -160,6 +160,9 @@ def flagger_analysis(options: DeployOptions, canary: CanaryOptions) -> dict[str,
     return {
         "interval": cfg.canary.analysis_interval,
         "threshold": cfg.canary.failure_limit + 1,
+        # A starting point (Flagger needs a schedule): 10 % more of the traffic at each passed interval.
+        "stepWeight": 10,
+        "maxWeight": 50,
         "metrics": metrics,
     }
 
@@ -206,7 +209,7 @@ def render(options: DeployOptions, canary: CanaryOptions) -> str:
         documents = flagger_templates(options, canary)
         how = [
             "Flagger MetricTemplates: servescope's canary analysis. Merge this into your Canary's spec",
-            "(stepWeight, maxWeight and webhooks stay yours):",
+            "(the weights are a starting point; add your webhooks):",
             "",
             *dump({"analysis": flagger_analysis(options, canary)}).splitlines(),
             "",
