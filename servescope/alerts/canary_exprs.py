@@ -20,53 +20,17 @@ LATENCIES = ("ttft", "itl")  # the histograms whose P99 is judged (ITL: per toke
 FAILED_REASONS = "abort|error"
 
 
-# --- per revision, 5 min rates -----------------------------------------------------------------------
-def good_rate(sli: str) -> str:
-    return f"model_revision:servescope_{sli}_slo_good:rate5m"
+def record(metric: str, operation: str, level: str = "model_revision") -> str:
+    """A per-revision record's name, `<level>:servescope_<metric>:<operation>`: the 5 min rates' end in
+    rate5m, the canary window's figures carry the window (increase10m, ratio_rate10m, p99_rate10m)."""
+    return f"{level}:servescope_{metric}:{operation}"
 
 
-def requests_rate(sli: str) -> str:
-    return f"model_revision:servescope_{sli}_slo_requests:rate5m"
-
-
-def miss_ratio(sli: str) -> str:
-    return f"model_revision:servescope_{sli}_slo_errors:ratio_rate5m"
-
-
-FINISHED = "model_revision:servescope_requests_finished:rate5m"
-FAILED = "model_revision:servescope_requests_failed:rate5m"
-ERROR_RATIO = "model_revision:servescope_request_errors:ratio_rate5m"
-PREEMPTIONS = "model_revision:servescope_preemptions:rate5m"
-KV_USAGE = "model_revision:servescope_kv_cache_usage:avg"
-
-
-def bucket_rate(latency: str) -> str:
-    return f"model_revision_le:servescope_{latency}_seconds_bucket:rate5m"
-
-
-def p99(latency: str) -> str:
-    return f"model_revision:servescope_{latency}_seconds:p99_rate5m"
-
-
-# --- per revision, over the canary window W (the name carries it: increase10m, ratio_rate10m) ---------
-def requests_in(sli: str, window: str) -> str:
-    return f"model_revision:servescope_{sli}_slo_requests:increase{window}"
-
-
-def miss_ratio_in(sli: str, window: str) -> str:
-    return f"model_revision:servescope_{sli}_slo_errors:ratio_rate{window}"
-
-
-def finished_in(window: str) -> str:
-    return f"model_revision:servescope_requests_finished:increase{window}"
-
-
-def error_ratio_in(window: str) -> str:
-    return f"model_revision:servescope_request_errors:ratio_rate{window}"
-
-
-def p99_in(latency: str, window: str) -> str:
-    return f"model_revision:servescope_{latency}_seconds:p99_rate{window}"
+FINISHED = record("requests_finished", "rate5m")
+FAILED = record("requests_failed", "rate5m")
+ERROR_RATIO = record("request_errors", "ratio_rate5m")
+PREEMPTIONS = record("preemptions", "rate5m")
+KV_USAGE = record("kv_cache_usage", "avg")
 
 
 @dataclass(frozen=True)
@@ -110,9 +74,9 @@ class Pair:
 
     def latency_ratio(self, latency: str) -> str:
         """The canary's P99 over the window as a multiple of the stable's, where both have enough requests."""
-        record = p99_in(latency, self.window)
-        ratio = self.versus(self.canary.read(record), "/", self.stable.read(record))
-        return self.enough(ratio, requests_in("ttft", self.window))
+        p99 = record(f"{latency}_seconds", f"p99_rate{self.window}")
+        ratio = self.versus(self.canary.read(p99), "/", self.stable.read(p99))
+        return self.enough(ratio, record("ttft_slo_requests", f"increase{self.window}"))
 
     def share_increase(self, share: str, count: str) -> str:
         """The canary's share of bad requests minus the stable's where a two-proportion z-test finds it
@@ -129,8 +93,14 @@ class Pair:
 
     def slo_miss_increase(self, sli: str) -> str:
         """The canary's share of requests over the SLI's bound minus the stable's (0 unless significant)."""
-        return self.share_increase(miss_ratio_in(sli, self.window), requests_in(sli, self.window))
+        w = self.window
+        return self.share_increase(
+            record(f"{sli}_slo_errors", f"ratio_rate{w}"), record(f"{sli}_slo_requests", f"increase{w}")
+        )
 
     def error_increase(self) -> str:
         """The canary's share of failed requests (abort, error) minus the stable's, 0 unless significant."""
-        return self.share_increase(error_ratio_in(self.window), finished_in(self.window))
+        w = self.window
+        return self.share_increase(
+            record("request_errors", f"ratio_rate{w}"), record("requests_finished", f"increase{w}")
+        )

@@ -151,7 +151,7 @@ def analyze(
     served = traffic(target)
     others = {revision: n for revision, n in served.items() if revision != canary}
     chosen = stable if stable is not None else (max(others, key=lambda r: others[r]) if others else "")
-    policy = Policy(cfg, cfg.canary.alpha / TESTS, parse_duration(window))
+    policy = Policy(cfg.canary.alpha / TESTS, parse_duration(window), cfg)
     base = Analysis(
         model,
         canary,

@@ -6,7 +6,7 @@ Model and revision names reach PromQL only as escaped string literals.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from servescope import catalog as c
 from servescope.alerts.canary_exprs import FAILED_REASONS
@@ -44,9 +44,9 @@ class RevisionData:
     """One revision's window: its latency histograms, finished requests by reason, preemptions and KV use."""
 
     revision: str
-    histograms: dict[str, Histogram] = field(default_factory=dict)
-    finished: dict[str, float] = field(default_factory=dict)
-    preemptions: float | None = None
+    histograms: dict[str, Histogram]  # ttft, itl, e2e: those the revision exports
+    finished: dict[str, float]  # by finished_reason
+    preemptions: float | None  # None: not exported
     kv_usage: float | None = None
 
     @property

@@ -8,7 +8,7 @@ import math
 
 from servescope.canary.analysis import Analysis
 from servescope.canary.judge import Distribution
-from servescope.canary.report import bound_label, figure, headline, markdown
+from servescope.canary.report import HEAD, headline, markdown, shares, table
 from servescope.common.html import esc
 
 STYLE = (
@@ -63,47 +63,26 @@ def bars(title: str, found: Distribution, canary: str, stable: str) -> str:
 
 
 def _table(analysis: Analysis) -> str:
-    head = "".join(
-        f"<th>{esc(h)}</th>" for h in ("SLI", "verdict", "canary", "stable", "effect", "p", "test", "because")
-    )
-    rows = []
-    for r in analysis.slis:
-        effect = (
-            f"{r.effect_name} {r.effect:.3g}" if r.effect is not None and math.isfinite(r.effect) else "-"
-        )
-        p_value = f"{r.p_value:.3g}" if r.p_value is not None else "-"
-        cells = [
-            r.title,
-            r.verdict,
-            figure(r, r.canary),
-            figure(r, r.stable),
-            effect,
-            p_value,
-            r.test,
-            r.reason,
-        ]
-        rows.append(
-            "<tr>"
-            + "".join(f'<td class="{esc(r.verdict)}">{esc(cell)}</td>' for cell in cells[:2])
-            + "".join(f"<td>{esc(cell)}</td>" for cell in cells[2:])
-            + "</tr>"
-        )
+    head = "".join(f"<th>{esc(h)}</th>" for h in HEAD)
+    rows = [
+        f'<tr><td>{esc(title)}</td><td class="{esc(verdict)}">{esc(verdict)}</td>'
+        + "".join(f"<td>{esc(cell)}</td>" for cell in rest)
+        + "</tr>"
+        for title, verdict, *rest in table(analysis)
+    ]
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
 def _distribution_tables(analysis: Analysis) -> str:
     out = []
     for r in analysis.slis:
-        found = r.distribution
-        if found is None:
+        if r.distribution is None:
             continue
-        total_c, total_s = sum(found.canary) or 1.0, sum(found.stable) or 1.0
         rows = "".join(
-            f"<tr><td>{esc(bound_label(b))}</td><td>{c / total_c:.2%}</td><td>{s / total_s:.2%}</td></tr>"
-            for b, c, s in zip(found.bounds, found.canary, found.stable, strict=True)
+            f"<tr>{''.join(f'<td>{esc(cell)}</td>' for cell in row)}</tr>" for row in shares(r.distribution)
         )
         out.append(
-            f"<div><h3>{esc(r.title)}</h3>{bars(r.title, found, analysis.canary, analysis.stable)}"
+            f"<div><h3>{esc(r.title)}</h3>{bars(r.title, r.distribution, analysis.canary, analysis.stable)}"
             f"<table><tr><th>bucket</th><th>canary</th><th>stable</th></tr>{rows}</table></div>"
         )
     return f'<div class="charts">{"".join(out)}</div>'
@@ -112,7 +91,9 @@ def _distribution_tables(analysis: Analysis) -> str:
 def page(analysis: Analysis) -> str:
     """The whole page; the Markdown report rides along as its last section, preformatted."""
     verdict = esc(analysis.verdict)
-    tests = "".join(f"<li><b>{esc(r.title)}</b>: {esc(r.test)}. {esc(r.why)}</li>" for r in analysis.slis)
+    tests = "".join(
+        f"<li><b>{esc(r.title)}</b>: {esc(r.sli.test)}. {esc(r.sli.why)}</li>" for r in analysis.slis
+    )
     body = (
         f'<h1>Canary analysis: <span class="{verdict}">{verdict}</span></h1>'
         f"<p>{esc(headline(analysis))}</p>{_table(analysis)}"

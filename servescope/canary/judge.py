@@ -9,7 +9,7 @@ acting on (the effect thresholds of the canary config); anything else with enoug
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
 from servescope.alerts.config import AlertsConfig
@@ -33,62 +33,75 @@ class Distribution:
 
 
 @dataclass(frozen=True)
-class SliResult:
-    """The verdict of one SLI with the figures it rests on."""
+class Sli:
+    """What is judged, with which test, and why that test."""
 
     name: str
     title: str
     test: str
     why: str
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What a test found: its p-value and effect size, and the effect worth acting on."""
+
+    name: str
+    size: float
+    p_value: float
+    small: str = ""  # why the effect is too small to act on; empty: it is not
+
+
+@dataclass(frozen=True)
+class SliResult:
+    """The verdict of one SLI, with the figures it rests on."""
+
+    sli: Sli
     verdict: Verdict
     reason: str
     canary: dict[str, float] = field(default_factory=dict)
     stable: dict[str, float] = field(default_factory=dict)
-    effect_name: str = ""
-    effect: float | None = None
-    p_value: float | None = None
+    effect: Effect | None = None
     distribution: Distribution | None = None
 
+    @property
+    def name(self) -> str:
+        return self.sli.name
 
-@dataclass(frozen=True)
-class Sli:
-    """What is judged, how, and why that test."""
-
-    name: str
-    title: str
-    test: str
-    why: str
-
-    def result(self, verdict: Verdict, reason: str, **figures: object) -> SliResult:
-        return SliResult(self.name, self.title, self.test, self.why, verdict, reason, **figures)  # type: ignore[arg-type]
+    @property
+    def title(self) -> str:
+        return self.sli.title
 
 
 @dataclass(frozen=True)
 class Policy:
-    """The thresholds of one analysis: the canary config's, and alpha per test."""
+    """The thresholds of one analysis: alpha per test, the window, and the canary config's."""
 
-    cfg: AlertsConfig
     alpha_each: float
     window_s: float
+    cfg: AlertsConfig
 
-    @property
-    def min_requests(self) -> int:
-        return self.cfg.canary.min_requests
+    def too_few(self, canary_n: float, stable_n: float) -> str:
+        """Why the SLI cannot be judged for want of requests; empty when it can."""
+        least = self.cfg.canary.min_requests
+        sides = (("the canary", canary_n), ("stable", stable_n))
+        short = [f"{who} served {n:.0f}" for who, n in sides if n < least]
+        return (
+            f"not enough data: {' and '.join(short)} requests in the window, fewer than {least}"
+            if short
+            else ""
+        )
 
-    def too_few(self, canary_n: float, stable_n: float) -> str | None:
-        """Why the SLI cannot be judged for want of requests, or None."""
-        least = self.min_requests
-        short = [
-            f"{who} served {n:.0f}"
-            for who, n in (("the canary", canary_n), ("stable", stable_n))
-            if n < least
-        ]
-        if not short:
-            return None
-        return f"not enough data: {' and '.join(short)} requests in the window, fewer than {least}"
-
-    def significant(self, p_value: float) -> bool:
-        return p_value < self.alpha_each
+    def judged(self, base: SliResult, effect: Effect, worse: str) -> SliResult:
+        """`rollback` when the effect is significant and not too small to act on, else `promote`."""
+        verdict: Verdict
+        if effect.p_value >= self.alpha_each:
+            verdict, reason = "promote", f"not significantly worse (p = {effect.p_value:.3g})"
+        elif effect.small:
+            verdict, reason = "promote", f"significant but small: {effect.small}"
+        else:
+            verdict, reason = "rollback", f"{worse}, p = {effect.p_value:.3g}"
+        return SliResult(base.sli, verdict, reason, base.canary, base.stable, effect, base.distribution)
 
 
 def _figures(histogram: Histogram, requests: float) -> dict[str, float]:
@@ -107,65 +120,48 @@ def latency(
     """Mann-Whitney on the two latency histograms; `per_request` observations count as one (ITL)."""
     canary, stable = histograms
     if canary is None and stable is None:
-        return sli.result("not judged", "neither revision exports this histogram")
+        return SliResult(sli, "not judged", "neither revision exports this histogram")
     if canary is None or stable is None:
-        return sli.result("inconclusive", "only one revision exports it")
+        return SliResult(sli, "inconclusive", "only one revision exports it")
     a, b = common(canary, stable)
     distribution = Distribution(a.bounds, tuple(a.counts()), tuple(b.counts()))
-    base = sli.result("inconclusive", "", canary=_figures(a, requests[0]), stable=_figures(b, requests[1]))
     lacking = policy.too_few(*requests)
+    base = SliResult(
+        sli, "inconclusive", lacking, _figures(a, requests[0]), _figures(b, requests[1]), None, distribution
+    )
     if lacking:
-        return _with(base, reason=lacking, distribution=distribution)
+        return base
     test = mann_whitney(a.counts(), b.counts(), max(1.0, per_request))
     least = policy.cfg.canary.min_effect
-    if not policy.significant(test.p_value):
-        verdict, reason = "promote", f"not significantly slower (p = {test.p_value:.3g})"
-    elif test.effect < least:
-        verdict = "promote"
-        reason = f"significant but small: P(canary slower) = {test.effect:.3f} < {least:g}"
-    else:
-        verdict = "rollback"
-        reason = f"slower: P(canary slower) = {test.effect:.3f} >= {least:g}, p = {test.p_value:.3g}"
-    return _with(
-        base,
-        verdict=verdict,
-        reason=reason,
-        effect_name="P(canary slower)",
-        effect=test.effect,
-        p_value=test.p_value,
-        distribution=distribution,
-    )
+    small = f"P(canary slower) = {test.effect:.3f} < {least:g}" if test.effect < least else ""
+    effect = Effect("P(canary slower)", test.effect, test.p_value, small)
+    return policy.judged(base, effect, f"slower: P(canary slower) = {test.effect:.3f} >= {least:g}")
+
+
+def _counted(
+    sli: Sli, rate_name: str, counts: tuple[float, float, float, float], lacking: str
+) -> tuple[SliResult, tuple[float, float]]:
+    """The result so far of a count test on (canary events, canary requests, stable events, stable
+    requests): both revisions' figures; and the two rates per request."""
+    events_c, n_c, events_s, n_s = counts
+    rates = (events_c / n_c if n_c else math.nan, events_s / n_s if n_s else math.nan)
+    canary = {rate_name: rates[0], "events": events_c, "requests": n_c}
+    stable = {rate_name: rates[1], "events": events_s, "requests": n_s}
+    return SliResult(sli, "inconclusive", lacking, canary, stable), rates
 
 
 def share(policy: Policy, sli: Sli, counts: tuple[float, ...] | None, least_increase: float) -> SliResult:
     """Fisher's exact test on (bad canary, canary requests, bad stable, stable requests)."""
     if counts is None:
-        return sli.result("not judged", "no series to count it from")
+        return SliResult(sli, "not judged", "no series to count it from")
     bad_c, n_c, bad_s, n_s = counts
-    shares = (bad_c / n_c if n_c else math.nan, bad_s / n_s if n_s else math.nan)
-    base = sli.result(
-        "inconclusive",
-        "",
-        canary={"share": shares[0], "bad": bad_c, "requests": n_c},
-        stable={"share": shares[1], "bad": bad_s, "requests": n_s},
-    )
-    lacking = policy.too_few(n_c, n_s)
-    if lacking:
-        return _with(base, reason=lacking)
-    p_value = fisher_greater(bad_c, n_c, bad_s, n_s)
+    base, shares = _counted(sli, "share", (bad_c, n_c, bad_s, n_s), policy.too_few(n_c, n_s))
+    if base.reason:
+        return base
     increase = shares[0] - shares[1]
-    if not policy.significant(p_value):
-        verdict, reason = "promote", f"not significantly larger (p = {p_value:.3g})"
-    elif increase < least_increase:
-        verdict, reason = "promote", f"significant but small: +{increase:.2%} < +{least_increase:.2%}"
-    else:
-        verdict, reason = (
-            "rollback",
-            f"larger by {increase:+.2%} (>= +{least_increase:.2%}), p = {p_value:.3g}",
-        )
-    return _with(
-        base, verdict=verdict, reason=reason, effect_name="share increase", effect=increase, p_value=p_value
-    )
+    small = f"+{increase:.2%} < +{least_increase:.2%}" if increase < least_increase else ""
+    effect = Effect("share increase", increase, fisher_greater(bad_c, n_c, bad_s, n_s), small)
+    return policy.judged(base, effect, f"larger by {increase:+.2%} (>= +{least_increase:.2%})")
 
 
 def rates(
@@ -173,40 +169,20 @@ def rates(
 ) -> SliResult:
     """Preemptions per request of the canary against the stable's."""
     if events[0] is None and events[1] is None:
-        return sli.result("not judged", "neither revision exports preemptions")
+        return SliResult(sli, "not judged", "neither revision exports preemptions")
     k_c, k_s = events[0] or 0.0, events[1] or 0.0
     n_c, n_s = requests
-    per_request = (k_c / n_c if n_c else math.nan, k_s / n_s if n_s else math.nan)
-    base = sli.result(
-        "inconclusive",
-        "",
-        canary={"per_request": per_request[0], "preemptions": k_c, "requests": n_c},
-        stable={"per_request": per_request[1], "preemptions": k_s, "requests": n_s},
-    )
-    lacking = policy.too_few(n_c, n_s)
-    if lacking:
-        return _with(base, reason=lacking)
+    base, per_request = _counted(sli, "per_request", (k_c, n_c, k_s, n_s), policy.too_few(n_c, n_s))
+    if base.reason:
+        return base
     if k_c + k_s <= 0:
-        return _with(base, verdict="promote", reason="no preemptions on either revision")
-    p_value = binomial_greater(k_c, k_c + k_s, n_c / (n_c + n_s))
+        return SliResult(sli, "promote", "no preemptions on either revision", base.canary, base.stable)
     ratio = per_request[0] / per_request[1] if per_request[1] > 0 else math.inf
     # What the canary would preempt per second with all the traffic: the symptom bound's unit.
     projected = per_request[0] * (n_c + n_s) / policy.window_s
     floor, worse = policy.cfg.symptom_preemptions_per_second, policy.cfg.canary.latency_ratio
-    if not policy.significant(p_value):
-        verdict, reason = "promote", f"not significantly more (p = {p_value:.3g})"
-    elif ratio < worse or projected < floor:
-        verdict = "promote"
-        reason = (
-            f"more ({ratio:.2g}x) but under {worse:g}x or {floor:g}/s at all the traffic ({projected:.2g}/s)"
-        )
-    else:
-        verdict = "rollback"
-        reason = f"{ratio:.2g}x the stable's, {projected:.2g}/s at all the traffic, p = {p_value:.3g}"
-    return _with(
-        base, verdict=verdict, reason=reason, effect_name="rate ratio", effect=ratio, p_value=p_value
-    )
-
-
-def _with(result: SliResult, **changes: object) -> SliResult:
-    return replace(result, **changes)  # type: ignore[arg-type]
+    small = ""
+    if ratio < worse or projected < floor:
+        small = f"{ratio:.2g}x, under {worse:g}x or {floor:g}/s at all the traffic ({projected:.2g}/s)"
+    effect = Effect("rate ratio", ratio, binomial_greater(k_c, k_c + k_s, n_c / (n_c + n_s)), small)
+    return policy.judged(base, effect, f"{ratio:.2g}x the stable's, {projected:.2g}/s at all the traffic")

@@ -8,7 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from servescope.canary.analysis import Analysis
-from servescope.canary.judge import SliResult
+from servescope.canary.judge import Distribution, SliResult
 
 LATENCIES = ("ttft", "itl", "e2e")
 
@@ -29,7 +29,12 @@ def _clean(value: Any) -> Any:
 
 
 def to_json(analysis: Analysis) -> dict[str, Any]:
+    """The analysis as JSON: each SLI flat (name, title, test, why, verdict, reason, both revisions'
+    figures, effect, distribution)."""
     data = asdict(analysis)
+    data["slis"] = [
+        {**asdict(r.sli), **{k: v for k, v in asdict(r).items() if k != "sli"}} for r in analysis.slis
+    ]
     data |= {
         "exit_code": analysis.exit_code,
         "canary_share": analysis.canary_share,
@@ -47,8 +52,41 @@ def figure(result: SliResult, side: dict[str, float]) -> str:
     if "share" in side:
         return f"{_percent(side['share'])} of {side.get('requests', 0):,.0f}"
     if "per_request" in side:
-        return f"{side['preemptions']:,.0f} ({side['per_request']:.3g}/request)"
+        return f"{side['events']:,.0f} ({side['per_request']:.3g}/request)"
     return "-"
+
+
+HEAD = ("SLI", "verdict", "canary", "stable", "effect", "p", "test", "because")
+
+
+def table(analysis: Analysis) -> list[list[str]]:
+    """One row of HEAD's cells per SLI: the table both reports show."""
+    rows = []
+    for r in analysis.slis:
+        effect = f"{r.effect.name} {_number(r.effect.size)}" if r.effect else "-"
+        p_value = _number(r.effect.p_value) if r.effect else "-"
+        rows.append(
+            [
+                r.title,
+                r.verdict,
+                figure(r, r.canary),
+                figure(r, r.stable),
+                effect,
+                p_value,
+                r.sli.test,
+                r.reason,
+            ]
+        )
+    return rows
+
+
+def shares(found: Distribution) -> list[tuple[str, str, str]]:
+    """Per bucket: its bound, and the share of each revision's observations in it."""
+    total_c, total_s = sum(found.canary) or 1.0, sum(found.stable) or 1.0
+    return [
+        (bound_label(b), _percent(c / total_c), _percent(s / total_s))
+        for b, c, s in zip(found.bounds, found.canary, found.stable, strict=True)
+    ]
 
 
 def _seconds(value: float) -> str:
@@ -106,27 +144,16 @@ def markdown(analysis: Analysis) -> str:
         f"- Alpha {analysis.alpha:g} over every test (Bonferroni): {analysis.alpha_each:.3g} each.",
         f"- Exit code {analysis.exit_code} (0 promote, 1 rollback, 2 inconclusive).",
         "",
-        _row(["SLI", "verdict", "canary", "stable", "effect", "p", "test", "because"]),
-        _row(["---"] * 8),
+        _row(list(HEAD)),
+        _row(["---"] * len(HEAD)),
+        *(_row(row) for row in table(analysis)),
     ]
-    for r in analysis.slis:
-        effect = f"{r.effect_name} {_number(r.effect)}" if r.effect is not None else "-"
-        cells = [
-            r.title,
-            r.verdict,
-            figure(r, r.canary),
-            figure(r, r.stable),
-            effect,
-            _number(r.p_value),
-            r.test,
-        ]
-        lines.append(_row([*cells, r.reason]))
     lines += ["", "KV-cache usage (reported, not judged: it follows each revision's own load): "]
     lines[-1] += ", ".join(
         f"{rev} {_percent(use) if use is not None else '-'}" for rev, use in analysis.kv_usage.items()
     )
     lines += _distributions(analysis) + _buckets(analysis) + ["", "## The tests", ""]
-    lines += [f"- **{r.title}**: {r.test}. {r.why}" for r in analysis.slis]
+    lines += [f"- **{r.title}**: {r.sli.test}. {r.sli.why}" for r in analysis.slis]
     return "\n".join(lines) + "\n"
 
 
@@ -137,14 +164,9 @@ def bound_label(bound: float) -> str:
 def _distributions(analysis: Analysis) -> list[str]:
     lines: list[str] = []
     for r in analysis.slis:
-        found = r.distribution
-        if found is None:
-            continue
-        total_c, total_s = sum(found.canary) or 1.0, sum(found.stable) or 1.0
-        lines += ["", f"## {r.title}: both distributions", "", _row(["bucket", "canary", "stable"])]
-        lines.append(_row(["---"] * 3))
-        for bound, c, s in zip(found.bounds, found.canary, found.stable, strict=True):
-            lines.append(_row([bound_label(bound), _percent(c / total_c), _percent(s / total_s)]))
+        if r.distribution is not None:
+            lines += ["", f"## {r.title}: both distributions", "", _row(["bucket", "canary", "stable"])]
+            lines += [_row(["---"] * 3), *(_row(list(row)) for row in shares(r.distribution))]
     return lines
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import re
 import shutil
-import subprocess
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from quality.prom import Prometheus, create_blocks
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.rules_canary import records
 from servescope.sim.engine_stats import REQUEST_SECONDS_BUCKETS, TOKEN_LATENCY_BUCKETS, TTFT_BUCKETS
+from tests.dashboards.history import backfill_rules
 
 HOUR = 3600.0
 SCRAPE_S = 30.0
@@ -237,36 +237,18 @@ def backfill(work: Path, rollouts: Iterable[Rollout]) -> Path:
     for level, group in enumerate(record_passes()):
         rules = work / f"records-{level}.yaml"
         rules.write_text(yaml.safe_dump({"groups": [group]}, sort_keys=False, width=1000))
-        recorded = work / f"records-{level}"
         with Prometheus(tsdb) as raw:
-            _backfill_rules(raw.port, rules, recorded)
-        for block in recorded.iterdir():
+            recorded = _backfill_rules(raw.port, rules, work / f"records-{level}")
+        for block in recorded.iterdir():  # the records' blocks join the raw ones: the next level reads them
             if block.is_dir():
                 shutil.move(block, tsdb / block.name)
     return tsdb
 
 
-def _backfill_rules(port: int, rules: Path, out: Path) -> None:
-    done = subprocess.run(
-        [
-            shutil.which("promtool") or "promtool",
-            "tsdb",
-            "create-blocks-from",
-            "rules",
-            f"--start={START:.0f}",
-            f"--end={END + 2 * SCRAPE_S:.0f}",
-            f"--url=http://127.0.0.1:{port}",
-            f"--output-dir={out}",
-            f"--eval-interval={SCRAPE_S:.0f}s",
-            str(rules),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
-    if done.returncode != 0:
-        raise AssertionError(f"promtool could not backfill the records: {done.stderr[-2000:]}")
+def _backfill_rules(port: int, rules: Path, out: Path) -> Path:
+    """promtool's blocks of `rules` evaluated over the whole range, every scrape, into `out`."""
+    backfill_rules(port, out, rules=rules, start=START, end=END + 2 * SCRAPE_S, interval=f"{SCRAPE_S:.0f}s")
+    return out
 
 
 def all_rollouts() -> Iterator[Rollout]:

@@ -35,6 +35,13 @@ from tests.canary.rollouts import (
 SERVESCOPE = str(Path(sys.executable).with_name("servescope"))
 OPTIONS = DeployOptions(topology="podmonitor")
 CANARY = CanaryOptions(canary="argo", canary_namespace="serving", canary_model="x")
+METRICS = (
+    "ttft-p99-ratio",
+    "itl-p99-ratio",
+    "ttft-slo-miss-increase",
+    "e2e-slo-miss-increase",
+    "error-increase",
+)
 
 
 @pytest.fixture(scope="module")
@@ -129,9 +136,9 @@ def test_false_rollbacks_over_100_equal_canaries(prometheus: str) -> None:
         1
         for analysis in found
         for sli in analysis.slis
-        if sli.p_value is not None and sli.p_value < analysis.alpha_each
+        if sli.effect and sli.effect.p_value < analysis.alpha_each
     )
-    tests = sum(1 for analysis in found for sli in analysis.slis if sli.p_value is not None)
+    tests = sum(1 for analysis in found for sli in analysis.slis if sli.effect)
     print(
         f"false rollbacks: {len(rolled_back)} of {len(found)} ({len(rolled_back) / len(found):.1%}); "
         f"significant tests: {significant} of {tests}; verdicts: "
@@ -173,32 +180,8 @@ def argo_phase(result: list[float], failure: str) -> str:
             WORSE,
             {"ttft-p99-ratio": "Failed", "ttft-slo-miss-increase": "Failed", "itl-p99-ratio": "Successful"},
         ),
-        (
-            SAME,
-            dict.fromkeys(
-                (
-                    "ttft-p99-ratio",
-                    "itl-p99-ratio",
-                    "ttft-slo-miss-increase",
-                    "e2e-slo-miss-increase",
-                    "error-increase",
-                ),
-                "Successful",
-            ),
-        ),
-        (
-            LITTLE,
-            dict.fromkeys(
-                (
-                    "ttft-p99-ratio",
-                    "itl-p99-ratio",
-                    "ttft-slo-miss-increase",
-                    "e2e-slo-miss-increase",
-                    "error-increase",
-                ),
-                "Inconclusive",
-            ),
-        ),
+        (SAME, dict.fromkeys(METRICS, "Successful")),
+        (LITTLE, dict.fromkeys(METRICS, "Inconclusive")),
     ],
     ids=["worse", "equal", "too-little-traffic"],
 )

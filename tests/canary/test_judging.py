@@ -17,7 +17,7 @@ from servescope.canary.cli import watch
 from servescope.canary.data import RevisionData
 from servescope.canary.histograms import Histogram
 from servescope.canary.html import page
-from servescope.canary.judge import Policy, SliResult
+from servescope.canary.judge import Policy, Sli, SliResult
 from servescope.canary.prometheus import Prometheus, PrometheusError
 from servescope.canary.report import markdown, to_json
 from servescope.canary.settings import parse_time
@@ -25,7 +25,7 @@ from servescope.cli import app, register_subcommands
 from tests.runbook.fakes import fake_http
 
 CFG = AlertsConfig()
-POLICY = Policy(CFG, CFG.canary.alpha / TESTS, 600.0)
+POLICY = Policy(CFG.canary.alpha / TESTS, 600.0, CFG)
 INF = math.inf
 
 
@@ -58,7 +58,7 @@ def test_a_significant_but_tiny_slowdown_promotes() -> None:
     stable = data("s", {0.1: 6_000_000, 0.25: 9_000_000, INF: 9_000_000})
     canary = data("c", {0.1: 663_000, 0.25: 1_000_000, INF: 1_000_000})
     (ttft, *_) = judge_all(POLICY, canary, stable)
-    assert ttft.p_value is not None and ttft.p_value < POLICY.alpha_each
+    assert ttft.effect is not None and ttft.effect.p_value < POLICY.alpha_each
     assert ttft.verdict == "promote" and "significant but small" in ttft.reason
 
 
@@ -78,16 +78,18 @@ def test_more_preemptions_only_count_where_they_would_hurt() -> None:
     stable = data("s", {0.5: 9000, INF: 9000}, preemptions=0)
     few = data("c", {0.5: 1000, INF: 1000}, preemptions=5)
     (found,) = [r for r in judge_all(POLICY, few, stable) if r.name == "preemptions"]
-    assert found.p_value is not None and found.p_value < POLICY.alpha_each
+    assert found.effect is not None and found.effect.p_value < POLICY.alpha_each
     assert found.verdict == "promote" and "0.083/s" in found.reason
     busy = data("s", {0.5: 9000, INF: 9000}, preemptions=90)
     many = data("c", {0.5: 1000, INF: 1000}, preemptions=60)
     (found,) = [r for r in judge_all(POLICY, many, busy) if r.name == "preemptions"]
-    assert found.verdict == "rollback" and found.effect == pytest.approx(6.0)
+    assert (
+        found.verdict == "rollback" and found.effect is not None and found.effect.size == pytest.approx(6.0)
+    )
 
 
 def result(verdict: str) -> SliResult:
-    return SliResult("x", "X", "t", "w", verdict, "")  # type: ignore[arg-type]
+    return SliResult(Sli("x", "X", "t", "w"), verdict, "")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
