@@ -18,7 +18,7 @@ STYLE = (
     ".charts{display:flex;flex-wrap:wrap;gap:16px}"
 )
 CANARY_COLOUR, STABLE_COLOUR = "#d62728", "#1f77b4"
-WIDTH, HEIGHT, MARGIN = 560, 260, 44
+WIDTH, HEIGHT, MARGIN = 560, 280, 48
 
 
 def bars(title: str, found: Distribution, canary: str, stable: str) -> str:
@@ -44,9 +44,11 @@ def bars(title: str, found: Distribution, canary: str, stable: str) -> str:
                 f'width="{slot * 0.38:.1f}" height="{height:.1f}" fill="{colour}"/>'
             )
         label = "+Inf" if math.isinf(bound) else f"{bound:g}"
+        # Slanted: vLLM's buckets are many and their bounds long (0.005, 2560).
+        at = f"{x + slot / 2:.1f} {HEIGHT - MARGIN + 10}"
         parts.append(
-            f'<text x="{x + slot / 2:.1f}" y="{HEIGHT - MARGIN + 14}" font-size="9" '
-            f'text-anchor="middle">{esc(label)}</text>'
+            f'<text x="{x + slot / 2:.1f}" y="{HEIGHT - MARGIN + 10}" font-size="9" text-anchor="end" '
+            f'transform="rotate(-45 {at})">{esc(label)}</text>'
         )
     legend_y = HEIGHT - 8
 

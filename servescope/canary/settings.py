@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, ValidationInfo, field_validator
 
 from servescope.common.durations import is_duration
 from servescope.common.settings_cli import setting
@@ -106,4 +106,11 @@ class AnalyzeSettings(BaseModel):
     def _url(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"{value!r} is not an http(s) URL")
+        return value
+
+    @field_validator("stable")
+    @classmethod
+    def _not_the_canary(cls, value: str, info: ValidationInfo) -> str:
+        if value and value == info.data.get("canary"):
+            raise ValueError(f"{value!r} is the canary itself: name the stable revision, or leave it out")
         return value
