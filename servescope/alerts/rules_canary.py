@@ -57,16 +57,12 @@ def comparisons(cfg: AlertsConfig) -> dict[str, tuple[str, float]]:
     return found
 
 
-def _rates(cfg: AlertsConfig) -> list[Record]:
-    """Per model and revision, 5 min rates: the SLIs' good and judged requests, finished and failed
-    requests, latency buckets and P99, preemptions; and the mean KV usage."""
+def _slo_rates(cfg: AlertsConfig) -> list[Record]:
+    """Per model and revision, 5 min rates of each SLI's requests under its bound and of those judged."""
     rules = []
     for sli in SLO_SLIS:
-        metric, good, judged = (
-            SLIS[sli][0],
-            record(f"{sli}_slo_good", "rate5m"),
-            record(f"{sli}_slo_requests", "rate5m"),
-        )
+        metric = SLIS[sli][0]
+        good, judged = record(f"{sli}_slo_good", "rate5m"), record(f"{sli}_slo_requests", "rate5m")
         under = sel(cfg, f"{metric}_bucket", f'le="{cfg.slo_bound(sli)}"')
         rules += [
             Record(good, f"sum by ({BY}) (rate({under}[5m]))"),
@@ -78,6 +74,13 @@ def _rates(cfg: AlertsConfig) -> list[Record]:
             ),
             Record(record(f"{sli}_slo_errors", "ratio_rate5m"), f"1 - {good} / {judged}"),
         ]
+    return rules
+
+
+def _rates(cfg: AlertsConfig) -> list[Record]:
+    """Per model and revision, 5 min rates: the SLIs', finished and failed requests, latency buckets and
+    P99, preemptions; and the mean KV usage."""
+    rules = _slo_rates(cfg)
     failed = sel(cfg, c.REQUESTS_FINISHED.name, f'finished_reason=~"{FAILED_REASONS}"')
     rules += [
         Record(FINISHED, f"sum by ({BY}) (rate({sel(cfg, c.REQUESTS_FINISHED.name)}[5m]))"),

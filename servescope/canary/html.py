@@ -43,25 +43,27 @@ def bars(title: str, found: Distribution, canary: str, stable: str) -> str:
                 f'<rect x="{x + slot * (0.1 + 0.4 * j):.1f}" y="{HEIGHT - MARGIN - height:.1f}" '
                 f'width="{slot * 0.38:.1f}" height="{height:.1f}" fill="{colour}"/>'
             )
-        label = "+Inf" if math.isinf(bound) else f"{bound:g}"
-        # Slanted: vLLM's buckets are many and their bounds long (0.005, 2560).
-        at = f"{x + slot / 2:.1f} {HEIGHT - MARGIN + 10}"
-        parts.append(
-            f'<text x="{x + slot / 2:.1f}" y="{HEIGHT - MARGIN + 10}" font-size="9" text-anchor="end" '
-            f'transform="rotate(-45 {at})">{esc(label)}</text>'
-        )
-    legend_y = HEIGHT - 8
-
-    def legend(x: float, colour: str, words: str) -> str:
-        return f'<text x="{x:.0f}" y="{legend_y}" font-size="11" fill="{colour}">{esc(words)}</text>'
-
+        parts.append(_bound(x + slot / 2, bound))
     parts += [
-        legend(MARGIN, CANARY_COLOUR, f"canary {canary}"),
-        legend(WIDTH / 2, STABLE_COLOUR, f"stable {stable}"),
+        _legend(MARGIN, CANARY_COLOUR, f"canary {canary}"),
+        _legend(WIDTH / 2, STABLE_COLOUR, f"stable {stable}"),
         f'<text x="4" y="{MARGIN}" font-size="10">{top:.0%}</text>',
         "</svg>",
     ]
     return "".join(parts)
+
+
+def _bound(x: float, bound: float) -> str:
+    """A bucket's bound under its bars, slanted: vLLM's buckets are many and their bounds long (2560)."""
+    label, y = "+Inf" if math.isinf(bound) else f"{bound:g}", HEIGHT - MARGIN + 10
+    return (
+        f'<text x="{x:.1f}" y="{y}" font-size="9" text-anchor="end" '
+        f'transform="rotate(-45 {x:.1f} {y})">{esc(label)}</text>'
+    )
+
+
+def _legend(x: float, colour: str, words: str) -> str:
+    return f'<text x="{x:.0f}" y="{HEIGHT - 8}" font-size="11" fill="{colour}">{esc(words)}</text>'
 
 
 def _table(analysis: Analysis) -> str:
