@@ -64,7 +64,9 @@ class Finder:
             "DBG owners", self.found.owners, [(c.key, c.api_pids, c.gpu_pids) for c in self.found.candidates]
         )
         reports = self.found.reports()
-        self._pending = [Problem(reason, what) for reason, what in reports]
+        # Counted when it begins, not again each cycle it lasts (the outcome series says it lasts).
+        known = set(previous.reports())
+        self._pending = [Problem(reason, what) for reason, what in reports if (reason, what) not in known]
         seen = (previous.tally(), previous.urls, previous.reports())
         if (self.found.tally(), self.found.urls, reports) != seen:
             self._log(reports)
@@ -87,7 +89,7 @@ class Finder:
             )
 
     def problems(self) -> list[Problem]:
-        """The last cycle's unreachable engines, once: the next collections count nothing new."""
+        """The engines the last cycle found newly unreachable, once: the next collections count nothing."""
         problems, self._pending = self._pending, []
         return problems
 
