@@ -61,14 +61,19 @@ def create_app(
     )
     app.add_middleware(HeadAsGet)
     app.state.runtime = runtime
-    if runtime.derived is not None:
-        app.include_router(MemoryApi(runtime.history, runtime.derived, runtime.api_rejections).router())
-    app.include_router(nvlink_router(runtime.nvlinks))
-    app.include_router(dcgm_router(runtime.publisher))
+    _add_gpu_api(app, runtime)
     for router in routers:
         app.include_router(router)
     _add_own_routes(app, runtime)
     return app
+
+
+def _add_gpu_api(app: FastAPI, runtime: Runtime) -> None:
+    """The read-only GPU API: memory curves (with the derived source), NVLink links, DCGM fields."""
+    if runtime.derived is not None:
+        app.include_router(MemoryApi(runtime.history, runtime.derived, runtime.api_rejections).router())
+    app.include_router(nvlink_router(runtime.nvlinks))
+    app.include_router(dcgm_router(runtime.publisher))
 
 
 def _add_own_routes(app: FastAPI, runtime: Runtime) -> None:

@@ -254,17 +254,6 @@ def test_a_change_step_is_a_dry_run_unless_executed_and_executing_is_audited(env
 
 
 @pytest.mark.e2e
-def test_execute_refuses_to_act_when_the_audit_trail_cannot_be_written(env: Env, tmp_path: Path) -> None:
-    args = run_args(env, *label_args(env.labels), "--step", "cordon", "--execute")
-    args[args.index("--audit-log") + 1] = str(tmp_path / "no-such-folder-file" / "x" / "audit.jsonl")
-    (tmp_path / "no-such-folder-file").write_text("a file, not a folder")
-    result = invoke(*args)
-    assert result.exit_code == 1, result.output
-    assert "not executed: audit log" in result.stderr
-    assert env.kube.api.changes() == []
-
-
-@pytest.mark.e2e
 def test_create_silence_through_the_cli(env: Env) -> None:
     with fake_http(lambda r: (200, {"silenceID": "abc"})) as alertmanager:
         args = run_args(

@@ -204,42 +204,45 @@ class Handler(BaseHTTPRequestHandler):
         )
         if not self.api.rbac.allows(account, request):
             raise ApiStatusError(403, "Forbidden", request.denial(user))
-        store = self.api.store
         if method == "PATCH" and entry["content_type"] not in PATCH_TYPES:
-            raise ApiStatusError(
-                415,
-                "UnsupportedMediaType",
-                f"the body of the request was in an unknown format: {entry['content_type']}",
-            )
+            raise ApiStatusError(415, "UnsupportedMediaType", f"unknown body format: {entry['content_type']}")
         if route.name is None and method == "GET":
-            items = _selected(store.list(route.key, route.namespace), query)
-            if request.verb == "watch":
-                self._watch(route, items)
-                return 200, None
-            kind = KINDS.get(route.key, (route.plural.capitalize(), "", True))[0]
-            return 200, {
-                "kind": f"{kind}List",
-                "apiVersion": route.version,
-                "metadata": {"resourceVersion": "1"},
-                "items": items,
-            }
-        assert route.name is not None
+            return self._collection(route, request.verb, query)
+        return self._object(method, route, body)
+
+    def _collection(
+        self, route: Route, verb: str, query: dict[str, list[str]]
+    ) -> tuple[int, dict[str, Any] | None]:
+        items = _selected(self.api.store.list(route.key, route.namespace), query)
+        if verb == "watch":
+            self._watch(route, items)
+            return 200, None
+        kind = KINDS.get(route.key, (route.plural.capitalize(), "", True))[0]
+        return 200, {
+            "kind": f"{kind}List",
+            "apiVersion": route.version,
+            "metadata": {"resourceVersion": "1"},
+            "items": items,
+        }
+
+    def _object(self, method: str, route: Route, body: Any) -> tuple[int, dict[str, Any] | None]:
+        store, name, namespace = self.api.store, route.name or "", route.namespace
         if route.sub == "eviction" and method == "POST" and route.plural == "pods":
-            store.evict(route.namespace or "", route.name)
+            store.evict(namespace or "", name)
             return 201, status(201, "", "")
         if route.sub == "scale" and route.plural == "deployments":
             if method == "GET":
-                return 200, store.scale(route.namespace or "", route.name)
-            return 200, store.patch_scale(route.namespace or "", route.name, body or {})
+                return 200, store.scale(namespace or "", name)
+            return 200, store.patch_scale(namespace or "", name, body or {})
         if route.sub is not None:
             raise ApiStatusError(404, "NotFound", "the server could not find the requested resource")
         if method == "GET":
-            return 200, store.get(route.key, route.namespace, route.name)
+            return 200, store.get(route.key, namespace, name)
         if method in ("PATCH", "PUT"):
-            return 200, store.patch(route.key, route.namespace, route.name, body or {})
+            return 200, store.patch(route.key, namespace, name, body or {})
         if method == "DELETE":
-            store.get(route.key, route.namespace, route.name)
-            store.delete(route.key, route.namespace, route.name)
+            store.get(route.key, namespace, name)
+            store.delete(route.key, namespace, name)
             return 200, status(200, "", "")
         raise ApiStatusError(405, "MethodNotAllowed", f"{method} is not supported here")
 
