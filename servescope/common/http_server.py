@@ -8,9 +8,10 @@ alike:
 - every request, head and body together, must arrive within `request_seconds` of its first byte (of the
   connection, for the first one), else the connection is closed;
 - at most `max_per_ip` connections from one address (trusted proxies excepted: every client comes
-  through them), so one host cannot fill the table;
-- past `max_connections` in all, the oldest connection whose request is still arriving (or that is idle
-  between requests) is closed to make room; when every one is busy the new one is closed instead;
+  through them), so one host cannot fill the table: past it, that address's oldest connection whose
+  request is still arriving (or that is idle between requests) is closed to make room, or the new one
+  when every one is busy;
+- past `max_connections` in all, the same, among every address's connections;
 - a stop is bounded: `graceful_seconds` for requests in progress, then `hard_stop_seconds` after the
   signal the process exits whatever still runs.
 
@@ -46,7 +47,7 @@ class ServerBounds:
 
     request_seconds: float = 5.0
     max_connections: int = 512
-    max_per_ip: int = 128
+    max_per_ip: int = 512  # no tighter than the total by default (the exporter: its scrapers are few)
     keep_alive_seconds: int = 5
     max_head_bytes: int = 16 * 1024  # request line plus headers; h11 answers 400 past it
     graceful_seconds: float = 1.0  # a request still running this long after SIGTERM is cancelled
@@ -89,16 +90,18 @@ class BoundedH11Protocol(H11Protocol):
         self._ip = str(peer[0]) if peer else None
         table = self.table
         if self._ip is not None and not table.exempt(self._ip):
-            if table.per_ip.get(self._ip, 0) >= table.bounds.max_per_ip:
+            if table.per_ip.get(self._ip, 0) >= table.bounds.max_per_ip and not self._shed(self._ip):
                 self._ip = None
-                transport.close()  # this address holds its share already
+                transport.close()  # this address holds its share already, every one of them busy
                 return
             table.per_ip[self._ip] = table.per_ip.get(self._ip, 0) + 1
         else:
             self._ip = None
         table.open.add(self)
         self._expect_request()
-        self._shed_if_over_cap()
+        if len(table.open) > table.bounds.max_connections and not self._shed(None):
+            self.transport.close()
+            self._forget()
 
     def data_received(self, data: bytes) -> None:
         if self._arrival is None and self.conn.their_state is h11.IDLE:
@@ -140,17 +143,26 @@ class BoundedH11Protocol(H11Protocol):
         """Not serving anyone: its request still arriving, or idle between requests."""
         return self.conn.their_state in _ARRIVING and self.conn.our_state is not h11.SEND_BODY
 
-    def _shed_if_over_cap(self) -> None:
-        table = self.table
-        if len(table.open) <= table.bounds.max_connections:
-            return
-        others = [c for c in table.open if c is not self and c._evictable() and not c.transport.is_closing()]
-        victim = min(others, key=lambda c: c._opened_at, default=self)
+    def _shed(self, ip: str | None) -> bool:
+        """Close the oldest other connection (of address `ip`, or any) whose request is still arriving
+        or that is idle; False when every one is busy."""
+        others = [
+            c
+            for c in self.table.open
+            if c is not self
+            and (ip is None or c._ip == ip)
+            and c._evictable()
+            and not c.transport.is_closing()
+        ]
+        if not others:
+            return False
+        victim = min(others, key=lambda c: c._opened_at)
         victim.transport.close()
         # Out of the count now, not when the loop next calls connection_lost: a request arriving in
         # between must not see the table full.
         victim._forget()
         victim._arrived()
+        return True
 
 
 def bounded_protocol(bounds: ServerBounds) -> type[BoundedH11Protocol]:

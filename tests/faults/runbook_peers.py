@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 
 from tests.runbook.fakes import step, write_runbook
+from tests.runbook.kube_fakes import Cluster
 from tests.support import SERVESCOPE
 from tests.support.servers import RUNBOOK_LISTENING, announced_base
 
@@ -70,7 +71,7 @@ def secret(path: Path, text: str, mode: int = 0o600) -> Path:
 
 @contextmanager
 def runbook_server(
-    folder: Path, *args: str, kubectl: Path | None = None, token_mode: int = 0o600
+    folder: Path, *args: str, kube: Cluster | None = None, token_mode: int = 0o600
 ) -> Iterator[RunbookServer]:
     """`servescope runbook-server` on a free loopback port over `fault_runbooks`, tokens in files
     (`token_mode`, 0600 unless told)."""
@@ -81,7 +82,9 @@ def runbook_server(
         "--token-file", str(secret(folder / "token", TOKEN, token_mode)),
         "--webhook-token-file", str(secret(folder / "webhook-token", WEBHOOK_TOKEN)),
         "--audit-log", str(folder / "audit.jsonl"), "--incidents-db", str(folder / "incidents.sqlite"),
-        "--kubectl", str(kubectl or "/bin/false"), *args,
+        # Without a cluster the API is an address nothing answers at: no test acts on a real one.
+        "--kube-api-url", kube.url if kube else "http://127.0.0.1:1",
+        *(["--kube-token-file", str(kube.token_file)] if kube else []), *args,
     ]  # fmt: skip
     process = subprocess.Popen(
         argv,
@@ -141,8 +144,14 @@ def _trickle(conn: socket.socket, stop: threading.Event) -> None:
 
 
 def _prometheus(instances: list[str]) -> bytes:
+    """One answer for every question: an instant query's `up` rows and /api/v1/targets' active targets."""
     rows = [{"metric": {"instance": i, "job": "servescope"}, "value": [0, "1"]} for i in instances]
-    body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": rows}}).encode()
+    targets = [
+        {"labels": {"instance": i, "job": "servescope"}, "scrapeUrl": f"http://{i}/metrics", "health": "up"}
+        for i in instances
+    ]
+    data = {"resultType": "vector", "result": rows, "activeTargets": targets}
+    body = json.dumps({"status": "success", "data": data}).encode()
     head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
     return head.encode() + body
 
@@ -188,7 +197,8 @@ def hostile_peer(mode: str, host: str = "127.0.0.1", port: int = 0, answer: byte
 
 @contextmanager
 def fake_prometheus(instances: list[str]) -> Iterator[Peer]:
-    """A Prometheus answering every instant query with `up{job="servescope"}` for these instances."""
+    """A Prometheus answering every instant query with `up{job="servescope"}` for these instances, and
+    /api/v1/targets with them as the exporter job's active targets."""
     with hostile_peer("fixed", answer=_prometheus(instances)) as peer:
         yield peer
 
