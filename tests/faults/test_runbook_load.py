@@ -193,9 +193,7 @@ def test_a_body_sent_too_slowly_is_cut_off(tmp_path: Path) -> None:
                 answer = ""
         elapsed = time.monotonic() - started
         outcomes = [r["outcome"] for r in server.audit()]
-    print(
-        f"a body stalled after 11 bytes: {answer.splitlines()[:1] or 'closed'} after {elapsed:.1f} s"
-    )
+    print(f"a body stalled after 11 bytes: {answer.splitlines()[:1] or 'closed'} after {elapsed:.1f} s")
     # Head and body must arrive within --request-timeout (10 s) of the first byte: the connection is
     # closed then (or refused with the answer a missing token gets, if the app's own read timer wins).
     assert answer == "" or answer.startswith("HTTP/1.1 401")

@@ -3,8 +3,9 @@
 Objects are kept by (group, plural) then (namespace, name), so any resource the tests add (Argo
 Rollouts, KEDA ScaledObjects) is served by the same generic paths. The behaviour that is not generic is
 the API server's own: an eviction checks the PodDisruptionBudgets that select the pod (minAvailable /
-maxUnavailable, integers or percentages, against the pods that are Running) and answers 429 when one
-would be broken, else deletes the pod; a budget's status is computed when it is read; a Deployment's
+maxUnavailable, integers or percentages, against the pods that are Running; an evicted pod is still
+expected, as its controller has not replaced it yet) and answers 429 when one would be broken, else
+deletes the pod; a budget's status is computed when it is read; a Deployment's
 `scale` subresource reads and writes spec.replicas, and a write carrying another resourceVersion than
 the object's is a 409 Conflict.
 """
@@ -83,6 +84,8 @@ class Store:
     lock: threading.RLock = field(default_factory=threading.RLock)
     watchers: list[Callable[[str, str, str, dict[str, Any]], None]] = field(default_factory=list)
     _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
+    # Pods evicted and not yet replaced: their controller still expects them (a budget counts them).
+    evicted: builtins.list[tuple[str, dict[str, str]]] = field(default_factory=builtins.list)
 
     def add(self, obj: dict[str, Any], group: str | None = None, plural: str | None = None) -> dict[str, Any]:
         key = (group, plural) if group is not None and plural is not None else PLURALS[obj["kind"]]
@@ -165,7 +168,9 @@ class Store:
         pods = self._covered(budget)
         healthy = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
         spec = budget.get("spec") or {}
-        expected = len(pods)
+        namespace, selector = budget["metadata"].get("namespace", ""), spec.get("selector")
+        gone = sum(1 for ns, labels in self.evicted if ns == namespace and selector_matches(selector, labels))
+        expected = len(pods) + gone
         if "minAvailable" in spec:
             desired = _quantity(spec["minAvailable"], expected, round_up=True)
         else:
@@ -195,6 +200,7 @@ class Store:
                         "Cannot evict pod as it would violate the pod's disruption budget.",
                     )
             self.delete(("", "pods"), namespace, name)
+            self.evicted.append((namespace, labels))
 
     def scale(self, namespace: str, name: str) -> dict[str, Any]:
         deployment = self.get(("apps", "deployments"), namespace, name)
