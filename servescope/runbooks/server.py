@@ -8,7 +8,8 @@ serves metrics and its read-only API only.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import APIRouter, FastAPI
@@ -76,10 +77,19 @@ def create_runbook_app(
     pool: StepPool | None = None,
     trusted_proxies: Networks = (),
     api_docs: bool = False,
+    on_stop: Callable[[], object] | None = None,
 ) -> FastAPI:
     """The standalone runbook server: the router, health, and `/` sending browsers to the index;
-    /docs and /openapi.json only when `api_docs`."""
+    /docs and /openapi.json only when `api_docs`; `on_stop` runs (on a thread) when the server stops."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        if on_stop is not None:  # before the server returns: uvicorn re-raises the signal after that
+            await run_in_threadpool(on_stop)
+
     app = FastAPI(
+        lifespan=lifespan,
         title="servescope runbooks",
         docs_url="/docs" if api_docs else None,
         redoc_url=None,

@@ -79,10 +79,19 @@ def _app(
         pool=StepPool(service.step_workers, 4 * service.step_workers),
         trusted_proxies=trusted_networks(service.trusted_proxy),
         api_docs=service.api_docs,
+        on_stop=lambda: _stop(webhook, service.shutdown_grace_seconds),
     )
     # Alertmanager posts here; read steps of firing alerts run in the router's bounded pool.
     app.include_router(webhook)
     return app, webhook, store
+
+
+def _stop(webhook: IncidentRouter, grace: float) -> None:
+    """The app's shutdown: queued steps stay queued in the store, running ones get `grace` seconds."""
+    if not webhook.service.close(grace):
+        typer.echo(
+            "stopping: read steps still running past --shutdown-grace are resumed at the next start", err=True
+        )
 
 
 def _bounds(service: ServiceSettings) -> ServerBounds:
@@ -130,11 +139,7 @@ def serve_runbooks(settings: RunbookSettings) -> None:
         BoundedServer(config, bounds.hard_stop_seconds).run(sockets=[sock])
     finally:
         stop.set()
-        if not webhook.service.close(service.shutdown_grace_seconds):
-            typer.echo(
-                "stopping: read steps still running past --shutdown-grace are resumed at the next start",
-                err=True,
-            )
+        webhook.service.close(0)  # stopped already by the app's shutdown, unless it never started
         store.close()
 
 
