@@ -14,6 +14,7 @@ import zlib
 from collections.abc import Callable
 from typing import Literal
 
+# `refused`: the address policy refused every address of the host (common/addresses.py).
 Reason = Literal["connect", "timeout", "http_status", "too_large", "parse", "refused"]
 CHUNK = 64 * 1024
 _GZIP, _ZLIB, _RAW_DEFLATE = 31, 15, -15
@@ -85,8 +86,7 @@ class CappedBody:
         unknown = [coding for coding in codings if coding not in DECODED]
         if unknown:
             raise FetchError(
-                "refused",
-                f"{url}: Content-Encoding {', '.join(unknown)} is not accepted (gzip, deflate only)",
+                "parse", f"{url}: Content-Encoding {', '.join(unknown)} not accepted (gzip, deflate only)"
             )
         self._url = url
         self._max = max_bytes

@@ -156,7 +156,8 @@ class BoundedH11Protocol(H11Protocol):
         ]
         if not others:
             return False
-        victim = min(others, key=lambda c: c._opened_at)
+        # A slow sender goes before an idle kept-alive connection (a client waiting to ask again).
+        victim = min(others, key=lambda c: (c._arrival is None, c._opened_at))
         victim.transport.close()
         # Out of the count now, not when the loop next calls connection_lost: a request arriving in
         # between must not see the table full.
@@ -180,8 +181,9 @@ def bounded_config(app: Any, bounds: ServerBounds | None = None, **options: Any)
         h11_max_incomplete_event_size=bounds.max_head_bytes,
         timeout_keep_alive=bounds.keep_alive_seconds,
         # Requests are bounded by connections (one at a time each), and connections by the caps above;
-        # this is the backstop, set just past the cap so a full table never turns probes to 503.
-        limit_concurrency=bounds.max_connections + 1,
+        # this is uvicorn's backstop, which counts a shed connection until its close is processed: set
+        # well past the cap, so that churn at the cap never turns probes to 503.
+        limit_concurrency=2 * bounds.max_connections + 16,
         timeout_graceful_shutdown=max(1, round(bounds.graceful_seconds)),
         **options,
     )

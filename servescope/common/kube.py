@@ -50,7 +50,7 @@ class KubeAccess:
 
 def _config(access: KubeAccess) -> KubeConfig:
     if access.api_url:
-        user = User(token_file=access.token_file) if access.token_file else None
+        user = User(token_file=access.token_file) if access.token_file else User()  # no token: anonymous
         return KubeConfig.from_one(
             cluster=Cluster(server=access.api_url, certificate_auth=access.ca_file), user=user
         )

@@ -20,9 +20,9 @@ from servescope.exporter.sources.base import SourceError
 # Real engine pages are 50-70 KB and a dcgm-exporter page for 8 GPUs about as much: ordinary pages never
 # wait for the slot. A page parses into about 10 times its size, so 8 parallel small ones stay near 20 MiB.
 SMALL_BODY_BYTES = 256 * 1024
-# The common client's reasons, as the sources' health counts them (an encoding refused is a page that
-# cannot be parsed).
-_REASONS = {"refused": "parse"}
+# The common client's reasons, as the sources' health counts them (an address refused by a policy: the
+# scraping sources set none, so it never happens; counted as a failed connection if it did).
+_REASONS = {"refused": "connect"}
 
 
 class LargeBodies:
