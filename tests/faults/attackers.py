@@ -3,6 +3,8 @@ bombs that decode to 1 GiB, and slow-body clients that reconnect whenever they a
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.process
 import selectors
 import socket
 import threading
@@ -11,6 +13,7 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from typing import Any
 
 import brotli
 
@@ -85,7 +88,8 @@ class SlowBodies:
     every: float = 2.0
     reconnects: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    _process: multiprocessing.process.BaseProcess | None = None
+    _counter: Any = None
     _pending: list[tuple[float, int]] = field(default_factory=list)
 
     HEAD = (
@@ -94,14 +98,26 @@ class SlowBodies:
     )
 
     def start(self) -> SlowBodies:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        """The clients in a process of their own: their loop never shares a GIL with the probes."""
+        self._counter = multiprocessing.Value("i", 0)
+        self._process = multiprocessing.get_context("fork").Process(target=self._child, daemon=True)
+        self._process.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
+        if self._process is not None:
+            self._process.terminate()
+            self._process.join(10)
+            self.reconnects = int(self._counter.value)
+
+    def _child(self) -> None:
+        threading.Thread(target=self._publish, daemon=True).start()
+        self._run()
+
+    def _publish(self) -> None:
+        while True:
+            self._counter.value = self.reconnects
+            time.sleep(0.2)
 
     def _connect(self, selector: selectors.BaseSelector, index: int, delay: float = 0.0) -> None:
         sock = socket.socket()
