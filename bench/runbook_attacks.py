@@ -151,25 +151,31 @@ def token_less(server: RunbookServer, count: int = 2000) -> dict[str, Any]:
     return {"requests": sent[0], "audit_bytes": trail.stat().st_size if trail.exists() else 0}
 
 
+def attacks(folder: Path) -> dict[str, Any]:
+    """Each attack on a service of its own (the last two share one), its peak memory and figures."""
+    results: dict[str, Any] = {}
+    for kind, body in (("nested gzip 1 GiB", gzip_bomb_nested()), ("brotli 1 GiB", brotli_bomb())):
+        encoding = "gzip, gzip" if kind.startswith("nested") else "br"
+        with (
+            hostile_peer("fixed", answer=answer_with(body, encoding)) as peer,
+            runbook_server(folder / kind.split()[0], "--exporter-url", peer.url) as server,
+        ):
+            results[kind] = peak_of(server, functools.partial(bomb, server, kind))
+    with (
+        hostile_peer("endless") as peer,
+        runbook_server(folder / "endless", "--exporter-url", peer.url) as server,
+    ):
+        results["12 endless answers"] = peak_of(server, lambda: endless(server))
+    with runbook_server(folder / "clients") as server:
+        results["400 slow-body clients"] = peak_of(server, lambda: slow_bodies(server))
+        results["2000 token-less requests"] = peak_of(server, lambda: token_less(server))
+    return results
+
+
 def main() -> None:
     limit = memory_limit_mib()
-    results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as folder:
-        for kind, body in (("nested gzip 1 GiB", gzip_bomb_nested()), ("brotli 1 GiB", brotli_bomb())):
-            encoding = "gzip, gzip" if kind.startswith("nested") else "br"
-            with (
-                hostile_peer("fixed", answer=answer_with(body, encoding)) as peer,
-                runbook_server(Path(folder) / kind.split()[0], "--exporter-url", peer.url) as server,
-            ):
-                results[kind] = peak_of(server, functools.partial(bomb, server, kind))
-        with (
-            hostile_peer("endless") as peer,
-            runbook_server(Path(folder) / "endless", "--exporter-url", peer.url) as server,
-        ):
-            results["12 endless answers"] = peak_of(server, lambda: endless(server))
-        with runbook_server(Path(folder) / "clients") as server:
-            results["400 slow-body clients"] = peak_of(server, lambda: slow_bodies(server))
-            results["2000 token-less requests"] = peak_of(server, lambda: token_less(server))
+        results = attacks(Path(folder))
     budget = 0.75 * limit
     worst = max(r["peak_mib"] for r in results.values())
     clients = results["400 slow-body clients"]
@@ -195,12 +201,12 @@ def main() -> None:
     for name, found in results.items():
         rest = {k: v for k, v in found.items() if k not in ("rss_before_mib", "peak_mib")}
         lines.append(f"| {name} | {found['rss_before_mib']} MiB | {found['peak_mib']} MiB | {rest} |")
+    p99 = max(clients["healthz_p99_ms"], clients["webhook_p99_ms"])
     lines += [
         "",
         f"- worst peak {worst} MiB of {budget:.0f} MiB: {'met' if worst < budget else 'NOT met'}",
         f"- /healthz p99 {clients['healthz_p99_ms']} ms, webhook p99 {clients['webhook_p99_ms']} ms beside "
-        "400 slow-body clients (target < 100 ms): "
-        f"{'met' if max(clients['healthz_p99_ms'], clients['webhook_p99_ms']) < 100 else 'NOT met'}",
+        f"400 slow-body clients (target < 100 ms): {'met' if p99 < 100 else 'NOT met'}",
         "",
     ]
     write("runbook-attacks", data, "\n".join(lines))

@@ -75,7 +75,8 @@ def test_authenticated_requests_are_audited_and_the_rest_only_counted(tmp_path: 
         "accepted",
         "executed",
     ]
-    assert {r["caller"]["identity"] for r in records} == {"token"}  # type: ignore[index]  (one bare token)
+    # one bare token in the token file: its name is `token`
+    assert {r["caller"]["identity"] for r in records} == {"token"}  # type: ignore[index]
     refused = {
         m.group(1): float(m.group(2))
         for m in re.finditer(r'refused_requests_total\{reason="(\w+)"\} (\S+)', metrics)

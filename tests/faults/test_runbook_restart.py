@@ -68,6 +68,7 @@ def _incidents(base: str) -> list[dict[str, Any]]:
 def test_queued_incidents_get_their_read_steps_after_a_restart(
     tmp_path: Path, stop_with: signal.Signals
 ) -> None:
+    # One scenario, read top to bottom: queue 20, stop the service, start it again, count the evidence.
     delay = [3.0]
     args = ("--timeout", "10", "--shutdown-grace", "6")
     with slow_exporter(delay) as exporter:

@@ -58,6 +58,7 @@ def in_pod(pod_name: str, *argv: str) -> list[str]:
 def round_robin_service(backends: list[tuple[str, int]]) -> Iterator[int]:
     """A TCP proxy on 127.0.0.1 handing each new connection to the next backend in turn, as a
     Kubernetes Service does across its endpoints; its port."""
+    # Its three small loops are closures over the listener and the stop flag: kept together.
     listener = socket.create_server(("127.0.0.1", 0))
     turn = cycle(backends)
     stop = threading.Event()
