@@ -60,17 +60,9 @@ def record_cli(
 ) -> None:
     """One record of a CLI --execute, in the same trail and format as the service's. AuditError when it
     cannot be written."""
+    record: dict[str, Any] = {"host": "cli", "identity": cli_identity(), "token": None, "parameters": None}
     AuditLog(trail, echo=sys.stderr).record(
-        host="cli",
-        identity=cli_identity(),
-        token=None,
-        alert=alert,
-        step=step,
-        parameters=None,
-        labels=labels,
-        execute=True,
-        outcome=outcome,
-        message=message,
+        **record, alert=alert, step=step, labels=labels, execute=True, outcome=outcome, message=message
     )
 
 

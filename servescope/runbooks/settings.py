@@ -219,7 +219,11 @@ class ServiceSettings(BaseSettings):
         le=100_000,
     )
     retention_days: float = setting(
-        30.0, "--retention-days", "Incidents and their step outputs older than this are deleted.", gt=0
+        30.0,
+        "--retention-days",
+        "Incidents and their step outputs older than this are deleted (never one whose steps still run).",
+        gt=0,
+        le=3650,
     )
     retention_max_mb: int = setting(
         512,

@@ -1,5 +1,5 @@
-"""Hostile peers and clients of the attack tests: a response head trickled a byte a second, compression
-bombs that decode to 1 GiB, and slow-body clients that reconnect whenever they are cut off."""
+"""Hostile answers and clients of the attack tests: compression bombs that decode to 1 GiB, and slow-body
+clients that reconnect whenever they are cut off (the trickling peers are runbook_peers.hostile_peer's)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import socket
 import threading
 import time
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,37 +42,6 @@ def answer_with(body: bytes, encoding: str) -> bytes:
         f"Content-Length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body
-
-
-@contextmanager
-def head_trickler() -> Iterator[str]:
-    """A peer sending its response head one byte a second, forever; its URL."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    stop = threading.Event()
-    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Padding: " + b"x" * 10_000
-
-    def serve(conn: socket.socket) -> None:
-        with conn, suppress(OSError):
-            conn.recv(65536)
-            for byte in head:
-                if stop.wait(1.0):
-                    return
-                conn.sendall(bytes([byte]))
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        stop.set()
-        listener.close()
 
 
 @dataclass

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.faults.attackers import SlowBodies, answer_with, brotli_bomb, gzip_bomb_nested, head_trickler
+from tests.faults.attackers import SlowBodies, answer_with, brotli_bomb, gzip_bomb_nested
 from tests.faults.runbook_peers import WEBHOOK_TOKEN, hostile_peer, run_step, runbook_server
 from tests.runbook.webhook.notices import alert, payload
 
@@ -28,8 +28,8 @@ MIB = 1024  # VmHWM is in KiB
 
 def test_a_response_head_trickled_a_byte_a_second_ends_at_the_deadline(tmp_path: Path) -> None:
     with (
-        head_trickler() as peer,
-        runbook_server(tmp_path, "--exporter-url", peer, "--timeout", "3") as server,
+        hostile_peer("head-trickle") as peer,
+        runbook_server(tmp_path, "--exporter-url", peer.url, "--timeout", "3") as server,
     ):
         started = time.monotonic()
         answer = run_step(server.base, "snapshot", {"gpu": "0"}).json()

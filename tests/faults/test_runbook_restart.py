@@ -11,52 +11,19 @@ Rerun: .venv/bin/python -m pytest tests/faults/test_runbook_restart.py -q -n 0 -
 from __future__ import annotations
 
 import signal
-import socket
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.faults.runbook_peers import ALERT, NOT_FOUND, WEBHOOK_TOKEN, runbook_server
+from tests.faults.runbook_peers import ALERT, NOT_FOUND, WEBHOOK_TOKEN, hostile_peer, runbook_server
 from tests.runbook.webhook.notices import alert, payload
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 INCIDENTS = 20
 HOOK = {"Authorization": f"Bearer {WEBHOOK_TOKEN}"}
-
-
-@contextmanager
-def slow_exporter(delay: list[float]) -> Iterator[str]:
-    """An exporter that answers 404 after `delay[0]` seconds (changed while it runs); its URL."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    stop = threading.Event()
-
-    def serve(conn: socket.socket) -> None:
-        with conn, suppress(OSError):
-            conn.settimeout(30)
-            conn.recv(65536)
-            if not stop.wait(delay[0]):
-                conn.sendall(NOT_FOUND)
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        stop.set()
-        listener.close()
 
 
 def _incidents(base: str) -> list[dict[str, Any]]:
@@ -71,7 +38,8 @@ def test_queued_incidents_get_their_read_steps_after_a_restart(
     # One scenario, read top to bottom: queue 20, stop the service, start it again, count the evidence.
     delay = [3.0]
     args = ("--timeout", "10", "--shutdown-grace", "6")
-    with slow_exporter(delay) as exporter:
+    with hostile_peer("slow", answer=NOT_FOUND, delay=delay) as peer:
+        exporter = peer.url
         with runbook_server(tmp_path, "--exporter-url", exporter, *args) as server:
             alerts = [alert(fingerprint=f"{n:016x}", alertname=ALERT, gpu="0") for n in range(INCIDENTS)]
             posted = httpx.post(

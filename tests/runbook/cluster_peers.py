@@ -21,6 +21,8 @@ from pathlib import Path
 
 import httpx
 
+from servescope.common.processes import stop_process
+from tests.faults.runbook_peers import accept_each
 from tests.support import SERVESCOPE
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,12 +43,7 @@ def started(argv: list[str], log: Path, announced: str, timeout: float = 40.0) -
             time.sleep(0.1)
         yield found
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+        stop_process(process, 10)
         handle.close()
 
 
@@ -78,20 +75,15 @@ def round_robin_service(backends: list[tuple[str, int]]) -> Iterator[int]:
         client.close()
         upstream.close()
 
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(next(turn), timeout=5)
-            except OSError:
-                client.close()
-                continue
-            threading.Thread(target=relay, args=(client, upstream), daemon=True).start()
+    def forward(client: socket.socket) -> None:
+        try:
+            upstream = socket.create_connection(next(turn), timeout=5)
+        except OSError:
+            client.close()
+            return
+        relay(client, upstream)
 
-    threading.Thread(target=accept, daemon=True).start()
+    threading.Thread(target=accept_each, args=(listener, stop, forward), daemon=True).start()
     try:
         yield listener.getsockname()[1]
     finally:

@@ -14,8 +14,8 @@ def test_the_rbac_table_is_the_rendered_rules() -> None:
     rows = [line for line in DOC.read_text().splitlines() if line.startswith(("| ClusterRole |", "| Role ("))]
     kinds = (("ClusterRole", CLUSTER_RULES), ("Role (each `--serving-namespace`)", NAMESPACED_RULES))
     expected = [
-        f"| {kind} | `{rule.group or CORE}` | `{rule.resource}` | {', '.join(rule.verbs)} | {rule.steps} |"
+        f"| {kind} | `{group or CORE}` | `{resource}` | {', '.join(verbs)} | {steps} |"
         for kind, rules in kinds
-        for rule in rules
+        for group, resource, verbs, steps in rules
     ]
     assert rows == expected
