@@ -8,6 +8,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from servescope.alerts.canary_config import CanaryConfig
 from servescope.common.durations import is_duration
 
 MIB = 1024 * 1024
@@ -218,6 +219,9 @@ class AlertsConfig(BaseModel):
         "6h", description="How long an endpoint the exporter forgot while down stays alerted on."
     )
     absent_for: str = "15m"
+    canary: CanaryConfig = Field(
+        default_factory=CanaryConfig, description="What makes a canary revision worse than the stable one."
+    )
     # --- Alertmanager ------------------------------------------------------------------------------
     webhook_url: str = Field(
         "http://servescope-runbooks.monitoring.svc:9110/alertmanager/webhook",

@@ -12,7 +12,7 @@ the cluster's CA, KUBERNETES_SERVICE_HOST), else $KUBECONFIG or ~/.kube/config.
 
 from __future__ import annotations
 
-import functools
+import threading
 from dataclasses import dataclass
 
 import httpx2
@@ -23,7 +23,7 @@ from lightkube.core.exceptions import ConfigError
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 FIELD_MANAGER = "servescope-runbooks"
 
-__all__ = ["ApiError", "KubeAccess", "KubeConfigError", "client", "describe_api_error"]
+__all__ = ["ApiError", "KubeAccess", "KubeConfigError", "client", "close_clients", "describe_api_error"]
 
 
 class KubeConfigError(RuntimeError):
@@ -59,19 +59,35 @@ def _config(access: KubeAccess) -> KubeConfig:
     return KubeConfig.from_env(service_account=SERVICE_ACCOUNT_DIR)
 
 
-@functools.cache
+_clients: dict[KubeAccess, Client] = {}
+_lock = threading.Lock()
+
+
 def client(access: KubeAccess) -> Client:
     """One client per way of access (its connection pool is kept); KubeConfigError when none works."""
-    try:
-        config = _config(access)
-        return Client(
-            config,
-            timeout=httpx2.Timeout(access.timeout_seconds),
-            trust_env=False,  # no environment proxy between the service and its API server
-            field_manager=FIELD_MANAGER,
-        )
-    except (ConfigError, OSError, KeyError) as exc:
-        raise KubeConfigError(f"cannot reach {access.describe()}: {exc}") from None
+    with _lock:
+        found = _clients.get(access)
+        if found is not None:
+            return found
+        try:
+            found = Client(
+                _config(access),
+                timeout=httpx2.Timeout(access.timeout_seconds),
+                trust_env=False,  # no environment proxy between the service and its API server
+                field_manager=FIELD_MANAGER,
+            )
+        except (ConfigError, OSError, KeyError) as exc:
+            raise KubeConfigError(f"cannot reach {access.describe()}: {exc}") from None
+        _clients[access] = found
+        return found
+
+
+def close_clients() -> None:
+    """Close every client made (their connections); the next call of `client` makes a new one."""
+    with _lock:
+        for made in _clients.values():
+            made.close()
+        _clients.clear()
 
 
 def describe_api_error(error: ApiError) -> str:

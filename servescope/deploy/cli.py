@@ -14,6 +14,7 @@ import typer
 from pydantic import BaseModel
 
 from servescope.common.settings_cli import settings_command, usage_error
+from servescope.deploy.canary import CanaryOptions
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.runbooks import RunbookTokens
 
@@ -129,8 +130,11 @@ OUTPUT = (
 
 
 def _render(models: dict[type[BaseModel], BaseModel], output: dict[str, Any]) -> None:
-    options = models[DeployOptions]
-    assert isinstance(options, DeployOptions)
+    options, canary = models[DeployOptions], models[CanaryOptions]
+    assert isinstance(options, DeployOptions) and isinstance(canary, CanaryOptions)
+    if canary.canary:
+        _canary(options, canary, output)
+        return
     out: Path | None = output["out"]
     check: bool = output["check"]
     if (check or output["receiver_out"] is not None) and out is None:
@@ -154,9 +158,22 @@ def _render(models: dict[type[BaseModel], BaseModel], output: dict[str, Any]) ->
     )
 
 
+def _canary(options: DeployOptions, canary: CanaryOptions, output: dict[str, Any]) -> None:
+    chosen = [
+        flag
+        for flag, name in (("--out", "out"), ("--alertmanager-receiver", "alertmanager_receiver"))
+        if output[name]
+    ]
+    if chosen:
+        usage_error(f"--canary prints the controller's analysis to stdout: drop {chosen[0]}")
+    from servescope.deploy.canary import render
+
+    typer.echo(render(options, canary), nl=False)
+
+
 app.command("render")(
     settings_command(
-        [DeployOptions],
+        [DeployOptions, CanaryOptions],
         _render,
         doc="""Render every manifest for these options: to stdout (`| kubectl apply -f -`), or with --out as
         a kustomize base (`kubectl apply -k DIR`) plus the Alertmanager snippet beside it.""",

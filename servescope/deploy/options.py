@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import ValidationInfo, field_validator
 
 from servescope.alerts.config import AlertsConfig, Topology
+from servescope.catalog.revision import DEFAULT_REVISION_POD_LABELS, pod_label_key
 from servescope.common.hosts import HOST_PORT_PATTERN
 from servescope.common.settings_cli import cli_flag, repeated, setting
 from servescope.deploy import checks
@@ -152,6 +153,12 @@ class DeployOptions(RunbookDeployOptions, ClusterOptions):
         "PodMonitor drops before they are stored. The default drops the _created series and the histograms "
         "no rule reads (docs/scale-out.md). Empty: keep every series.",
     )
+    revision_pod_labels: list[str] = repeated(
+        lambda: list(DEFAULT_REVISION_POD_LABELS),
+        "--revision-pod-label",
+        "With --topology podmonitor: pod label whose value is the engine's rollout `revision` (repeatable, "
+        "the first the pod carries wins); the per-revision rules and the canary alerts read it.",
+    )
     agent: bool = setting(
         False,
         "--agent/--no-agent",
@@ -190,6 +197,11 @@ class DeployOptions(RunbookDeployOptions, ClusterOptions):
     @classmethod
     def _namespaces(cls, value: list[str]) -> list[str]:
         return [checks.dns_label(name) for name in value]
+
+    @field_validator("revision_pod_labels")
+    @classmethod
+    def _revision_labels(cls, value: list[str]) -> list[str]:
+        return [pod_label_key(key) for key in value]
 
     @field_validator("remote_write_url")
     @classmethod

@@ -56,6 +56,7 @@ NOT_HERE = {
     "servescope load mock-server": "a server until stopped: tests/load starts it for every load test",
     "servescope load locust": "loads the user's engine: tests/load/test_against_mock.py scales out",
     "servescope load replay": "needs the user's Prometheus: tests/load/test_replay.py backfills one",
+    "servescope canary analyze": "needs the user's Prometheus: tests/canary/test_backfilled.py backfills one",
     "servescope runbook audit verify": "the trail in the service's pod: tests/runbook/test_audit_trail.py",
 }
 NEVER_HERE = {"--execute": "really changes a cluster (a drain)"}

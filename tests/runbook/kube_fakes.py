@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from servescope.common.kube import close_clients
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.render import stream
 from servescope.runbooks.actions import RunContext
@@ -59,6 +60,7 @@ def cluster(
     try:
         yield Cluster(api, f"http://127.0.0.1:{server.server_address[1]}", token_file)
     finally:
+        close_clients()  # the clients' kept-alive connections to this server
         server.shutdown()
         server.server_close()
 

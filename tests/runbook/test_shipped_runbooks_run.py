@@ -36,6 +36,9 @@ def alert_labels(exporter: str) -> dict[str, str]:
         "engine": "0",
         "endpoint": endpoint,
         "source": "nvml",
+        "revision": "6d4cf56db9",
+        "stable_revision": "7f8b9c0d1e",
+        "sli": "ttft_p99_ratio",
     }
 
 
