@@ -232,7 +232,9 @@ class _Exchange:
                     and not response.headers.get("content-encoding")
                 ):
                     raise FetchError(
-                        "too_large", f"{self.url}: {declared} bytes declared, limit {self.max_bytes}"
+                        "too_large",
+                        f"{self.url}: answer larger than {self.max_bytes} bytes ({declared} declared): "
+                        "refused before it was read",
                     )
                 codings = encodings(response.headers.get_list("content-encoding"))
                 body = CappedBody(self.url, self.max_bytes, codings, self.on_grow)
