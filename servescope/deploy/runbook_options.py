@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import ipaddress
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from servescope.common.settings_cli import repeated, setting
-from servescope.deploy import checks
-from servescope.deploy.checks import OptionalObjectName
+from servescope.deploy.checks import DnsLabel, OptionalObjectName
 
 QUANTITY = r"^[0-9]+(Ki|Mi|Gi|Ti)$"
+Cidr = Annotated[str, AfterValidator(lambda cidr: str(ipaddress.ip_network(cidr, strict=False)))]
 
 
 class RunbookDeployOptions(BaseModel):
@@ -18,14 +19,14 @@ class RunbookDeployOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    serving_namespaces: list[str] = repeated(
+    serving_namespaces: list[DnsLabel] = repeated(
         list,
         "--serving-namespace",
         "Namespace of serving Deployments the runbook service may scale (repeatable): each gets a Role and "
         "RoleBinding (deployments get, deployments/scale get and patch, autoscalers list). None: "
         "scale_deployment steps are refused by the API server (403).",
     )
-    api_server_cidrs: list[str] = repeated(
+    api_server_cidrs: list[Cidr] = repeated(
         lambda: ["0.0.0.0/0"],
         "--api-server-cidr",
         "CIDR of the Kubernetes API server's endpoints, for the runbook service's egress NetworkPolicy "
@@ -53,16 +54,6 @@ class RunbookDeployOptions(BaseModel):
         "Keep incidents and the audit trail on an emptyDir instead (lost with the pod: every rollout, "
         "eviction or OOM kill loses them). For trying servescope out only; `deploy render` warns.",
     )
-
-    @field_validator("serving_namespaces")
-    @classmethod
-    def _namespaces(cls, value: list[str]) -> list[str]:
-        return [checks.dns_label(name) for name in value]
-
-    @field_validator("api_server_cidrs")
-    @classmethod
-    def _cidrs(cls, value: list[str]) -> list[str]:
-        return [str(ipaddress.ip_network(cidr, strict=False)) for cidr in value]
 
     def state_warning(self) -> str | None:
         """What `deploy render` says when the state is not kept."""
