@@ -66,9 +66,12 @@ class SlowBodies:
     )
 
     def start(self) -> SlowBodies:
-        """The clients in a process of their own: their loop never shares a GIL with the probes."""
-        self._counter = multiprocessing.Value("i", 0)
-        self._process = multiprocessing.get_context("fork").Process(target=self._child, daemon=True)
+        """The clients in a process of their own: their loop never shares a GIL with the probes. Spawned,
+        not forked: a test process has threads, and a fork copies whatever locks they held."""
+        spawn = multiprocessing.get_context("spawn")
+        self._counter = spawn.Value("i", 0)
+        args = (self.port, self.count, self.sources, self.every, self._counter)
+        self._process = spawn.Process(target=_attack, args=args, daemon=True)
         self._process.start()
         return self
 
@@ -77,10 +80,6 @@ class SlowBodies:
             self._process.terminate()
             self._process.join(10)
             self.reconnects = int(self._counter.value)
-
-    def _child(self) -> None:
-        threading.Thread(target=self._publish, daemon=True).start()
-        self._run()
 
     def _publish(self) -> None:
         while True:
@@ -126,3 +125,11 @@ class SlowBodies:
         sock.close()
         self.reconnects += 1
         self._pending.append((time.monotonic() + 0.5, index))  # connects again half a second later
+
+
+def _attack(port: int, count: int, sources: list[str], every: float, counter: Any) -> None:
+    """The spawned process: the clients' loop, publishing how often they were cut off."""
+    clients = SlowBodies(port, count, sources, every)
+    clients._counter = counter
+    threading.Thread(target=clients._publish, daemon=True).start()
+    clients._run()
