@@ -6,10 +6,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from servescope.runbooks.actions.base import ActionError
-from servescope.runbooks.actions.fetch import request
+from servescope.runbooks.actions.fetch import UnreachableError, request
 from servescope.runbooks.actions.promql import promql_string
 
 # The analysis asks for a few dozen short vectors; an answer this large is not one of them.
@@ -44,7 +42,7 @@ class Prometheus:
                 "GET", endpoint, timeout=self.timeout_s, params=params, max_bytes=MAX_ANSWER_BYTES
             )
             body: Any = answer.json()
-        except httpx.TransportError as exc:
+        except UnreachableError as exc:
             raise PrometheusError(f"cannot reach Prometheus at {self.url}: {exc}") from None
         except (ActionError, ValueError) as exc:
             raise PrometheusError(f"Prometheus at {self.url}: {exc}") from None

@@ -148,6 +148,9 @@ def _render(models: dict[type[BaseModel], BaseModel], output: dict[str, Any]) ->
     if (check or output["receiver_out"] is not None) and out is None:
         usage_error(f"{'--check' if check else '--receiver-out'} needs --out DIR")
     tokens = _tokens(output["webhook_token_file"], output["change_token_file"], writes_files=out is not None)
+    warning = options.state_warning()
+    if warning is not None:
+        typer.echo(warning, err=True)
     if out is not None:
         from servescope.deploy.render import RECEIVER
 

@@ -81,6 +81,12 @@ def _runbooks_egress(options: DeployOptions) -> list[dict[str, Any]]:
             "to": [_pods(options.alertmanager_namespace, options.alertmanager_pod_labels)],
             "ports": [_port(_url_port(options.alertmanager_service_url()))],
         },
+        # The Kubernetes API, for the change steps: the Service's ClusterIP is rewritten to the API
+        # server's endpoints (443 on managed clusters, 6443 on kubeadm's) before the policy sees it.
+        {
+            "to": [{"ipBlock": {"cidr": cidr}} for cidr in options.api_server_cidrs],
+            "ports": [_port(443), _port(6443)],
+        },
     ]
 
 
@@ -94,7 +100,8 @@ def _prometheus_egress(options: DeployOptions) -> dict[str, Any]:
 
 
 def runbooks_policy(options: DeployOptions) -> dict[str, Any]:
-    """Port 9110 from Alertmanager, Prometheus and the people's namespace; out to DNS and the monitoring."""
+    """Port 9110 from Alertmanager, Prometheus and the people's namespace; out to DNS, the exporters,
+    the monitoring stack and the Kubernetes API."""
     return _policy(
         options, RUNBOOKS, "runbooks", ingress=_runbooks_ingress(options), egress=_runbooks_egress(options)
     )

@@ -29,6 +29,7 @@ from servescope.deploy.names import (
     RUNBOOKS,
     RUNBOOKS_PORT,
 )
+from servescope.deploy.runbook_options import RunbookDeployOptions
 
 DcgmSource = Literal["gpu-operator", "exporter-url", "dcgmi", "off"]
 # What the PodMonitor drops of the engines' series before Prometheus stores them: the `_created` series
@@ -42,7 +43,7 @@ VLLM_DROP_SERIES = (
 )
 
 
-class DeployOptions(AgentOptions):
+class DeployOptions(RunbookDeployOptions, AgentOptions):
     """Defaults fit a GPU Operator cluster monitored by kube-prometheus-stack (docs/kubernetes.md)."""
 
     image: Image = setting(
@@ -167,12 +168,6 @@ class DeployOptions(AgentOptions):
         AlertsConfig.model_fields["dashboard_base_url"].default,
         "--grafana-url",
         "Base of the dashboard links in the alerts' annotations.",
-    )
-    incidents_pvc: OptionalObjectName = setting(
-        "",
-        "--incidents-pvc",
-        "An existing PersistentVolumeClaim keeping the runbook service's incidents and audit "
-        "log. Empty: an emptyDir, lost when the pod goes.",
     )
 
     # --- checks: each error names the value; the settings bridge adds the flag ----------------------

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from servescope.deploy import agent, exporter, monitoring, network, runbooks, scraping
+from servescope.deploy import agent, exporter, monitoring, network, runbook_rbac, runbooks, scraping
 from servescope.deploy.agent_options import RECEIVER_RULES
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.runbooks import RunbookTokens
@@ -28,6 +28,7 @@ def documents(options: DeployOptions, tokens: RunbookTokens | None = None) -> li
         *exporter.documents(options),
         *scraping.documents(options),
         *runbooks.documents(options, tokens),
+        *runbook_rbac.documents(options),
         *network.documents(options),
         *agent.documents(options),
         *monitoring.documents(options),
@@ -70,7 +71,11 @@ def stream(options: DeployOptions, tokens: RunbookTokens | None = None) -> str:
 def file_name(document: dict[str, Any]) -> str:
     """`<kind>-<name>.yaml`; names never hold the namespace, so re-rendering elsewhere keeps the files."""
     kind = str(document["kind"]).lower()
-    return f"{kind}.yaml" if kind == "namespace" else f"{kind}-{document['metadata']['name']}.yaml"
+    if kind == "namespace":
+        return f"{kind}.yaml"
+    if kind in ("role", "rolebinding"):  # one per serving namespace, all of one name
+        return f"{kind}-{document['metadata']['name']}-{document['metadata']['namespace']}.yaml"
+    return f"{kind}-{document['metadata']['name']}.yaml"
 
 
 def kustomization(files: list[str]) -> dict[str, Any]:

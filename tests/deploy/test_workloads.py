@@ -79,7 +79,8 @@ def test_both_workloads_are_locked_down(variant: str) -> None:
         assert security["allowPrivilegeEscalation"] is False
         assert security["capabilities"]["drop"] == ["ALL"]
         assert pod_spec(workload)["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-        assert pod_spec(workload)["automountServiceAccountToken"] is False
+        # Only the runbook service talks to the API server (its change steps, with the RBAC rendered for it).
+        assert pod_spec(workload)["automountServiceAccountToken"] is (workload["kind"] == "Deployment")
         mounts = {m["mountPath"]: m["name"] for m in container(workload)["volumeMounts"]}
         volumes = {v["name"]: v for v in pod_spec(workload)["volumes"]}
         assert "emptyDir" in volumes[mounts["/tmp"]], "a read-only root needs a writable /tmp"

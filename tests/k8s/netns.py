@@ -228,3 +228,35 @@ def _wire(
         ip("-n", elsewhere, "link", "set", "peer1", "up")
         ip("route", "add", "unreachable", network)
         undo.append(["route", "del", "unreachable", network])
+
+
+@contextmanager
+def linked(first: Pod, second: Pod, index: int) -> Iterator[tuple[str, str]]:
+    """A veth pair straight between two pods' namespaces, on a leased /30 of its own: (the first pod's
+    address on it, the second's). Pods talk over it as over a cluster network, without this host
+    forwarding between them."""
+    subnet = lease_subnet()
+    left, right = f"{PREFIX}{os.getpid() % 10000}l{index}", f"{PREFIX}{os.getpid() % 10000}r{index}"
+    addresses = (subnet_address(subnet, 1), subnet_address(subnet, 2))
+    try:
+        ip(
+            "link",
+            "add",
+            left,
+            "netns",
+            first.name,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            right,
+            "netns",
+            second.name,
+        )
+        for pod, name, address in ((first, left, addresses[0]), (second, right, addresses[1])):
+            ip("-n", pod.name, "addr", "add", f"{address}/30", "dev", name)
+            ip("-n", pod.name, "link", "set", name, "up")
+        yield addresses
+    finally:
+        ip("-n", first.name, "link", "del", left, check=False)
+        release_subnet(subnet)
