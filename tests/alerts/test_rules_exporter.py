@@ -19,7 +19,6 @@ DROPS = "servescope_vllm_series_dropped_total"
 OUTCOMES = "servescope_vllm_discovery_gpu_processes"
 ENDPOINT = {**TARGET, "endpoint": "http://10.0.0.1:8000/metrics"}
 QUIET = {**TARGET, "endpoint": "http://10.0.0.2:8000/metrics"}
-NODE_B, NODE_C = {**TARGET, "instance": "node-b:9108"}, {**TARGET, "instance": "node-c:9108"}
 
 # A hostile engine drops 500 samples a scrape from 10m to 39m; another drops once, at 10m (a burst).
 SERIES_DROPPED = case(
@@ -48,16 +47,17 @@ BLIND = (
 # node-a's exporter may not look into its engines (ptrace denied) until 40m, when it is fixed; node-b has a
 # loopback-only engine beside one it scrapes; node-c trains (no engine) then restarts an engine (no
 # listener for 10 minutes): none of these is blind.
+HISTORY = {  # node -> reason -> the count of GPU processes with that outcome, minute by minute
+    "node-a:9108": {"ptrace_denied": "2x39 _x20", "scraped": "_x40 2x19"},
+    "node-b:9108": {"loopback_only": "1x59", "scraped": "1x59"},
+    "node-c:9108": {"not_an_engine": "4x29 _x30", "no_listener": "_x30 2x10 _x19", "scraped": "_x40 2x19"},
+}
 ENGINES_UNREACHABLE = case(
     UNREACHABLE,
     [
-        series(OUTCOMES, {**TARGET, "reason": "ptrace_denied"}, "2x39 _x20"),
-        series(OUTCOMES, {**TARGET, "reason": "scraped"}, "_x40 2x19"),
-        series(OUTCOMES, {**NODE_B, "reason": "loopback_only"}, "1x59"),
-        series(OUTCOMES, {**NODE_B, "reason": "scraped"}, "1x59"),
-        series(OUTCOMES, {**NODE_C, "reason": "not_an_engine"}, "4x29 _x30"),
-        series(OUTCOMES, {**NODE_C, "reason": "no_listener"}, "_x30 2x10 _x19"),
-        series(OUTCOMES, {**NODE_C, "reason": "scraped"}, "_x40 2x19"),
+        series(OUTCOMES, {**TARGET, "instance": node, "reason": reason}, values)
+        for node, outcomes in HISTORY.items()
+        for reason, values in outcomes.items()
     ],
     check(UNREACHABLE, "14m"),  # pending since 0m
     fires(UNREACHABLE, "16m", {**TARGET, "reason": "ptrace_denied"}, BLIND),
