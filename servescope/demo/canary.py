@@ -3,22 +3,19 @@ API server, the runbook service pointed at it, and what to run once the canary a
 
 The exporter learns each engine pod's revision from that API server (as on a cluster node); the runbook
 service's `rollback` step reads the Deployment and its ReplicaSets there, and its dry run prints the API
-call it would send (the simulated cluster takes no writes). The serving namespace reaches the runbook
-service through its environment, which names the setting of the `rollback` step's namespaces.
+call it would send (the simulated cluster takes no writes).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import shlex
 from pathlib import Path
 
+from servescope.runbooks.settings import StepSettings
 from servescope.sim.cluster import CANARY_REVISION, NAMESPACE, STABLE_REVISION
 from servescope.sim.engines import MODEL_NAME, gpu_groups
 from servescope.sim.registry import make_scenario
 
-SERVING_NAMESPACES_ENV = "SERVESCOPE_RUNBOOK_SERVING_NAMESPACES"
 ALERT = "ServescopeCanaryWorseThanStable"
 
 
@@ -35,12 +32,14 @@ def exporter_args(port: int) -> list[str]:
 
 
 def runbook_args(port: int) -> list[str]:
-    return [f"--kube-api-url={api_url(port)}"] if port else []
-
-
-def runbook_env(port: int) -> dict[str, str] | None:
-    """The runbook service's environment: where `rollback` looks for the model's workload."""
-    return {**os.environ, SERVING_NAMESPACES_ENV: json.dumps([NAMESPACE])} if port else None
+    """The runbook service reaches the simulated API server, and its rollback step looks for the model's
+    workload in the serving namespace (where the runbook settings offer it: the step came with it)."""
+    if not port:
+        return []
+    args = [f"--kube-api-url={api_url(port)}"]
+    if "serving_namespaces" in StepSettings.model_fields:
+        args.append(f"--serving-namespace={NAMESPACE}")
+    return args
 
 
 def analyze_argv(prometheus: str, alerts: Path) -> list[str]:

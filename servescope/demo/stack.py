@@ -172,7 +172,7 @@ class DemoStack:
                 f"--alertmanager-url={url(ports.alertmanager)}",
             ]
         # dcgm_sample steps ask the exporter, whose DCGM source runs the simulator's dcgmi.
-        return Child("runbooks", argv, self._log("runbooks"), env=canary.runbook_env(ports.cluster))
+        return Child("runbooks", argv, self._log("runbooks"))
 
     def _upstream(self, kind: _Upstream, binary: str, config: Path, port: int) -> Child:
         """Prometheus or Alertmanager: the same flags for config, storage, listen address and logs."""
