@@ -13,10 +13,11 @@ from pathlib import Path
 from pydantic import AliasChoices, BaseModel, field_validator
 from pydantic_settings import BaseSettings
 
+from servescope.catalog.revision import DEFAULT_REVISION_POD_LABELS, pod_label_key
 from servescope.common.listen import ListenSetting
 from servescope.common.settings_cli import area_config, setting
 from servescope.runbooks.actions.base import DEFAULT_EXPORTER_URL, RunContext
-from servescope.runbooks.actions.params import HttpUrl
+from servescope.runbooks.actions.params import HttpUrl, K8sName
 from servescope.runbooks.actions.trust import allow_entry
 from servescope.runbooks.audit import DEFAULT_AUDIT_LOG
 
@@ -106,12 +107,31 @@ class StepSettings(BaseSettings):
         "this says.",
     )
 
+    serving_namespaces: list[K8sName] = setting(
+        [],
+        "--serving-namespace",
+        "Namespace where `rollback` steps look for the model's Deployment or Argo Rollout (repeatable): "
+        "those the service's Role is in (`deploy render --serving-namespace` sets both). A step may name "
+        "its own `namespace`.",
+    )
+    revision_pod_labels: list[str] = setting(
+        list(DEFAULT_REVISION_POD_LABELS),
+        "--revision-pod-label",
+        "Pod label whose value is an engine's `revision` (repeatable, in the order the PodMonitor reads "
+        "them, `deploy render --revision-pod-label`): `rollback` finds a revision's ReplicaSet by it.",
+    )
+
     audit_log: Path = setting(
         Path(DEFAULT_AUDIT_LOG),
         "--audit-log",
         "The audit trail (JSON Lines, append-only, hash-chained): every authenticated change-step request of "
         "the service, and every `runbook run --execute`, which refuses to act when it cannot write it.",
     )
+
+    @field_validator("revision_pod_labels")
+    @classmethod
+    def _pod_labels(cls, value: list[str]) -> list[str]:
+        return [pod_label_key(label) for label in value]
 
     @field_validator("exporter_allow")
     @classmethod
