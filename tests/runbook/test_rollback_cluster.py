@@ -15,18 +15,14 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 from collections.abc import Iterator
-from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from servescope.runbooks.audit import verify
-from tests.k8s.netns import linked, pod_namespace
-from tests.runbook.cluster_peers import in_pod, servescope_in, started
+from tests.runbook.cluster_peers import Pods, api_and_runbook_pods
 from tests.runbook.kube_fakes import ACCOUNT, TOKEN, rendered
 from tests.runbook.rollback_objects import (
     LABELS,
@@ -62,42 +58,13 @@ def _argo_qwen() -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, Path, str]]:
-    """(the runbook service's URL, the API server's request log, the audit trail, the API server's URL)."""
+def pods(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pods]:
+    """The runbook service started as `deploy render --serving-namespace serving` starts it."""
     folder = tmp_path_factory.mktemp("rollback-cluster")
-    log = folder / "api-requests.jsonl"
-    config = {
-        "rbac": rendered(NAMESPACE),
-        "tokens": {TOKEN: list(ACCOUNT)},
-        "objects": [*deployment_canary(), *_argo_qwen()],
-        "log": str(log),
-    }
-    (folder / "api.json").write_text(json.dumps(config))
-    (folder / "sa-token").write_text(TOKEN)
-    tokens = folder / "tokens"
-    tokens.write_text(f"on-call:{CHANGE_TOKEN}\n")
-    tokens.chmod(0o600)
-    with ExitStack() as stack:
-        api_pod = stack.enter_context(pod_namespace(0))
-        runbook_pod = stack.enter_context(pod_namespace(1))
-        api_address, _ = stack.enter_context(linked(api_pod, runbook_pod, 0))
-        argv = in_pod(
-            api_pod.name, sys.executable, "-m", "tests.support.kube", str(folder / "api.json"), "0.0.0.0:0"
-        )
-        api = stack.enter_context(started(argv, folder / "api.log", r"serving on \S+:(\d+)"))
-        argv = servescope_in(
-            runbook_pod.name, "runbook-server", "--listen", "0.0.0.0:0", "--token-file", str(tokens),
-            "--kube-api-url", f"http://{api_address}:{api.group(1)}",
-            "--kube-token-file", str(folder / "sa-token"), "--serving-namespace", NAMESPACE,
-            "--audit-log", str(folder / "audit.jsonl"), "--incidents-db", str(folder / "incidents.sqlite"),
-        )  # fmt: skip
-        found = stack.enter_context(started(argv, folder / "runbooks.log", r"runbook server on \S+:(\d+)"))
-        yield (
-            f"http://{runbook_pod.address}:{found.group(1)}",
-            log,
-            folder / "audit.jsonl",
-            f"http://{api_pod.address}:{api.group(1)}",
-        )
+    objects = [*deployment_canary(), *_argo_qwen()]
+    serving = ("--serving-namespace", NAMESPACE)
+    with api_and_runbook_pods(folder, rendered(NAMESPACE), objects, CHANGE_TOKEN, *serving) as found:
+        yield found
 
 
 def _rollback(base: str, alert: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -117,10 +84,8 @@ def _get(api: str, path: str) -> dict[str, Any]:
     return dict(answer.json())
 
 
-def test_both_canaries_roll_back_from_the_pod_through_the_rendered_rbac(
-    service: tuple[str, Path, Path, str],
-) -> None:
-    base, log, audit, api = service
+def test_both_canaries_roll_back_from_the_pod_through_the_rendered_rbac(pods: Pods) -> None:
+    base, log, audit, api = pods.runbooks, pods.requests, pods.audit, pods.api
     deployment = _rollback(base, "ServescopeCanaryWorseThanStable", LABELS)
     rollout = _rollback(base, "ServescopeCanarySloBurn", QWEN_LABELS)
     assert deployment["ok"] is True and rollout["ok"] is True, (deployment["output"], rollout["output"])
