@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import AliasChoices, BaseModel, field_validator
+from pydantic import AfterValidator, AliasChoices, BaseModel, field_validator
 from pydantic_settings import BaseSettings
 
 from servescope.catalog.revision import DEFAULT_REVISION_POD_LABELS, pod_label_key
@@ -24,6 +25,7 @@ from servescope.runbooks.audit import DEFAULT_AUDIT_LOG
 # The Markdown runbooks are package data: an installed servescope finds them without a checkout.
 SHIPPED_RUNBOOKS = Path(__file__).resolve().parent / "pages"
 ENV_RUNBOOKS = "SERVESCOPE_RUNBOOKS"
+PodLabel = Annotated[str, AfterValidator(pod_label_key)]
 ENV_TOKEN = "SERVESCOPE_RUNBOOK_TOKEN"
 ENV_WEBHOOK_TOKEN = "SERVESCOPE_WEBHOOK_TOKEN"
 
@@ -114,7 +116,7 @@ class StepSettings(BaseSettings):
         "those the service's Role is in (`deploy render --serving-namespace` sets both). A step may name "
         "its own `namespace`.",
     )
-    revision_pod_labels: list[str] = setting(
+    revision_pod_labels: list[PodLabel] = setting(
         list(DEFAULT_REVISION_POD_LABELS),
         "--revision-pod-label",
         "Pod label whose value is an engine's `revision` (repeatable, in the order the PodMonitor reads "
@@ -127,11 +129,6 @@ class StepSettings(BaseSettings):
         "The audit trail (JSON Lines, append-only, hash-chained): every authenticated change-step request of "
         "the service, and every `runbook run --execute`, which refuses to act when it cannot write it.",
     )
-
-    @field_validator("revision_pod_labels")
-    @classmethod
-    def _pod_labels(cls, value: list[str]) -> list[str]:
-        return [pod_label_key(label) for label in value]
 
     @field_validator("exporter_allow")
     @classmethod

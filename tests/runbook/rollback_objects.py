@@ -12,6 +12,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from servescope.runbooks.actions import ACTIONS, StepResult
+from tests.runbook.kube_fakes import Cluster
+
 NAMESPACE = "serving"
 WORKLOAD = "vllm-deepseek"
 MODEL = "deepseek-ai/DeepSeek-V3"
@@ -136,3 +139,20 @@ def argo_canary(**rollout_options: Any) -> list[dict[str, Any]]:
 
 def step_params(**extra: Any) -> dict[str, Any]:
     return {"model_name": MODEL, "revision": CANARY, "stable_revision": STABLE, **extra}
+
+
+def run_rollback(
+    kube: Cluster, execute: bool, namespaces: tuple[str, ...] = (NAMESPACE,), **extra: Any
+) -> StepResult:
+    """The step with the alert's parameters (and `extra`), looking in `namespaces`."""
+    action = ACTIONS["rollback"]
+    ctx = kube.ctx(execute=execute, timeout_seconds=5, serving_namespaces=namespaces)
+    return action.run(action.params.model_validate(step_params(**extra)), ctx)
+
+
+def sent(kube: Cluster) -> list[dict[str, Any]]:
+    """The changing requests the API server received, in the dry run's `api_calls` form."""
+    return [
+        {"method": r["method"], "path": r["path"], "content_type": r["content_type"], "body": r["body"]}
+        for r in kube.api.changes()
+    ]

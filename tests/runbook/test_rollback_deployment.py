@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from servescope.runbooks.actions import ACTIONS, StepResult
+from servescope.runbooks.actions import ACTIONS
 from servescope.runbooks.document import RunbookError, parse_runbook
 from tests.runbook.fakes import step, write_runbook
-from tests.runbook.kube_fakes import Cluster, cluster
+from tests.runbook.kube_fakes import cluster
 from tests.runbook.rollback_objects import (
     CANARY,
     CANARY_TEMPLATE,
@@ -31,6 +31,8 @@ from tests.runbook.rollback_objects import (
     deployment_canary,
     pod_template,
     replica_set,
+    run_rollback,
+    sent,
     step_params,
 )
 
@@ -38,24 +40,11 @@ pytestmark = pytest.mark.e2e  # a server on loopback
 KEY = ("apps", "deployments")
 
 
-def run(kube: Cluster, execute: bool, namespaces: tuple[str, ...] = (NAMESPACE,), **extra: Any) -> StepResult:
-    action = ACTIONS["rollback"]
-    ctx = kube.ctx(execute=execute, timeout_seconds=5, serving_namespaces=namespaces)
-    return action.run(action.params.model_validate(step_params(**extra)), ctx)
-
-
-def sent(kube: Cluster) -> list[dict[str, Any]]:
-    return [
-        {"method": r["method"], "path": r["path"], "content_type": r["content_type"], "body": r["body"]}
-        for r in kube.api.changes()
-    ]
-
-
 def test_the_dry_run_prints_the_patch_the_execution_sends_and_the_stable_template_is_back(
     tmp_path: Path,
 ) -> None:
     with cluster(tmp_path, *deployment_canary()) as kube:
-        dry = run(kube, execute=False)
+        dry = run_rollback(kube, execute=False)
         assert dry.ok and dry.dry_run, dry.output
         assert kube.api.changes() == []  # the dry run read, and changed nothing
         path = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{WORKLOAD}"
@@ -74,21 +63,21 @@ def test_the_dry_run_prints_the_patch_the_execution_sends_and_the_stable_templat
         ]
         reads = [r["query"] for r in kube.api.requests if r["path"].endswith("/replicasets")]
         assert reads[-1] == f"labelSelector=pod-template-hash+in+%28{CANARY}%2C{STABLE}%29", reads
-        done = run(kube, execute=True)
+        done = run_rollback(kube, execute=True)
         assert done.ok and not done.dry_run, done.output
         assert sent(kube) == dry.data["api_calls"]
         after = kube.api.store.get(KEY, NAMESPACE, WORKLOAD)
         print("Deployment template after the rollback:", after["spec"]["template"])
         assert after["spec"]["template"] == STABLE_TEMPLATE  # the stable revision's, whole
         assert after["metadata"]["generation"] == 8 and after["spec"]["replicas"] == 4
-        again = run(kube, execute=True)  # the rollback is done: nothing left to do
+        again = run_rollback(kube, execute=True)  # the rollback is done: nothing left to do
         assert again.ok and "already: nothing to do" in again.output and len(kube.api.changes()) == 1
 
 
 def test_the_stable_replicaset_gone_is_refused_clearly(tmp_path: Path) -> None:
     objects = [deployment(CANARY_TEMPLATE), replica_set(CANARY_TEMPLATE, CANARY, 2, 4)]
     with cluster(tmp_path, *objects) as kube:
-        result = run(kube, execute=True)
+        result = run_rollback(kube, execute=True)
         assert not result.ok
         assert f"the stable revision {STABLE} has no ReplicaSet left" in result.output, result.output
         assert "Nothing was changed" in result.output and kube.api.changes() == []
@@ -102,14 +91,14 @@ def test_two_workloads_as_flaggers_primary_and_canary_are_refused(tmp_path: Path
         replica_set(STABLE_TEMPLATE, STABLE, 1, 4, owner=f"{WORKLOAD}-primary"),
     ]
     with cluster(tmp_path, *objects) as kube:
-        result = run(kube, execute=True)
+        result = run_rollback(kube, execute=True)
     assert not result.ok and "two workloads, as Flagger's primary and canary are" in result.output
     assert f"Deployment {NAMESPACE}/{WORKLOAD}-primary" in result.output and kube.api.changes() == []
 
 
 def test_a_paused_deployment_is_refused_as_kubectl_refuses_it(tmp_path: Path) -> None:
     with cluster(tmp_path, *deployment_canary(paused=True)) as kube:
-        result = run(kube, execute=True)
+        result = run_rollback(kube, execute=True)
     assert not result.ok and "is paused" in result.output and "kubectl rollout resume" in result.output
     assert kube.api.changes() == []
 
@@ -118,7 +107,7 @@ def test_a_template_changed_since_the_alert_is_refused(tmp_path: Path) -> None:
     objects = deployment_canary()
     objects[0]["spec"]["template"] = pod_template("v0.6.5", 512)  # a third revision went out meanwhile
     with cluster(tmp_path, *objects) as kube:
-        result = run(kube, execute=True)
+        result = run_rollback(kube, execute=True)
     assert not result.ok and "changed since the alert" in result.output and kube.api.changes() == []
 
 
@@ -133,7 +122,7 @@ def test_a_spec_changed_between_read_and_patch_is_refused_by_the_api_server(tmp_
             return original(key, namespace, name, operations)
 
         store.json_patch = changed_meanwhile  # type: ignore[method-assign]
-        result = run(kube, execute=True)
+        result = run_rollback(kube, execute=True)
         store.json_patch = original  # type: ignore[method-assign]
         assert not result.ok and "spec changed since it was read" in result.output, result.output
         assert "HTTP 422" in result.output and "nothing was changed" in result.output
@@ -144,7 +133,7 @@ def test_the_revision_found_by_a_version_label_goes_back_to_the_replicaset_with_
     older = pod_template("v0.6.3", 128)  # the same version with other flags, scaled down long ago
     objects = [*deployment_canary(), replica_set(older, "5c9d8e7f6a", 0, 0)]
     with cluster(tmp_path, *objects) as kube:
-        result = run(kube, execute=True, revision="v0.6.4", stable_revision="v0.6.3")
+        result = run_rollback(kube, execute=True, revision="v0.6.4", stable_revision="v0.6.3")
         assert result.ok, result.output
         template = kube.api.store.get(KEY, NAMESPACE, WORKLOAD)["spec"]["template"]
     assert template == STABLE_TEMPLATE
@@ -155,9 +144,9 @@ def test_a_revision_in_two_namespaces_needs_the_step_to_say_which(tmp_path: Path
     for obj in elsewhere:
         obj["metadata"]["namespace"] = "staging"
     with cluster(tmp_path, *deployment_canary(), *elsewhere, serving=("serving", "staging")) as kube:
-        both = run(kube, execute=True, namespaces=("serving", "staging"))
+        both = run_rollback(kube, execute=True, namespaces=("serving", "staging"))
         assert not both.ok and "rolled out by 2 workloads" in both.output and kube.api.changes() == []
-        one = run(kube, execute=True, namespaces=("serving", "staging"), namespace="staging")
+        one = run_rollback(kube, execute=True, namespaces=("serving", "staging"), namespace="staging")
         assert one.ok, one.output
         assert [r["path"] for r in kube.api.changes()] == [
             f"/apis/apps/v1/namespaces/staging/deployments/{WORKLOAD}"
@@ -166,13 +155,13 @@ def test_a_revision_in_two_namespaces_needs_the_step_to_say_which(tmp_path: Path
 
 def test_without_a_namespace_to_look_in_it_says_so_and_asks_nothing(tmp_path: Path) -> None:
     with cluster(tmp_path, *deployment_canary()) as kube:
-        result = run(kube, execute=True, namespaces=())
+        result = run_rollback(kube, execute=True, namespaces=())
         assert not result.ok and "--serving-namespace" in result.output and kube.api.requests == []
 
 
 def test_a_role_without_the_verb_is_the_api_servers_403_naming_it(tmp_path: Path) -> None:
     with cluster(tmp_path, *deployment_canary(), serving=()) as kube:  # no Role in `serving`
-        result = run(kube, execute=True)
+        result = run_rollback(kube, execute=True)
     assert not result.ok and "HTTP 403 Forbidden" in result.output, result.output
     assert 'cannot list resource "replicasets" in API group "apps"' in result.output
 

@@ -31,6 +31,7 @@ from tests.runbook.rollback_objects import (
     WORKLOAD,
     argo_canary,
     deployment_canary,
+    sent,
 )
 
 pytestmark = pytest.mark.e2e  # servers on loopback
@@ -78,11 +79,7 @@ def test_dry_run_then_execute_through_the_service_rolls_back_and_is_audited(tmp_
         assert kube.api.changes() == []
         done = _run(client, execute=True, headers=bearer)
         assert done.status_code == 200 and done.json()["ok"] is True, done.text
-        sent = [
-            {"method": r["method"], "path": r["path"], "content_type": r["content_type"], "body": r["body"]}
-            for r in kube.api.changes()
-        ]
-        assert sent == dry.json()["data"]["api_calls"]
+        assert sent(kube) == dry.json()["data"]["api_calls"]
         assert kube.api.store.get(("apps", "deployments"), NAMESPACE, WORKLOAD)["spec"]["template"] == (
             STABLE_TEMPLATE
         )
