@@ -95,9 +95,10 @@ def choose(found: Found, params: RollbackParams) -> Target:
             f"weight to 0. {NOTHING}"
         )
     raise ActionError(
-        f"the stable revision {params.stable_revision} has no ReplicaSet left beside {owner.shown()} (the "
-        "revision history limit pruned it, or it was deleted): there is no template to go back to. Route "
-        f"the canary's users away (its weight to 0) and redeploy the previous image. {NOTHING}"
+        f"the stable revision {params.stable_revision} has no ReplicaSet left beside {owner.shown()} (none "
+        f"labelled {found.label}={params.stable_revision}: the revision history limit pruned it, or it was "
+        "deleted): there is no template to go back to. Route the canary's users away (its weight to 0) "
+        f"and redeploy the previous image. {NOTHING}"
     )
 
 
