@@ -27,8 +27,8 @@ from servescope.exporter.settings import (
     NvmlSettings,
     ServerSettings,
     Settings,
-    VllmSettings,
 )
+from servescope.exporter.vllm.settings import VllmSettings
 
 if TYPE_CHECKING:
     from servescope.exporter.runtime import Runtime

@@ -14,6 +14,7 @@ from servescope.alerts.rules_canary import alerts as canary_alerts
 from servescope.alerts.rules_canary import records as canary_records
 from servescope.alerts.rules_capacity_baseline import capacity_baseline
 from servescope.alerts.rules_engine import endpoint_records, engine
+from servescope.alerts.rules_exporter import exporter
 from servescope.alerts.rules_gpu import health
 from servescope.alerts.rules_kv_baseline import kv_baseline
 from servescope.alerts.rules_memory import memory
@@ -43,6 +44,7 @@ def groups(cfg: AlertsConfig) -> list[Group]:
         slo_alerts(cfg),
         canary_alerts(cfg),
         meta(cfg),
+        exporter(cfg),
     ]
 
 

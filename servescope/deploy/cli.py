@@ -70,7 +70,8 @@ def _write_or_check(options: DeployOptions, out: Path, receiver: Path, check: bo
         typer.echo(f"{out} and {receiver} are current")
         return
     written = write_base(out, receiver, options)
-    typer.echo(f"wrote {len(written) - 1} files to {out}, and {receiver}")
+    outside = [path for path in written if path.parent != out]
+    typer.echo(f"wrote {len(written) - len(outside)} files to {out}, and {', '.join(map(str, outside))}")
 
 
 def _output(name: str, annotation: Any, default: Any, flag: str, help_text: str) -> inspect.Parameter:
@@ -126,6 +127,13 @@ OUTPUT = (
         "--alertmanager-receiver",
         "Print the Alertmanager snippet instead of the manifests.",
     ),
+    _output(
+        "receiver_rules",
+        bool,
+        False,
+        "--receiver-rules",
+        "Print the rules for the receiver's ruler (--rules-for mimir or thanos) instead of the manifests.",
+    ),
 )
 
 
@@ -149,10 +157,16 @@ def _render(models: dict[type[BaseModel], BaseModel], output: dict[str, Any]) ->
         _write_or_check(options, out, output["receiver_out"] or out.parent / RECEIVER, check)
         return
     from servescope.deploy.render import (  # the bundles are loaded only when something is rendered
+        receiver_rules_text,
         receiver_text,
         stream,
     )
 
+    if output["receiver_rules"]:
+        if not options.rule_file_for_ruler:
+            usage_error("--receiver-rules prints the rules file of --rules-for mimir or thanos")
+        typer.echo(receiver_rules_text(options), nl=False)
+        return
     typer.echo(
         receiver_text(options) if output["alertmanager_receiver"] else stream(options, tokens), nl=False
     )

@@ -76,10 +76,7 @@ def _runbooks_egress(options: DeployOptions) -> list[dict[str, Any]]:
             "to": [{"podSelector": {"matchLabels": selector_labels("exporter")}}],
             "ports": [_port(EXPORTER_PORT)],
         },
-        {
-            "to": [_pods(options.prometheus_namespace, options.prometheus_pod_labels)],
-            "ports": [_port(_url_port(options.prometheus_service_url()))],
-        },
+        _prometheus_egress(options),
         {
             "to": [_pods(options.alertmanager_namespace, options.alertmanager_pod_labels)],
             "ports": [_port(_url_port(options.alertmanager_service_url()))],
@@ -91,6 +88,15 @@ def _runbooks_egress(options: DeployOptions) -> list[dict[str, Any]]:
             "ports": [_port(443), _port(6443)],
         },
     ]
+
+
+def _prometheus_egress(options: DeployOptions) -> dict[str, Any]:
+    """To kube-prometheus-stack's Prometheus pods; to the port of --prometheus-url anywhere when it is
+    given (with --agent, the receiver's query API: Mimir or a Thanos Querier, often in another cluster)."""
+    port = _port(_url_port(options.prometheus_service_url()))
+    if options.prometheus_url:
+        return {"ports": [port]}
+    return {"to": [_pods(options.prometheus_namespace, options.prometheus_pod_labels)], "ports": [port]}
 
 
 def runbooks_policy(options: DeployOptions) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from servescope.catalog.revision import DEFAULT_REVISION_POD_LABELS, pod_label_k
 from servescope.common.hosts import HOST_PORT_PATTERN
 from servescope.common.settings_cli import cli_flag, repeated, setting
 from servescope.deploy import checks
+from servescope.deploy.agent_options import AgentOptions
 from servescope.deploy.checks import (
     Duration,
     Image,
@@ -20,7 +21,6 @@ from servescope.deploy.checks import (
     PortName,
     Regex,
 )
-from servescope.deploy.cluster import ClusterOptions
 from servescope.deploy.names import (
     DEFAULT_IMAGE,
     EXPORTER,
@@ -32,7 +32,6 @@ from servescope.deploy.names import (
 from servescope.deploy.runbook_options import RunbookDeployOptions
 
 DcgmSource = Literal["gpu-operator", "exporter-url", "dcgmi", "off"]
-REMOTE_WRITE_PATH = "/api/v1/write"
 # What the PodMonitor drops of the engines' series before Prometheus stores them: the `_created` series
 # (one per counter and histogram), the buckets of vllm:iteration_tokens_total (the rules read its _count),
 # vLLM's deprecated alias of the inter-token latency, and the per-request size and time histograms no
@@ -44,7 +43,7 @@ VLLM_DROP_SERIES = (
 )
 
 
-class DeployOptions(RunbookDeployOptions, ClusterOptions):
+class DeployOptions(RunbookDeployOptions, AgentOptions):
     """Defaults fit a GPU Operator cluster monitored by kube-prometheus-stack (docs/kubernetes.md)."""
 
     image: Image = setting(
@@ -160,27 +159,6 @@ class DeployOptions(RunbookDeployOptions, ClusterOptions):
         "the first the pod carries wins); the per-revision rules and the canary alerts read it, and the "
         "runbook service's rollback steps find a revision's ReplicaSet by it.",
     )
-    agent: bool = setting(
-        False,
-        "--agent/--no-agent",
-        "Scrape servescope's targets with a PrometheusAgent in servescope's namespace that "
-        "remote-writes to --remote-write-url (docs/scale-out.md); the central Prometheus then does not "
-        "scrape them.",
-    )
-    remote_write_url: str = setting(
-        "",
-        "--remote-write-url",
-        "With --agent: where it writes. Empty: kube-prometheus-stack's Prometheus, "
-        "http://<fullname>-prometheus.<prometheus-namespace>.svc:9090/api/v1/write (enable its "
-        "remote-write receiver).",
-    )
-    agent_shards: int = setting(
-        1,
-        "--agent-shards",
-        "With --agent: shards the targets are spread over (prometheus-operator `shards`).",
-        ge=1,
-        le=64,
-    )
     runbook_url: OptionalUrl = setting(
         "",
         "--runbook-url",
@@ -204,13 +182,6 @@ class DeployOptions(RunbookDeployOptions, ClusterOptions):
     def _revision_labels(cls, value: list[str]) -> list[str]:
         return [pod_label_key(key) for key in value]
 
-    @field_validator("remote_write_url")
-    @classmethod
-    def _remote_write(cls, value: str, info: ValidationInfo) -> str:
-        if value and not info.data.get("agent"):
-            raise ValueError(f"{value!r} is written to only by the agent: add --agent")
-        return checks.optional_url(value)
-
     @field_validator("dcgm_exporter_url")
     @classmethod
     def _dcgm_url(cls, value: str, info: ValidationInfo) -> str:
@@ -232,9 +203,6 @@ class DeployOptions(RunbookDeployOptions, ClusterOptions):
     def runs_as_root(self) -> bool:
         """The kubelet's socket and other processes' /proc entries are root's."""
         return self.host_pid or self.pod_resources
-
-    def remote_write_target(self) -> str:
-        return self.remote_write_url or self.prometheus_service_url().rstrip("/") + REMOTE_WRITE_PATH
 
     def runbook_base_url(self) -> str:
         return (self.runbook_url or self.runbook_service_url()).rstrip("/")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -68,6 +69,18 @@ def create_app(
     return app
 
 
+def sources_report(runtime: Runtime) -> dict[str, dict[str, Any]]:
+    """Each source's readiness, errors and last error, and what the source adds of its own (the vLLM
+    source: what discovery found and what it could not reach, with why)."""
+    _, report = runtime.readiness()
+    for runner in runtime.runners:
+        entry = report[runner.health.name]
+        entry["errors"] = dict(runner.health.errors)
+        entry["last_error"] = runner.health.last_error
+        entry.update(runner.health.report or {})
+    return report
+
+
 def _add_gpu_api(app: FastAPI, runtime: Runtime) -> None:
     """The read-only GPU API: memory curves (with the derived source), NVLink links, DCGM fields."""
     if runtime.derived is not None:
@@ -104,11 +117,7 @@ def _add_own_routes(app: FastAPI, runtime: Runtime) -> None:
 
     @app.get("/api/v1/sources")
     async def sources() -> dict[str, object]:
-        _, report = runtime.readiness()
-        for runner in runtime.runners:
-            report[runner.health.name]["errors"] = dict(runner.health.errors)
-            report[runner.health.name]["last_error"] = runner.health.last_error
-        return {"sources": report}
+        return {"sources": sources_report(runtime)}
 
     @app.get("/", include_in_schema=False)
     async def index() -> HTMLResponse:

@@ -233,5 +233,6 @@ def test_the_mapping_options_are_the_ones_expected() -> None:
             "alertmanager_pod_labels",
             "node_selector",
             "vllm_pod_labels",
+            "rule_labels",
         ]
     )

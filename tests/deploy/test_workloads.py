@@ -38,7 +38,7 @@ def _arg(workload: Doc, flag: str) -> str:
 def test_daemonset_runs_on_gpu_nodes_through_their_taint() -> None:
     spec = pod_spec(_daemonset())
     assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
-    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+    assert {"key": "nvidia.com/gpu", "operator": "Exists"} in spec["tolerations"]  # every effect
     assert pod_spec(_daemonset("elsewhere"))["nodeSelector"] == {"node-role.example.com/gpu": ""}
 
 

@@ -39,6 +39,9 @@ def alert_labels(exporter: str) -> dict[str, str]:
         "revision": "6d4cf56db9",
         "stable_revision": "7f8b9c0d1e",
         "sli": "ttft_p99_ratio",
+        "reason": "series_limit",
+        "prometheus": "servescope/servescope-agent",
+        "prometheus_replica": "prom-agent-servescope-agent-0",
     }
 
 
