@@ -11,7 +11,6 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from servescope.runbooks.settings import StepSettings
 from servescope.sim.cluster import CANARY_REVISION, NAMESPACE, STABLE_REVISION
 from servescope.sim.engines import MODEL_NAME, gpu_groups
 from servescope.sim.registry import make_scenario
@@ -33,13 +32,8 @@ def exporter_args(port: int) -> list[str]:
 
 def runbook_args(port: int) -> list[str]:
     """The runbook service reaches the simulated API server, and its rollback step looks for the model's
-    workload in the serving namespace (where the runbook settings offer it: the step came with it)."""
-    if not port:
-        return []
-    args = [f"--kube-api-url={api_url(port)}"]
-    if "serving_namespaces" in StepSettings.model_fields:
-        args.append(f"--serving-namespace={NAMESPACE}")
-    return args
+    workload in the serving namespace."""
+    return [f"--kube-api-url={api_url(port)}", f"--serving-namespace={NAMESPACE}"] if port else []
 
 
 def analyze_argv(prometheus: str, alerts: Path) -> list[str]:

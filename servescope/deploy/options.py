@@ -156,8 +156,9 @@ class DeployOptions(RunbookDeployOptions, AgentOptions):
         lambda: list(DEFAULT_REVISION_POD_LABELS),
         "--revision-pod-label",
         "Pod label whose value is the engine's rollout `revision` (repeatable, the first the pod carries "
-        "wins); the per-revision rules and the canary alerts read it. The PodMonitor relabels it (--topology "
-        "podmonitor); the exporter reads it from the API server (--topology exporter, --pod-revisions).",
+        "wins); the per-revision rules and the canary alerts read it, and the runbook service's rollback "
+        "steps find a revision's ReplicaSet by it. The PodMonitor relabels it (--topology podmonitor); the "
+        "exporter reads it from the API server (--topology exporter, --pod-revisions).",
     )
     pod_revisions: bool = setting(
         True,
