@@ -70,9 +70,9 @@ class SimulationSettings(BaseSettings):
         False,
         "--cluster/--no-cluster",
         "Also simulate the node's Kubernetes: a kubelet pod-resources socket where each engine is a pod of "
-        "one Deployment, and an API server listing and watching those pods with their revision labels; the "
-        "exporter reads both (GPU -> pod attribution, each engine's `revision`). On for the scenarios that "
-        "need it (canary).",
+        "one Deployment, and an API server listing and watching those pods with their revision labels. The "
+        "exporter reads the socket (GPU -> pod), and the API server with --pod-labels (each engine's "
+        "`revision`). On, with --pod-labels, for the scenarios that need it (canary).",
     )
     cluster_api_listen: str = setting(
         "127.0.0.1:0",

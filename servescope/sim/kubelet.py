@@ -79,3 +79,8 @@ def container(name: str, *devices: tuple[str, list[str]], claims: list[Any] | No
 
 def pod(namespace: str, name: str, *containers: Any) -> Any:
     return pb.PodResources(namespace=namespace, name=name, containers=list(containers))
+
+
+def allocatable(resource: str, device_ids: list[str]) -> Any:
+    """Devices the kubelet may allocate (GetAllocatableResources' answer, one resource)."""
+    return pb.ContainerDevices(resource_name=resource, device_ids=device_ids)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from servescope.sim.cluster import STABLE_REVISION, ClusterState
+from servescope.sim.cluster import GPU_RESOURCE, STABLE_REVISION, ClusterState
 from servescope.sim.kube_api import SimulatedApiServer
-from servescope.sim.kubelet import SimulatedKubelet
+from servescope.sim.kubelet import SimulatedKubelet, allocatable
 
 
 class SimulatedCluster:
@@ -19,6 +19,9 @@ class SimulatedCluster:
         self.state.set_revisions([STABLE_REVISION] * len(gpu_uuids))
         self.kubelet = SimulatedKubelet(socket)
         self.kubelet.pods = self.state.kubelet_pods()
+        self.kubelet.allocatable = [
+            allocatable(GPU_RESOURCE, [uuid for group in gpu_uuids for uuid in group])
+        ]
         self.api = SimulatedApiServer(self.state, listen)
 
     @property

@@ -160,7 +160,9 @@ def simulated_runtime(settings: Settings, simulation: SimulationSettings) -> Run
     )
     cluster = None
     if simulation.cluster or (scenario is not None and scenario.needs_cluster):
-        cluster, settings = _with_cluster(settings, simulation, fleet, state.path.parent)
+        # A scenario played on the cluster needs the engines' revisions: the pods' labels are read then.
+        labels = settings.k8s.pod_labels or (scenario is not None and scenario.needs_cluster)
+        cluster, settings = _with_cluster(settings, simulation, fleet, state.path.parent, labels)
     runtime = build_runtime(settings, hardware)
     node = SimulatedNode(fleet, simulation.engines, simulation.seed, scenario, state, cluster=cluster)
     runtime.companions.append(node)
@@ -168,10 +170,10 @@ def simulated_runtime(settings: Settings, simulation: SimulationSettings) -> Run
 
 
 def _with_cluster(
-    settings: Settings, simulation: SimulationSettings, fleet: SimulatedFleet, folder: Path
+    settings: Settings, simulation: SimulationSettings, fleet: SimulatedFleet, folder: Path, labels: bool
 ) -> tuple[SimulatedCluster, Settings]:
     """The node's simulated Kubernetes side, and the settings that point the exporter at it: the kubelet
-    socket (GPU -> pod) and the API server (each pod's revision), as on a cluster node."""
+    socket (GPU -> pod) and, with `labels`, the API server (each pod's revision), as on a cluster node."""
     groups = gpu_groups(simulation.gpus, simulation.engines)
     uuids = [[fleet.gpus[index].uuid for index in group] for group in groups]
     node = settings.node.resolved_hostname()
@@ -186,7 +188,7 @@ def _with_cluster(
         update={
             "pod_resources_socket": str(cluster.socket),
             "pod_resources_interval_seconds": min(settings.k8s.pod_resources_interval_seconds, 5.0),
-            "pod_labels": True,
+            "pod_labels": labels,
             "kube_api_url": cluster.url,
         }
     )
