@@ -41,6 +41,7 @@ PARTS = {
     "derived": "derived.py",
     "footprint": "footprint.py",
     "alert-quality": "alert_quality.py",
+    "load-client": "load_client.py",
 }
 NOTE = (
     "Absolute times on a shared machine are noisy; the ratios (servescope against the baseline measured "
