@@ -5,13 +5,14 @@ waiting on a process's descendants to exit, and the generous bound on a wait a t
 from __future__ import annotations
 
 from servescope.common.processes import Child, ChildFailedError, free_port
-from tests.support.bounds import STARVED_S, generous
+from tests.support.bounds import STARTUP_S, STARVED_S, generous
 from tests.support.procs import descendants, wait_all_exited, zombie
 from tests.support.servers import SERVESCOPE, Served, servescope_serving, start_child, start_servescope, stop
 from tests.support.waiting import wait_for
 
 __all__ = [
     "SERVESCOPE",
+    "STARTUP_S",
     "STARVED_S",
     "Child",
     "ChildFailedError",

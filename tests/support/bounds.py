@@ -11,6 +11,10 @@ from __future__ import annotations
 # What a starved 2-core machine may add to a wait: seconds a process may go without a CPU, summed
 # over the few steps of one wait (a connect, a read, a reply).
 STARVED_S = 8.0
+# How long a test waits for a child it starts (an exporter, a runbook service) to announce its port and
+# answer. How long a start takes is no claim of any test, and on a starved machine importing the package
+# alone has taken over 20 s; a child that cannot start at all still fails the test, naming its log.
+STARTUP_S = 60.0
 
 
 def generous(expected_s: float) -> float:
