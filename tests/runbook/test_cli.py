@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from servescope.cli import app
+from servescope.exporter.vllm.scrape import ACCEPT as VLLM_SCRAPE_ACCEPT
 from servescope.runbooks.document import ENV_RUNBOOKS, SHIPPED_RUNBOOKS
 from tests.runbook.cli_peers import invoke, label_args
 from tests.runbook.fakes import corpus, fake_http, fake_kubectl, step, write_runbook
@@ -278,9 +279,13 @@ def test_hostile_labels_are_refused_before_anything_runs(env: Env, tmp_path: Pat
                 result = CliRunner().invoke(app, ["runbook", *args])
                 assert result.exit_code == 2, (label, payload[:40], result.output[:300])
                 assert f"from label '{label}'" in result.stderr or "expected name=value" in result.stderr
-        # A Prometheus of another test may still scrape a freed port this fake was given: not this CLI.
+        # A Prometheus, or a servescope exporter's vLLM scraper (its Accept header), of another test may
+        # still scrape a freed port this fake was given: not this CLI.
         from_the_cli = [
-            r for r in exporter.requests if not r.headers.get("User-Agent", "").startswith("Prometheus/")
+            r
+            for r in exporter.requests
+            if not r.headers.get("User-Agent", "").startswith("Prometheus/")
+            and r.headers.get("Accept") != VLLM_SCRAPE_ACCEPT
         ]
         assert not from_the_cli, from_the_cli
     assert not env.marker.exists() and not sentinel.exists()
