@@ -12,7 +12,6 @@ import pytest
 from typer.testing import CliRunner
 
 from servescope.cli import app
-from servescope.exporter.vllm.scrape import ACCEPT as VLLM_SCRAPE_ACCEPT
 from servescope.runbooks.document import ENV_RUNBOOKS, SHIPPED_RUNBOOKS
 from tests.runbook.cli_peers import invoke, label_args
 from tests.runbook.fakes import corpus, fake_http, step, write_runbook
@@ -290,13 +289,7 @@ def test_hostile_labels_are_refused_before_anything_runs(env: Env, tmp_path: Pat
                 result = CliRunner().invoke(app, ["runbook", *args])
                 assert result.exit_code == 2, (label, payload[:40], result.output[:300])
                 assert f"from label '{label}'" in result.stderr or "expected name=value" in result.stderr
-        # A Prometheus, or a servescope exporter's vLLM scraper (its Accept header), of another test may
-        # still scrape a freed port this fake was given: not this CLI.
-        from_the_cli = [
-            r
-            for r in exporter.requests
-            if not r.headers.get("User-Agent", "").startswith("Prometheus/")
-            and r.headers.get("Accept") != VLLM_SCRAPE_ACCEPT
-        ]
+        # Another test's Prometheus or exporter may still scrape a freed port this fake was given.
+        from_the_cli = [r for r in exporter.requests if not r.scrape]
         assert not from_the_cli, from_the_cli
     assert env.kube.api.changes() == [] and not sentinel.exists()
