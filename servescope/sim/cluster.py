@@ -17,8 +17,7 @@ import copy
 import hashlib
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from servescope.sim.kubelet import container, pod
 
@@ -54,15 +53,15 @@ def labelled(revision: str) -> dict[str, Any]:
     return found
 
 
-@dataclass(frozen=True)
-class EnginePod:
+class EnginePod(NamedTuple):
     engine: int
     revision: str
     name: str
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
+    """One watch event of the pods' history, at the resourceVersion it made."""
+
     version: int
     kind: str  # ADDED or DELETED
     obj: dict[str, Any]

@@ -68,6 +68,16 @@ def _metadata_only(accept: str | None) -> bool:
     return "as=PartialObjectMetadata" in (accept or "").split(",")[0]
 
 
+def send_json(handler: BaseHTTPRequestHandler, code: int, body: dict[str, Any]) -> None:
+    """One JSON answer with its length, as the API server sends an object, a list or a Status."""
+    data = json.dumps(body).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     state: ClusterState
@@ -76,12 +86,7 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
     def _send(self, code: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, code, body)
 
     def _refuse(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)

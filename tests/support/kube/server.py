@@ -27,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from servescope.sim.kube_api import send_json
 from tests.support.kube.errors import ApiStatusError
 from tests.support.kube.rbac import Rbac, Request
 from tests.support.kube.selectors import selected
@@ -144,12 +145,7 @@ class Handler(BaseHTTPRequestHandler):
         self._handle("DELETE")
 
     def _send(self, code: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, code, body)
 
     def _handle(self, method: str) -> None:
         url = urlsplit(self.path)
@@ -263,7 +259,7 @@ class Handler(BaseHTTPRequestHandler):
                 self._chunk({"type": kind, "object": as_metadata(obj) if metadata else obj})
 
         try:
-            seconds = min(float((query.get("timeoutSeconds") or [WATCH_SECONDS])[0]), WATCH_SECONDS)
+            seconds = min(float((query.get("timeoutSeconds") or [str(WATCH_SECONDS)])[0]), WATCH_SECONDS)
             if found is None or not follow(found, items if since in ("", "0") else [], send, seconds):
                 expired = status(410, "Expired", f"too old resource version: {since} ({log.oldest})")
                 self._chunk({"type": "ERROR", "object": expired})
