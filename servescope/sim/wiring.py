@@ -125,6 +125,17 @@ def check(simulation: SimulationSettings) -> None:
         )
 
 
+def _scenario(simulation: SimulationSettings) -> Scenario | None:
+    """The scenario the node plays, or None for the plain load wave."""
+    if simulation.scenario == NO_SCENARIO:
+        return None
+    layout = gpu_groups(simulation.gpus, simulation.engines)
+    try:
+        return make_scenario(simulation.scenario, pace=simulation.scenario_pace, layout=layout)
+    except ValueError as exc:  # a bad leak rate in the environment
+        raise SimulationError(str(exc)) from None
+
+
 def simulated_runtime(settings: Settings, simulation: SimulationSettings) -> Runtime:
     """The exporter's runtime over a simulated node; raises SimulationError for unknown names."""
     check(simulation)
@@ -134,13 +145,7 @@ def simulated_runtime(settings: Settings, simulation: SimulationSettings) -> Run
         simulation.seed,
         nvlinks=None if simulation.nvlinks < 0 else simulation.nvlinks,
     )
-    scenario = None
-    if simulation.scenario != NO_SCENARIO:
-        layout = gpu_groups(simulation.gpus, simulation.engines)
-        try:
-            scenario = make_scenario(simulation.scenario, pace=simulation.scenario_pace, layout=layout)
-        except ValueError as exc:  # a bad leak rate in the environment
-            raise SimulationError(str(exc)) from None
+    scenario = _scenario(simulation)
     env = fake_dcgmi_environment(simulation.gpus, simulation.seed, simulation.gpu_model)
     # The fake `dcgmi` follows this fleet (what scenarios drive), as a host engine reads the same GPUs.
     state = StateWriter(fleet, Path(tempfile.mkdtemp(prefix="servescope-sim-")) / "node-state.json")
@@ -159,9 +164,10 @@ def simulated_runtime(settings: Settings, simulation: SimulationSettings) -> Run
         simulation.seed,
     )
     cluster = None
-    if simulation.cluster or (scenario is not None and scenario.needs_cluster):
+    on_cluster = scenario is not None and scenario.needs_cluster
+    if simulation.cluster or on_cluster:
         # A scenario played on the cluster needs the engines' revisions: the pods' labels are read then.
-        labels = settings.k8s.pod_labels or (scenario is not None and scenario.needs_cluster)
+        labels = settings.k8s.pod_labels or on_cluster
         cluster, settings = _with_cluster(settings, simulation, fleet, state.path.parent, labels)
     runtime = build_runtime(settings, hardware)
     node = SimulatedNode(fleet, simulation.engines, simulation.seed, scenario, state, cluster=cluster)

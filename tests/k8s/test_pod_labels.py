@@ -152,7 +152,8 @@ def test_a_too_old_resource_version_is_followed_by_a_new_consistent_list(tmp_pat
         wait_for("the watch", server.watches, 10, every=0.1)
         server.store.compact()  # what the watch resumes from is no longer kept: 410 Expired
         server.store.add(pod("serving", "deepseek-84b5c7f9d-q8k2m", **{ROLLOUT: "84b5c7f9d"}))
-        lists = wait_for("a second list", lambda: len(server.lists()) >= 2 and server.lists(), 10, every=0.1)
+        wait_for("a second list", lambda: len(server.lists()) >= 2, 10, every=0.1)
+        lists = server.lists()
         assert "resourceVersion" not in query(lists[1])  # the latest state, not the cache that was too old
         wait_for(
             "the pod added meanwhile",
