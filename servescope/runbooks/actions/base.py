@@ -13,7 +13,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from servescope.catalog.revision import DEFAULT_REVISION_POD_LABELS
-from servescope.exporter.vllm.text_parser import ExpositionError
+from servescope.common.text_parser import ExpositionError
 from servescope.runbooks.actions.params import K8sName, Params
 
 Kind = Literal["read", "change"]

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from servescope.exporter.vllm.text_parser.model import ParsedFamily, ParsedSample
+from servescope.common.text_parser.model import ParsedFamily, ParsedSample
 
 # Far more than any engine's series carry: vLLM's cache_config_info has 37, its other series 2-4.
 MAX_LABELS = 128
