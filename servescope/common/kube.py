@@ -20,14 +20,18 @@ from lightkube import ApiError, Client, KubeConfig
 from lightkube.config.models import Cluster, User
 from lightkube.core.exceptions import ConfigError
 
+from servescope.common.errors import ServescopeError
+
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 FIELD_MANAGER = "servescope-runbooks"
 
 __all__ = ["ApiError", "KubeAccess", "KubeConfigError", "client", "close_clients", "describe_api_error"]
 
 
-class KubeConfigError(RuntimeError):
+class KubeConfigError(ServescopeError, RuntimeError):
     """No way to reach the Kubernetes API was found; the message says what was tried."""
+
+    reason = "kube_config"
 
 
 @dataclass(frozen=True)

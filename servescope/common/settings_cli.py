@@ -20,7 +20,7 @@ from pydantic import AliasChoices, BaseModel, Field, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from servescope.common.errors import validation_message
+from servescope.common.errors import ServescopeError, validation_message
 
 ENV_PREFIX = "SERVESCOPE_"
 Model = TypeVar("Model", bound=BaseModel)
@@ -147,8 +147,10 @@ def usage_error(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-class SettingsError(ValueError):
+class SettingsError(ServescopeError, ValueError):
     """A value of the command line or environment that a settings model refused; names the flag."""
+
+    reason = "settings_invalid"
 
 
 def build_models(options: Sequence[Option], values: Mapping[str, Any]) -> dict[type[BaseModel], BaseModel]:
