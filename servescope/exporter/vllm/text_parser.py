@@ -3,20 +3,10 @@ source and the runbook service; this name keeps the engines' modules importing i
 
 from __future__ import annotations
 
-from servescope.common.text_parser import (
-    ExpositionError,
-    ExpositionParser,
-    ParsedFamily,
-    ParsedSample,
-    SeriesLimits,
-    parse_exposition,
-)
-
-__all__ = [
-    "ExpositionError",
-    "ExpositionParser",
-    "ParsedFamily",
-    "ParsedSample",
-    "SeriesLimits",
-    "parse_exposition",
-]
+# Re-exported under their own names: explicit re-exports, as mypy's strict mode wants them.
+from servescope.common.text_parser import ExpositionError as ExpositionError
+from servescope.common.text_parser import ExpositionParser as ExpositionParser
+from servescope.common.text_parser import ParsedFamily as ParsedFamily
+from servescope.common.text_parser import ParsedSample as ParsedSample
+from servescope.common.text_parser import SeriesLimits as SeriesLimits
+from servescope.common.text_parser import parse_exposition as parse_exposition
