@@ -6,6 +6,11 @@ from __future__ import annotations
 import importlib
 import re
 
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from servescope.common.cli_errors import complain, usage_error
 from servescope.common.errors import ServescopeError
 
 MODULES = [
@@ -107,3 +112,18 @@ def test_an_instance_may_carry_its_own_reason() -> None:
     )
     assert RefusedError(401, "unauthorized", "no token").reason == "unauthorized"
     assert NvmlError(3, "nvmlDeviceGetPowerUsage").reason == "not_supported"
+
+
+@pytest.mark.parametrize("code", [1, 2])
+def test_a_command_s_error_is_one_line_on_stderr_and_its_status(code: int) -> None:
+    app = typer.Typer()
+
+    @app.command()
+    def broken() -> None:
+        complain("3 rules", kind="lint")
+        usage_error("--config x.yaml: no such file", code)
+
+    result = CliRunner().invoke(app, [])
+    assert result.exit_code == code
+    assert result.stdout == ""
+    assert result.stderr == "servescope: lint: 3 rules\nservescope: error: --config x.yaml: no such file\n"

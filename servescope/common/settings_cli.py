@@ -13,13 +13,15 @@ import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import AliasChoices, BaseModel, Field, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# Re-exported: the commands that build on settings_command import it from here.
+from servescope.common.cli_errors import usage_error as usage_error  # noqa: PLC0414
 from servescope.common.errors import ServescopeError, validation_message
 
 ENV_PREFIX = "SERVESCOPE_"
@@ -140,11 +142,6 @@ def _parameter(option: Option, panel: str | None) -> inspect.Parameter:
         default=_option_default(info),
         annotation=Annotated[_option_type(info.annotation), typer_option],
     )
-
-
-def usage_error(message: str, code: int = 2) -> NoReturn:
-    typer.echo(f"servescope: error: {message}", err=True)
-    raise typer.Exit(code)
 
 
 class SettingsError(ServescopeError, ValueError):
