@@ -13,7 +13,9 @@ from jinja2 import UndefinedError
 from servescope.common.html import render
 from servescope.runbooks.document import load_runbook, runbooks_dir
 from servescope.runbooks.incident_html import incident_html, incidents_html
-from servescope.runbooks.runbook_html import runbook_html
+from servescope.runbooks.model import RunbookError
+from servescope.runbooks.runbook_html import index_html, runbook_html
+from servescope.runbooks.shell import broken, not_found
 
 HOSTILE = "<script>alert('x')</script>\" onmouseover=\"alert(1)\" & 'quoted' &amp;"
 
@@ -96,6 +98,18 @@ def test_a_runbook_page_keeps_hostile_labels_in_their_place() -> None:
         b == {"class", "id", "data-step", "data-kind", "data-url", "data-call"} for b in buttons
     )
     assert HOSTILE in "".join(page.text)
+
+
+def test_error_pages_and_the_index_show_a_hostile_name_as_text() -> None:
+    error = RunbookError(f"pages/{HOSTILE}.md", 3, f"unknown action {HOSTILE!r}")
+    answer = broken(error)
+    assert answer.status_code == 500
+    assert str(error) in "".join(_assert_inert(answer.body.decode()).text)
+    message = f"No runbook for alert {HOSTILE!r}."
+    missing = not_found(message)
+    assert missing.status_code == 404 and message in "".join(_assert_inert(missing.body.decode()).text)
+    index = str(index_html([], [error]))
+    assert str(error) in "".join(_assert_inert(index).text)
 
 
 def test_a_template_refuses_a_value_it_was_not_given() -> None:
