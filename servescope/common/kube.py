@@ -21,6 +21,8 @@ from lightkube.config import client_adapter
 from lightkube.config.models import Cluster, User
 from lightkube.core.exceptions import ConfigError
 
+from servescope.common.errors import ServescopeError
+
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 FIELD_MANAGER = "servescope-runbooks"
 
@@ -35,8 +37,10 @@ __all__ = [
 ]
 
 
-class KubeConfigError(RuntimeError):
+class KubeConfigError(ServescopeError, RuntimeError):
     """No way to reach the Kubernetes API was found; the message says what was tried."""
+
+    reason = "kube_config"
 
 
 @dataclass(frozen=True)
