@@ -10,9 +10,9 @@ from typing import Literal
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from servescope.common.hosts import HOST_PORT_PATTERN
-from servescope.common.listen import ListenSetting
-from servescope.common.settings_cli import ENV_PREFIX, area_config, setting
+from servescope.core.hosts import HOST_PORT_PATTERN
+from servescope.core.listen import ListenSetting
+from servescope.core.settings_cli import ENV_PREFIX, area_config, setting
 from servescope.exporter.k8s.settings import K8sSettings
 from servescope.exporter.vllm.settings import VllmSettings
 

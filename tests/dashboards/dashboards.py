@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from servescope.dashboards import BUILD_DIR as DASHBOARDS_BUILD
-from servescope.dashboards.build import HERE, names, render_all
+from servescope.bundle.dashboards import BUILD_DIR as DASHBOARDS_BUILD
+from servescope.bundle.dashboards.build import HERE, names, render_all
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = DASHBOARDS_BUILD

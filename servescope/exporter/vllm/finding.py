@@ -11,7 +11,7 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 
-from servescope.catalog import bounds
+from servescope.core.catalog import bounds
 from servescope.exporter.exposition import Sample
 from servescope.exporter.gpu_directory import GpuDirectory
 from servescope.exporter.sources.base import Problem
