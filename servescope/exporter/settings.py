@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from servescope.core.batch_controller import DEFAULT_MAX_SEQS
 from servescope.core.hosts import HOST_PORT_PATTERN
 from servescope.core.listen import ListenSetting
 from servescope.core.settings_cli import ENV_PREFIX, area_config, setting
@@ -175,7 +176,7 @@ class DerivedSettings(BaseSettings):
         le=1,
     )
     advisor_max_num_seqs: int = setting(
-        256,
+        DEFAULT_MAX_SEQS,
         "--advisor-max-num-seqs",
         "The max_num_seqs your engines run with (vLLM does not export it); the advisor steps from it, or "
         "from the largest running batch seen if that is higher.",

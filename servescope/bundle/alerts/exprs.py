@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from servescope.bundle.alerts.model import ENGINE_KEYS, GPU_KEYS, sel
-from servescope.bundle.alerts.topology import podmonitor
+from servescope.bundle.alerts.model import ENGINE_KEYS, GPU_KEYS
 from servescope.core import catalog as c
 from servescope.core.catalog.placement import GPU_POD_INFO
 from servescope.core.config import AlertsConfig
+from servescope.core.topology import podmonitor, sel
 
 # The labels that tell a GPU and an engine apart (the alerts' keys), as a PromQL label list.
 GPU_BY = ", ".join(GPU_KEYS)

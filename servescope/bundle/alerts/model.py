@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from servescope.bundle.alerts.topology import source
 from servescope.core.config import AlertsConfig
 
 SEVERITIES = ("critical", "warning", "info")
@@ -119,10 +118,3 @@ class Group:
             out["interval"] = self.interval
         out["rules"] = [rule.render(config) for rule in self.rules]
         return out
-
-
-def sel(config: AlertsConfig, name: str, *matchers: str) -> str:
-    """`name{<exporter selector>,<matchers>}`, or the engine's own series in the PodMonitor topology."""
-    series, selector = source(config, name)
-    inner = ",".join(m for m in (selector, *matchers) if m)
-    return f"{series}{{{inner}}}"

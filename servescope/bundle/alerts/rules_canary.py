@@ -9,7 +9,7 @@ changes no comparison: it is the model's SLO page, never a canary alert.
 
 from __future__ import annotations
 
-from servescope.bundle.alerts.model import Alert, Group, Record, sel
+from servescope.bundle.alerts.model import Alert, Group, Record
 from servescope.bundle.alerts.rules_slo import PAGE, SERIES_BY, SLIS
 from servescope.core import catalog as c
 from servescope.core.canary_exprs import (
@@ -27,6 +27,7 @@ from servescope.core.canary_exprs import (
     record,
 )
 from servescope.core.config import AlertsConfig
+from servescope.core.topology import sel
 
 HISTOGRAMS = {"ttft": c.TTFT.name, "itl": c.ITL.name}
 KEYS = ("model_name", "revision", "stable_revision", "sli")

@@ -11,10 +11,10 @@ the 7-day one too where a week of history exists, for an hour: a regression a de
 from __future__ import annotations
 
 from servescope.bundle.alerts.exprs import engine_gpus
-from servescope.bundle.alerts.model import ENGINE_KEYS, Alert, Group, Record, sel
-from servescope.bundle.alerts.topology import podmonitor
+from servescope.bundle.alerts.model import ENGINE_KEYS, Alert, Group, Record
 from servescope.core import catalog as c
 from servescope.core.config import AlertsConfig
+from servescope.core.topology import podmonitor, sel
 
 # In the PodMonitor topology the pod is the unit, as where other rules join engines onto GPUs: the
 # kubelet's allocation says which GPUs the pod holds, not which of them each data-parallel rank uses.

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from servescope.bundle.alerts.exprs import BASELINE_MIN_AGE, ENGINE_BY, ON_ENGINE
-from servescope.bundle.alerts.model import ENGINE_KEYS, Alert, Group, Record, sel
+from servescope.bundle.alerts.model import ENGINE_KEYS, Alert, Group, Record
 from servescope.core import catalog as c
 from servescope.core.config import AlertsConfig
+from servescope.core.topology import sel
 
 ENDPOINTS = "model:servescope_serving_endpoints:count"
 FAILED_REASONS = "abort|error"

@@ -4,10 +4,11 @@ a ticket: none is a user-visible symptom, each is a blind spot of the monitoring
 
 from __future__ import annotations
 
-from servescope.bundle.alerts.model import Alert, Group, sel
+from servescope.bundle.alerts.model import Alert, Group
 from servescope.core.catalog import bounds
 from servescope.core.config import AlertsConfig
-from servescope.exporter.vllm.listening import REACH_FAILURES
+from servescope.core.topology import sel
+from servescope.core.vllm.reach import REACH_FAILURES
 
 
 def series_dropped(cfg: AlertsConfig) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from servescope.bundle.alerts.exprs import GPU_BY, ON_GPU
-from servescope.bundle.alerts.model import GPU_KEYS, Alert, Group, sel
+from servescope.bundle.alerts.model import GPU_KEYS, Alert, Group
 from servescope.core import catalog as c
 from servescope.core.catalog.pcie import (
     PCIE_LINK_GENERATION,
@@ -13,6 +13,7 @@ from servescope.core.catalog.pcie import (
 )
 from servescope.core.config import AlertsConfig
 from servescope.core.durations import parse_duration
+from servescope.core.topology import sel
 
 # NVLink CRC counters of DCGM by field, summed over links: 409/419 (flit/data) and their NVLink5
 # fallbacks 1206/1209 (watched only where 409/419 are unsupported, so never both on one GPU); 497

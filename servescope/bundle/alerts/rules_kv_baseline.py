@@ -7,9 +7,10 @@ loopback endpoints (http://127.0.0.1:8000) of different nodes apart.
 
 from __future__ import annotations
 
-from servescope.bundle.alerts.model import Group, Record, sel
+from servescope.bundle.alerts.model import Group, Record
 from servescope.core import catalog as c
 from servescope.core.config import AlertsConfig
+from servescope.core.topology import sel
 
 BASELINE_BY = "job, hostname, model_name, engine, endpoint"
 KV_AVG5M = "engine:servescope_kv_cache_usage:avg5m"

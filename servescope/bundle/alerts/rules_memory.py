@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from servescope.bundle.alerts.exprs import GPU_BY, ON_ENGINE, ON_GPU, gpu_hosts, on_engine_gpus
-from servescope.bundle.alerts.model import GPU_KEYS, Alert, Group, sel
+from servescope.bundle.alerts.model import GPU_KEYS, Alert, Group
 from servescope.core import catalog as c
 from servescope.core.catalog import derived as dm
 from servescope.core.config import AlertsConfig
+from servescope.core.topology import sel
 
 # The GPU memory share vLLM takes when the engine does not say (its default gpu_memory_utilization).
 DEFAULT_BUDGET = 0.9

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from servescope.bundle.alerts.model import WATCHDOG, Alert, Group, sel
+from servescope.bundle.alerts.model import WATCHDOG, Alert, Group
 from servescope.core import catalog as c
 from servescope.core.catalog import derived as dm
 from servescope.core.config import AlertsConfig
+from servescope.core.topology import sel
 
 
 def endpoint_down(cfg: AlertsConfig) -> str:

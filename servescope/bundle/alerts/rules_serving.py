@@ -12,11 +12,12 @@ from servescope.bundle.alerts.exprs import (
     pool_spare,
     saturated,
 )
-from servescope.bundle.alerts.model import ENGINE_KEYS, GPU_KEYS, Alert, Group, sel
+from servescope.bundle.alerts.model import ENGINE_KEYS, GPU_KEYS, Alert, Group
 from servescope.bundle.alerts.rules_kv_baseline import KV_AVG1D, KV_AVG5M, KV_STDDEV1D
 from servescope.bundle.alerts.rules_slo import PAGE, error_ratio
 from servescope.core import catalog as c
 from servescope.core.config import AlertsConfig
+from servescope.core.topology import sel
 
 COMBINED_KEYS = (*ENGINE_KEYS, "hostname", "gpu", "uuid")
 # The page is about the engine: a tensor-parallel engine on 8 saturated GPUs pages once, not 8 times.

@@ -6,9 +6,10 @@ Google's SRE workbook windows for a 30-day budget: page when 1h and 5m both burn
 
 from __future__ import annotations
 
-from servescope.bundle.alerts.model import Alert, Group, Record, sel
+from servescope.bundle.alerts.model import Alert, Group, Record
 from servescope.core import catalog as c
 from servescope.core.config import AlertsConfig
+from servescope.core.topology import sel
 
 SERIES_BY = "job, instance, model_name, engine, endpoint"
 

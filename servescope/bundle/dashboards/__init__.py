@@ -1,4 +1,4 @@
-"""Grafana dashboards as code (grafanalib): one `<name>.dashboard.py` per dashboard, built to JSON."""
+"""Grafana dashboards as code (grafanalib): one module per dashboard in `boards/`, built to JSON."""
 
 from pathlib import Path
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servescope.bundle.alerts.model import sel
 from servescope.core import catalog as c
 from servescope.core.canary_exprs import FAILED_REASONS
 from servescope.core.catalog.revision import REVISION_LABEL
 from servescope.core.config import AlertsConfig
+from servescope.core.topology import sel
 from servescope.kit.canary.histograms import Histogram, parse_le
 from servescope.kit.canary.prometheus import Prometheus, literal
 from servescope.kit.load.user_ids import BUCKET_LABEL, REVISION_HEADER_LABEL, USER_REQUESTS

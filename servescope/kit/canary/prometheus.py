@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
 
+from servescope.core.addresses import address_policy
+from servescope.core.decoding import FetchError
 from servescope.core.errors import ServescopeError
-from servescope.runbooks.actions.base import ActionError
-from servescope.runbooks.actions.fetch import UnreachableError, request
-from servescope.runbooks.actions.promql import promql_string
+from servescope.core.http_client import BoundedClient
+from servescope.core.promql_literal import promql_string
 
 # The analysis asks for a few dozen short vectors; an answer this large is not one of them.
 MAX_ANSWER_BYTES = 4 * 2**20
@@ -21,6 +23,12 @@ class PrometheusError(ServescopeError):
     """Prometheus could not be asked, or refused a query; the message names the URL and the query."""
 
     reason = "prometheus_failed"
+
+
+@functools.cache
+def _client() -> BoundedClient:
+    """One bounded client for the process (total deadline, decoded-size cap, no metadata addresses)."""
+    return BoundedClient(timeout=10.0, max_bytes=MAX_ANSWER_BYTES, address_policy=address_policy)
 
 
 def literal(value: str) -> str:
@@ -41,13 +49,13 @@ class Prometheus:
         endpoint = self.url.rstrip("/") + "/api/v1/query"
         params = {"query": query, "time": f"{self.at:.3f}"}
         try:
-            answer = request(
-                "GET", endpoint, timeout=self.timeout_s, params=params, max_bytes=MAX_ANSWER_BYTES
-            )
+            answer = _client().request("GET", endpoint, params=params, timeout=self.timeout_s)
             body: Any = answer.json()
-        except UnreachableError as exc:
-            raise PrometheusError(f"cannot reach Prometheus at {self.url}: {exc}") from None
-        except (ActionError, ValueError) as exc:
+        except FetchError as exc:
+            if exc.reason in ("connect", "refused"):
+                raise PrometheusError(f"cannot reach Prometheus at {self.url}: {exc}") from None
+            raise PrometheusError(f"Prometheus at {self.url}: {exc}") from None
+        except ValueError as exc:
             raise PrometheusError(f"Prometheus at {self.url}: {exc}") from None
         if not isinstance(body, dict) or body.get("status") != "success":
             error = body.get("error") if isinstance(body, dict) else str(body)[:200]

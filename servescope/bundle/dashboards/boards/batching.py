@@ -20,12 +20,12 @@ from servescope.bundle.dashboards.common import (
     ts,
 )
 from servescope.core import catalog as c
+from servescope.core.batch_controller import DEFAULT_MAX_SEQS
 from servescope.core.catalog import derived as d
-from servescope.exporter.settings import DerivedSettings
 
 STEPS = c.ITERATION_TOKENS.name
 # vLLM does not export max_num_seqs; the advisor steps from this setting (--advisor-max-num-seqs).
-CONFIGURED_MAX_NUM_SEQS = DerivedSettings.model_fields["advisor_max_num_seqs"].default
+CONFIGURED_MAX_NUM_SEQS = DEFAULT_MAX_SEQS
 
 
 def rate_per_engine(metric: str) -> str:

@@ -44,3 +44,10 @@ def source(cfg: AlertsConfig, name: str) -> tuple[str, str]:
         if base != name and base in VLLM_NAMES:
             return VLLM_NAMES[base] + suffix, cfg.engine_selector
     return name, cfg.selector
+
+
+def sel(config: AlertsConfig, name: str, *matchers: str) -> str:
+    """`name{<exporter selector>,<matchers>}`, or the engine's own series in the PodMonitor topology."""
+    series, selector = source(config, name)
+    inner = ",".join(m for m in (selector, *matchers) if m)
+    return f"{series}{{{inner}}}"
