@@ -41,7 +41,7 @@ def table() -> str:
         edges.setdefault(source, set())
         for imported in graph.find_modules_directly_imported_by(importer):
             target = unit_of(imported, packages)
-            if target != source and target != "servescope":
+            if target not in {source, "servescope"}:
                 edges[source].add(target)
     edges.pop("servescope", None)
     lines = ["| folder or module | imports (directly) |", "| --- | --- |"]
