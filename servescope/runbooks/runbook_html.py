@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from servescope.common.html import Markup
+from servescope.core.html import Markup
 from servescope.runbooks.document import Runbook, RunbookError, Step
 from servescope.runbooks.markdown import markdown
 from servescope.runbooks.runner import CallPreview, preview

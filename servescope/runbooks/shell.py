@@ -8,8 +8,8 @@ from typing import Any
 
 from fastapi.responses import HTMLResponse
 
-from servescope.common.html import Markup, render
-from servescope.common.html import page as html_page
+from servescope.core.html import Markup, render
+from servescope.core.html import page as html_page
 
 TEMPLATES = "servescope.runbooks"
 

@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
-from servescope.load.records import EngineSample, LoopMode, RequestRecord, StepResult
+from servescope.kit.load.records import EngineSample, LoopMode, RequestRecord, StepResult
 from servescope.sim.engine_config import EngineConfig
 from servescope.sim.engine_model import FinishedRequest
 from servescope.sim.vllm_engine import EngineStartError, SimulatedEngine

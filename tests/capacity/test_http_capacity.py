@@ -12,12 +12,12 @@ from collections.abc import Iterator
 import pytest
 from typer.testing import CliRunner
 
-from servescope.capacity.cli import app
-from servescope.capacity.runners import checked_http_runner
-from servescope.capacity.search import SearchPlan, find_knee
-from servescope.capacity.steps import Slo
-from servescope.load.calibrate import mock_process
-from servescope.load.mock_server import MockConfig
+from servescope.kit.capacity.cli import app
+from servescope.kit.capacity.runners import checked_http_runner
+from servescope.kit.capacity.search import SearchPlan, find_knee
+from servescope.kit.capacity.steps import Slo
+from servescope.kit.load.calibrate import mock_process
+from servescope.kit.load.mock_server import MockConfig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -7,9 +7,9 @@ the client-versus-engine cross-check. CI starts the server and sets SERVESCOPE_T
 
 from __future__ import annotations
 
-from servescope.capacity.runners import checked_http_runner
-from servescope.capacity.search import SearchPlan, find_knee
-from servescope.capacity.steps import Slo
+from servescope.kit.capacity.runners import checked_http_runner
+from servescope.kit.capacity.search import SearchPlan, find_knee
+from servescope.kit.capacity.steps import Slo
 from tests.helpers import NEEDS_SHARED_VLLM, VLLM_URL
 
 pytestmark = NEEDS_SHARED_VLLM

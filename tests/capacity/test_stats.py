@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from servescope.capacity.stats import Bootstrap, mann_whitney_greater
+from servescope.kit.capacity.stats import Bootstrap, mann_whitney_greater
 
 
 def test_rank_test_matches_the_normal_approximation_worked_by_hand() -> None:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from servescope.catalog import bounds
-from servescope.exporter.dcgm.counters import load_counters
-from servescope.exporter.dcgm.dmon_format import Header, Row
+from servescope.core.catalog import bounds
+from servescope.core.dcgm.counters import load_counters
+from servescope.core.dcgm.dmon_format import Header, Row
 from servescope.exporter.dcgm.dmon_source import MAX_GPUS_WITHOUT_NVML, DmonSource
 from servescope.exporter.dcgm.exporter_source import LIMITS, read_exporter, to_samples
 from servescope.exporter.dcgm.supervisor import spawn_process
@@ -26,7 +26,7 @@ ENTITIES = 500
 # A dcgmi that answers `dmon -e <ids> -d <ms>` with a row for each of $ENTITIES entity ids, forever.
 SCRIPT = """
 import os, sys, time
-from servescope.exporter.dcgm.dmon_format import LAYOUTS, render_header, render_row
+from servescope.core.dcgm.dmon_format import LAYOUTS, render_header, render_row
 from servescope.sim.fake_dcgmi import columns
 ids = [int(i) for i in sys.argv[sys.argv.index("-e") + 1].split(",")]
 cols, layout = columns(ids), LAYOUTS["4.5"]

@@ -8,9 +8,9 @@ from typing import Any
 
 import httpx
 
-from servescope.load.client import RequestSpec, TokenSource, body_of, send
-from servescope.load.records import RequestRecord
-from servescope.load.schedule import Shape
+from servescope.kit.load.client import RequestSpec, TokenSource, body_of, send
+from servescope.kit.load.records import RequestRecord
+from servescope.kit.load.schedule import Shape
 
 
 def sse(chunks: list[Any]) -> bytes:

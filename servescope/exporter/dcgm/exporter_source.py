@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from servescope.catalog import bounds
-from servescope.common.text_parser import ExpositionParser, SeriesLimits
-from servescope.exporter.dcgm.counters import CounterField
+from servescope.core.catalog import bounds
+from servescope.core.dcgm.counters import CounterField
+from servescope.core.dcgm.field_table import BY_NAME, LINK_OF
+from servescope.core.exposition import ExpositionParser, SeriesLimits
 from servescope.exporter.dcgm.dmon_source import is_blank
-from servescope.exporter.dcgm.field_table import BY_NAME, LINK_OF
 from servescope.exporter.exposition import Sample
 from servescope.exporter.gpu_directory import GpuDirectory
 from servescope.exporter.sources.base import Collection, Problem, SourceError

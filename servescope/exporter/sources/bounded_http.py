@@ -12,9 +12,9 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-from servescope.common.decoding import FetchError
-from servescope.common.http_client import BoundedClient as _Client
-from servescope.common.http_client import seconds_left
+from servescope.core.decoding import FetchError
+from servescope.core.http_client import BoundedClient as _Client
+from servescope.core.http_client import seconds_left
 from servescope.exporter.sources.base import SourceError
 
 # Real engine pages are 50-70 KB and a dcgm-exporter page for 8 GPUs about as much: ordinary pages never

@@ -12,9 +12,9 @@ from typing import Any, Generic, Literal, TypeVar
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from servescope.catalog.revision import DEFAULT_REVISION_POD_LABELS
-from servescope.common.errors import ServescopeError
-from servescope.common.text_parser import ExpositionError
+from servescope.core.catalog.revision import DEFAULT_REVISION_POD_LABELS
+from servescope.core.errors import ServescopeError
+from servescope.core.exposition import ExpositionError
 from servescope.runbooks.actions.params import K8sName, Params
 
 Kind = Literal["read", "change"]

@@ -12,9 +12,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from servescope.common.addresses import address_policy
-from servescope.common.decoding import FetchError
-from servescope.common.http_client import Answer, BoundedClient
+from servescope.core.addresses import address_policy
+from servescope.core.decoding import FetchError
+from servescope.core.http_client import Answer, BoundedClient
 from servescope.runbooks.actions.base import ActionError
 
 # A full 8-GPU node's /metrics is well under 1 MiB; the 12 step workers reading 8 MiB each fit the pod.

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import httpx2
 
-from servescope.common.kube import ApiError, KubeAccess, KubeConfigError, client, describe_api_error
+from servescope.core.kube import ApiError, KubeAccess, KubeConfigError, client, describe_api_error
 from servescope.runbooks.actions.base import ActionError, RunContext, StepResult
 
 T = TypeVar("T")

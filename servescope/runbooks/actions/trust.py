@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry, Counter
 
-from servescope.common.addresses import forbidden_host, parse_address
+from servescope.core.addresses import forbidden_host, parse_address
 from servescope.runbooks.actions.base import ActionError, RunContext
 from servescope.runbooks.actions.fetch import request
 

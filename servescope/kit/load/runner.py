@@ -1,0 +1,202 @@
+"""The HTTP step runner: an open-loop schedule (or closed-loop clients) against a real endpoint.
+
+It implements `StepRunner`, so capacity search and tuning drive a real engine through it exactly as
+they drive the simulated one. In-flight requests are capped; a request that waits for the cap is sent
+late, and that lateness is the schedule lag that invalidates the step, never a silently dropped request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import httpx
+
+from servescope.kit.load.client import Clock, RequestSpec, TokenSource, new_client, now_from, send
+from servescope.kit.load.engine_metrics import EngineWatch
+from servescope.kit.load.metrics import LoadMetrics
+from servescope.kit.load.records import LoopMode, RequestRecord, StepResult
+from servescope.kit.load.schedule import Arrival, LengthDistribution, Shape, ShapeList, arrival_times
+from servescope.kit.load.validity import EngineView, ValidityRules, client_step
+
+CLOSED_LOOP_SHAPES = 4096  # shapes drawn up front for closed-loop clients, cycled
+START_LEAD_S = 0.05  # the schedule starts this long after setup, so the first sends are not late by it
+
+
+@dataclass
+class _Tally:
+    """Every finished request of a step, as it finishes (also into the live metrics)."""
+
+    metrics: LoadMetrics | None
+    records: list[RequestRecord] = field(default_factory=list)
+    sources: Counter[TokenSource] = field(default_factory=Counter)
+
+    def add(self, record: RequestRecord, source: TokenSource) -> None:
+        self.records.append(record)
+        self.sources[source] += 1
+        if self.metrics is not None:
+            self.metrics.finished(record)
+
+
+@dataclass
+class HttpStepRunner:
+    """One step = one schedule at `offered` req/s (open) or `offered` concurrent clients (closed)."""
+
+    spec: RequestSpec
+    shapes: LengthDistribution | ShapeList = field(default_factory=LengthDistribution)
+    mode: LoopMode = "open"
+    arrival: Arrival = "poisson"
+    cv: float = 1.0
+    max_in_flight: int = 256
+    rules: ValidityRules = field(default_factory=ValidityRules)
+    engine_metrics_url: str | None = None
+    metrics: LoadMetrics | None = None
+    event_hooks: dict[str, list[Callable[..., Awaitable[None]]]] | None = None  # httpx's, per request
+
+    def run_step(self, offered: float, duration_s: float, *, seed: int) -> StepResult:
+        if self.mode == "closed":
+            return asyncio.run(self._measure(offered, duration_s, None, seed))
+        times = arrival_times(offered, duration_s, arrival=self.arrival, cv=self.cv, seed=seed)
+        return asyncio.run(self._measure(offered, duration_s, times, seed))
+
+    def run_schedule(self, times: Sequence[float], duration_s: float, *, seed: int) -> StepResult:
+        """An open-loop step over a given schedule (a replayed production curve)."""
+        offered = len(times) / duration_s if duration_s > 0 else 0.0
+        return asyncio.run(self._measure(offered, duration_s, list(times), seed))
+
+    async def _measure(
+        self, offered: float, duration_s: float, times: list[float] | None, seed: int
+    ) -> StepResult:
+        tally = _Tally(self.metrics)
+        watch = EngineWatch(self.engine_metrics_url) if self.engine_metrics_url else None
+        async with (
+            new_client(self.max_in_flight, self.spec.timeout_s, self.event_hooks) as client,
+            httpx.AsyncClient(trust_env=False) as side,
+        ):
+            if watch is not None:
+                watch.first = await watch.read(side)
+            start = time.perf_counter() + START_LEAD_S
+            clock = now_from(start)
+            stop = asyncio.Event()
+            watching = asyncio.create_task(watch.run(side, clock, stop)) if watch else None
+            if self.metrics is not None:
+                self.metrics.step_started(self.mode, offered)
+            if times is None:
+                await self._closed(
+                    client=client,
+                    clients=int(offered),
+                    duration_s=duration_s,
+                    seed=seed,
+                    clock=clock,
+                    tally=tally,
+                )
+            else:
+                await self._open(client=client, times=times, seed=seed, clock=clock, tally=tally)
+            stop.set()
+            if watching is not None:
+                await watching
+        return self._result(offered, duration_s, tally, watch)
+
+    async def _open(
+        self,
+        *,
+        client: httpx.AsyncClient,
+        times: list[float],
+        seed: int,
+        clock: Clock,
+        tally: _Tally,
+    ) -> None:
+        gate = asyncio.Semaphore(self.max_in_flight)
+        tasks = []
+        for at, shape in zip(times, self.shapes.sample(len(times), seed), strict=True):
+            delay = at - clock()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(
+                asyncio.create_task(
+                    self._gated(gate=gate, client=client, shape=shape, at=at, clock=clock, tally=tally)
+                )
+            )
+        if tasks:
+            # Past the schedule every request has its own timeout; what still waits for the cap then is
+            # cut off and recorded as not sent.
+            _, pending = await asyncio.wait(tasks, timeout=self.spec.timeout_s + 1.0)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _gated(
+        self,
+        *,
+        gate: asyncio.Semaphore,
+        client: httpx.AsyncClient,
+        shape: Shape,
+        at: float,
+        clock: Clock,
+        tally: _Tally,
+    ) -> None:
+        sent_at: float | None = None
+        try:
+            async with gate:
+                sent_at = clock()
+                if self.metrics is not None:
+                    self.metrics.sent(sent_at - at)
+                record, source = await send(client, self.spec, shape, at, clock)
+        except asyncio.CancelledError:
+            reason = "not_sent" if sent_at is None else "cancelled"
+            tally.add(RequestRecord(at, sent_at, None, None, shape.prompt_tokens, 0, reason), "none")
+            raise
+        tally.add(record, source)
+
+    async def _closed(
+        self,
+        *,
+        client: httpx.AsyncClient,
+        clients: int,
+        duration_s: float,
+        seed: int,
+        clock: Clock,
+        tally: _Tally,
+    ) -> None:
+        shapes = self.shapes.sample(CLOSED_LOOP_SHAPES, seed)
+
+        async def one_client(index: int) -> None:
+            turn = index
+            while clock() < duration_s:
+                shape = shapes[turn % len(shapes)]
+                turn += clients
+                at = clock()  # closed loop: a request is due when the previous answer arrived
+                if self.metrics is not None:
+                    self.metrics.sent(0.0)
+                record, source = await send(client, self.spec, shape, at, clock)
+                tally.add(record, source)
+
+        await asyncio.gather(*(one_client(i) for i in range(max(1, clients))))
+
+    def _result(
+        self, offered: float, duration_s: float, tally: _Tally, watch: EngineWatch | None
+    ) -> StepResult:
+        label = (
+            f"open loop, {self.arrival} arrivals"
+            if self.mode == "open"
+            else "closed loop (fixed concurrency)"
+        )
+        notes = [
+            label,
+            f"tokens: {tally.sources['usage']} from usage, {tally.sources['chunks']} from the chunk count, "
+            f"{tally.sources['mismatch']} usage/chunk mismatches",
+        ]
+        engine = EngineView()
+        if watch is not None:
+            engine = EngineView(tuple(watch.samples), watch.ttft_buckets(), watch.ttft_mean_s())
+            if watch.failures:
+                notes.append(f"engine /metrics: {watch.failures} failed reads")
+        result = client_step(
+            self.mode, offered, duration_s, tally.records, self.rules, engine=engine, notes=notes
+        )
+        if self.metrics is not None:
+            self.metrics.step_finished(result)
+        return result
