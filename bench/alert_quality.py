@@ -43,7 +43,7 @@ from quality.targets import summary, targets
 
 from servescope.bundle.alerts.bundle import rule_file
 from servescope.core.config import AlertsConfig
-from servescope.sim.models import MIB
+from servescope_sim.models import MIB
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ALERTS_BUILD / "rules.yaml"

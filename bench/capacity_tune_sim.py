@@ -18,8 +18,8 @@ from servescope.kit.capacity.steps import Slo, summarise
 from servescope.kit.tune.cli import SimulatedLauncher
 from servescope.kit.tune.space import load_space
 from servescope.kit.tune.strategies import run_study
-from servescope.sim.engine_config import EngineConfig
-from servescope.sim.load_runner import SimulatedStepRunner
+from servescope_sim.engine_config import EngineConfig
+from servescope_sim.load_runner import SimulatedStepRunner
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, write

@@ -44,7 +44,7 @@ DROPPED = re.compile(
 DCGMI = """
 import os, sys, time
 from servescope.core.dcgm.dmon_format import LAYOUTS, render_header, render_row
-from servescope.sim.fake_dcgmi import columns
+from servescope_sim.fake_dcgmi import columns
 if sys.argv[1] != "dmon":
     sys.exit(0)  # `dcgmi discovery -l`: no GPU listed
 ids = [int(i) for i in sys.argv[sys.argv.index("-e") + 1].split(",")]

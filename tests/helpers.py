@@ -14,8 +14,8 @@ from servescope.exporter.exposition import Sample
 from servescope.exporter.nvml.collector import NvmlSource
 from servescope.exporter.nvml.library import NvmlLibrary
 from servescope.exporter.stores.nvlink import NvlinkLinks
-from servescope.sim.fleet import SimulatedFleet
-from servescope.sim.pynvml_module import SimulatedPynvml
+from servescope_sim.fleet import SimulatedFleet
+from servescope_sim.pynvml_module import SimulatedPynvml
 
 # Everything a test reads lives in the checkout: captured real outputs (expositions, dmon output, a
 # process tree) in fixtures/samples, facts of upstream specs beside them; fixtures/README.md says where

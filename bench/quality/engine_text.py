@@ -11,8 +11,8 @@ from __future__ import annotations
 from prometheus_client.utils import floatToGoString
 
 from servescope.exporter.exposition import escape_help, escape_label_value
-from servescope.sim.vllm_engine import SimulatedEngine
-from servescope.sim.vllm_metrics import _EngineCollector
+from servescope_sim.vllm_engine import SimulatedEngine
+from servescope_sim.vllm_metrics import _EngineCollector
 
 _OPENMETRICS_ONLY = ("_created", "_gsum", "_gcount")  # generate_latest moves these into gauges at the end
 _TYPES = {"info": "gauge", "stateset": "gauge", "gaugehistogram": "histogram", "unknown": "untyped"}

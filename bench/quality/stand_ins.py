@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.scrape import ScrapeError
-from servescope.sim.pynvml_module import SimulatedPynvml
+from servescope_sim.pynvml_module import SimulatedPynvml
 
 from .engine_text import EngineText
 from .sglang_text import SglangText

@@ -15,8 +15,8 @@ from quality.scenarios import Busy, During, SloBreach
 from quality.truth import Recorded, intersect, resolve, smoothed, sustained
 
 from servescope.bundle.alerts import BUILD_DIR as ALERTS_BUILD
-from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
-from servescope.sim.vllm_metrics import render_metrics
+from servescope_sim.vllm_engine import EngineConfig, SimulatedEngine
+from servescope_sim.vllm_metrics import render_metrics
 
 RULES = ALERTS_BUILD / "rules.yaml"
 

@@ -11,9 +11,9 @@ from quality.sglang_text import SglangText, use_sglang_buckets
 from quality.truth import TruthWindow
 
 from servescope.bundle.alerts import BUILD_DIR as ALERTS_BUILD
-from servescope.sim.fault_scenarios import GpuFault, Window
-from servescope.sim.fleet import SimulatedFleet
-from servescope.sim.pynvml_module import SimulatedPynvml
+from servescope_sim.fault_scenarios import GpuFault, Window
+from servescope_sim.fleet import SimulatedFleet
+from servescope_sim.pynvml_module import SimulatedPynvml
 
 TIMING_FIELDS = (("alertname", "hostname"), 30.0, 300.0, 14_400.0)
 TIMING = PagerTiming(*TIMING_FIELDS)

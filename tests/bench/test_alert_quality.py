@@ -17,7 +17,7 @@ from quality.targets import summary, targets
 from quality.truth import TruthWindow
 
 from servescope.bundle.alerts import BUILD_DIR as ALERTS_BUILD
-from servescope.sim.fault_scenarios import EngineFault, Window
+from servescope_sim.fault_scenarios import EngineFault, Window
 
 RULES = ALERTS_BUILD / "rules.yaml"
 Labels = tuple[tuple[str, str], ...]

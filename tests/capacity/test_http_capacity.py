@@ -16,8 +16,8 @@ from servescope.kit.capacity.cli import app
 from servescope.kit.capacity.runners import checked_http_runner
 from servescope.kit.capacity.search import SearchPlan, find_knee
 from servescope.kit.capacity.steps import Slo
-from servescope.kit.load.calibrate import mock_process
-from servescope.kit.load.mock_server import MockConfig
+from servescope_sim.mock_process import mock_process
+from servescope_sim.mock_server import MockConfig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -29,8 +29,8 @@ from servescope.exporter.runner import SourceRunner
 from servescope.exporter.runtime import process_families
 from servescope.kit.load.metrics import LoadMetrics
 from servescope.kit.load.records import RequestRecord, StepResult
-from servescope.sim.registry import make_scenario
-from servescope.sim.vllm_engine import EngineConfig
+from servescope_sim.registry import make_scenario
+from servescope_sim.vllm_engine import EngineConfig
 from tests.alerts.promtool import RULES
 from tests.dashboards.dcgm_feed import DcgmFeed
 

@@ -18,11 +18,11 @@ from servescope.exporter.stores.history import MemoryHistory
 from servescope.exporter.stores.serving_board import ServingBoard
 from servescope.exporter.stores.signals import GpuProcess
 from servescope.exporter.vllm.normalise import normalise
-from servescope.sim.fleet import SimulatedFleet
-from servescope.sim.registry import make_scenario
-from servescope.sim.scenarios import EngineLoad, Scenario
-from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
-from servescope.sim.vllm_metrics import render_metrics
+from servescope_sim.fleet import SimulatedFleet
+from servescope_sim.registry import make_scenario
+from servescope_sim.scenarios import EngineLoad, Scenario
+from servescope_sim.vllm_engine import EngineConfig, SimulatedEngine
+from servescope_sim.vllm_metrics import render_metrics
 from tests.helpers import FakeClock, nvml_stack
 
 VLLM_INTERVAL = 5.0

@@ -9,11 +9,13 @@ import typer
 from pydantic import BaseModel
 
 from servescope.core.cli_group import command_group
+from servescope.core.errors import ServescopeError
+from servescope.core.extensions import MissingDistributionError
 from servescope.core.settings_cli import settings_command, usage_error
 from servescope.kit.capacity.compare import compare, describe
 from servescope.kit.capacity.report import capacity_html, capacity_markdown
 from servescope.kit.capacity.result import CapacityRun, build_run, load, save
-from servescope.kit.capacity.runners import checked_http_runner, parse_flags
+from servescope.kit.capacity.runners import checked_http_runner, parse_flags, simulated_engine
 from servescope.kit.capacity.search import SearchPlan, find_knee
 from servescope.kit.capacity.settings import CapacityRunSettings
 from servescope.kit.capacity.sizing import provision
@@ -29,7 +31,7 @@ app = command_group(
 def choose_runner(
     url: str | None, simulate: bool, flags: list[str], mode: LoopMode, warmup_s: float
 ) -> StepRunner:
-    """The simulated engine (`--simulate`, imported only then) or the HTTP runner (`--url`)."""
+    """The simulated engine (`--simulate`: servescope-sim, loaded only then) or the HTTP runner (--url)."""
     if simulate == (url is not None):
         raise ValueError("give exactly one of --simulate and --url")
     if url is not None:
@@ -38,11 +40,10 @@ def choose_runner(
                 "--set configures the simulated engine; restart a real one with `servescope tune`"
             )
         return checked_http_runner(url, mode)
-    from servescope.sim.load_runner import EngineStartError, start_simulated  # only when asked for
-
+    start_simulated = simulated_engine("`servescope capacity run --simulate`")
     try:
         return start_simulated(parse_flags(flags), mode=mode, warmup_s=warmup_s)
-    except EngineStartError as err:
+    except ServescopeError as err:
         raise ValueError(f"the simulated engine did not start: {err}") from err
 
 
@@ -72,7 +73,7 @@ def _run(models: dict[type[BaseModel], BaseModel], _: dict[str, Any]) -> None:
         runner = choose_runner(
             run.url, run.simulate, run.set_flag or [], cast(LoopMode, run.mode), run.warmup
         )
-    except ValueError as err:
+    except (ValueError, MissingDistributionError) as err:
         usage_error(str(err))
     knee = find_knee(runner, plan, on_step=_echo_step)
     sizing = None

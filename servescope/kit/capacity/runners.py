@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Protocol, cast
 
+from servescope.core.extensions import simulator
 from servescope.kit.load.endpoint import EndpointStepRunner
 from servescope.kit.load.records import LoopMode, StepRunner
 
@@ -44,3 +46,18 @@ def checked_http_runner(url: str, mode: LoopMode = "open") -> StepRunner:
     runner = EndpointStepRunner(url, mode)
     runner.check()
     return runner
+
+
+class SimulatedEngine(Protocol):
+    """servescope-sim's `engine` hook: boots the simulated engine with these flags and measures it in
+    process; raises a ServescopeError when the flags do not let it start (as vLLM exits at start)."""
+
+    def __call__(
+        self, params: Mapping[str, object], *, mode: LoopMode = "open", warmup_s: float = 5.0
+    ) -> StepRunner: ...
+
+
+def simulated_engine(what: str) -> SimulatedEngine:
+    """The simulated engine (servescope-sim, loaded only now); `what` names the option that asked for it
+    in the MissingDistributionError raised when servescope-sim is not installed."""
+    return cast(SimulatedEngine, simulator("engine", what))

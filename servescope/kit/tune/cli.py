@@ -14,8 +14,10 @@ import typer
 from pydantic import BaseModel
 
 from servescope.core.cli_group import command_group
+from servescope.core.errors import ServescopeError
+from servescope.core.extensions import MissingDistributionError
 from servescope.core.settings_cli import settings_command, usage_error
-from servescope.kit.capacity.runners import http_runner
+from servescope.kit.capacity.runners import SimulatedEngine, http_runner, simulated_engine
 from servescope.kit.load.records import StepRunner
 from servescope.kit.tune.launchers import CommandLauncher, KubernetesLauncher, Launcher, LaunchError
 from servescope.kit.tune.report import tune_html, tune_json, tune_markdown
@@ -35,13 +37,12 @@ class SimulatedLauncher:
     """Boots the simulated engine with a trial's flags; a start the model refuses is a LaunchError."""
 
     warmup_s: float
+    engine: SimulatedEngine
 
     def start(self, params: Mapping[str, Value]) -> StepRunner:
-        from servescope.sim.load_runner import EngineStartError, start_simulated  # only when chosen
-
         try:
-            return start_simulated(params, warmup_s=self.warmup_s)
-        except EngineStartError as err:
+            return self.engine(params, warmup_s=self.warmup_s)
+        except ServescopeError as err:
             raise LaunchError(str(err)) from err
 
     def stop(self) -> None:
@@ -51,7 +52,7 @@ class SimulatedLauncher:
 def make_launcher(space: Space, run: TuneRunSettings) -> Launcher:
     """The launcher named on the command line; raises ValueError naming a missing option."""
     if run.launcher == "simulated":
-        return SimulatedLauncher(space.warmup_s)
+        return SimulatedLauncher(space.warmup_s, simulated_engine("`servescope tune --launcher simulated`"))
     url = run.url
     if url is None and (run.launcher == "command" or run.execute):
         raise ValueError(f"--launcher {run.launcher} measures over HTTP: give --url")
@@ -92,7 +93,7 @@ def _run(models: dict[type[BaseModel], BaseModel], given: dict[str, Any]) -> Non
     try:
         space = load_space(given["space_file"])
         chosen = make_launcher(space, run)
-    except ValueError as err:
+    except (ValueError, MissingDistributionError) as err:
         usage_error(str(err))
     study = run_study(
         space,
