@@ -3,7 +3,8 @@
 GPUs come from the simulator's pynvml-shaped module; engines are in-process SimulatedEngines whose
 /metrics text goes through the real parser and normaliser into the serving board (only HTTP and the
 /proc join are skipped: each engine is told which GPUs it serves). One hour of simulated time runs in a
-few seconds.
+few seconds. The tests and the benchmarks share it: `nvml_stack` (NVML only), `scrape_engine` (one
+engine's page into a board) and `simulated_node` (both, with derived signals and a scenario).
 """
 
 from __future__ import annotations
@@ -14,18 +15,55 @@ from servescope.core.exposition import parse_exposition
 from servescope.core.vllm.aliases import is_engine_family
 from servescope.exporter.derived.source import DerivedSource
 from servescope.exporter.exposition import Sample
+from servescope.exporter.nvml.collector import NvmlSource
+from servescope.exporter.nvml.library import NvmlLibrary
 from servescope.exporter.stores.history import MemoryHistory
+from servescope.exporter.stores.nvlink import NvlinkLinks
 from servescope.exporter.stores.serving_board import ServingBoard
 from servescope.exporter.stores.signals import GpuProcess
 from servescope.exporter.vllm.normalise import normalise
+from servescope_sim.clock import FakeClock
 from servescope_sim.fleet import SimulatedFleet
+from servescope_sim.pynvml_module import SimulatedPynvml
 from servescope_sim.registry import make_scenario
 from servescope_sim.scenarios import EngineLoad, Scenario
 from servescope_sim.vllm_engine import EngineConfig, SimulatedEngine
 from servescope_sim.vllm_metrics import render_metrics
-from tests.helpers import FakeClock, nvml_stack
 
 VLLM_INTERVAL = 5.0
+
+
+def nvml_stack(
+    gpus: int = 4,
+    *,
+    model: str = "H200",
+    xid_events: bool = False,
+    nvlinks: int | None = None,
+    nvlink_per_link: bool = False,
+    link_store: NvlinkLinks | None = None,
+) -> tuple[SimulatedFleet, NvmlSource, FakeClock]:
+    """The production collector and wrapper over the simulator's pynvml-shaped module."""
+    clock = FakeClock()
+    fleet = SimulatedFleet(gpus, model, seed=7, clock=clock, nvlinks=nvlinks)
+    source = NvmlSource(
+        NvmlLibrary(SimulatedPynvml(fleet)),
+        hostname="node-a",
+        xid_events=xid_events,
+        nvlink_per_link=nvlink_per_link,
+        link_store=link_store,
+        wall=lambda: 1.7e9 + clock.now,
+        monotonic=clock,
+    )
+    return fleet, source, clock
+
+
+def scrape_engine(
+    board: ServingBoard, url: str, engine: SimulatedEngine, gpus: list[GpuProcess], now: float
+) -> None:
+    """Record `engine`'s /metrics page, parsed and normalised as the exporter's vLLM source does, in
+    `board` at `now`, for the GPUs it serves."""
+    families = list(parse_exposition(render_metrics(engine), keep=is_engine_family))
+    board.record(url, normalise(families), gpus, now)
 
 
 @dataclass
@@ -43,7 +81,7 @@ class SimulatedNode:
     history: MemoryHistory
     board: ServingBoard
     derived: DerivedSource
-    nvml: object
+    nvml: NvmlSource
     scenario: Scenario | None
     engines: list[NodeEngine] = field(default_factory=list)
     start: float = 0.0
@@ -60,7 +98,7 @@ class SimulatedNode:
             t = self.elapsed
             if self.scenario is not None:
                 self.scenario.apply(self.fleet, t)
-            self.nvml.collect()  # type: ignore[attr-defined]
+            self.nvml.collect()
             if round(t) % VLLM_INTERVAL == 0:
                 self._scrape_engines(t)
                 self.last = self.derived.collect().samples
@@ -79,13 +117,13 @@ class SimulatedNode:
                         output_tokens=load.output_tokens,
                     )
                     node_engine.load = load
-            engine.advance_to(t)
-            families = list(parse_exposition(render_metrics(engine), keep=is_engine_family))
             gpus = [
                 GpuProcess(str(i), self.fleet.gpus[i].uuid, self.fleet.gpus[i].worker_pid)
                 for i in node_engine.gpus
             ]
-            self.board.record(node_engine.url, normalise(families), gpus, self.clock.now)
+            # The engine's own clock is the node's elapsed time; the board's is the node's clock.
+            engine.advance_to(t)
+            scrape_engine(self.board, node_engine.url, engine, gpus, self.clock.now)
 
 
 def simulated_node(
