@@ -12,7 +12,7 @@ from prometheus_client.utils import floatToGoString
 
 from servescope.exporter.exposition import escape_help, escape_label_value
 from servescope_sim.vllm_engine import SimulatedEngine
-from servescope_sim.vllm_metrics import _EngineCollector
+from servescope_sim.vllm_metrics import EngineCollector
 
 _OPENMETRICS_ONLY = ("_created", "_gsum", "_gcount")  # generate_latest moves these into gauges at the end
 _TYPES = {"info": "gauge", "stateset": "gauge", "gaugehistogram": "histogram", "unknown": "untyped"}
@@ -26,7 +26,7 @@ class EngineText:
 
     def render(self, engine: SimulatedEngine) -> str:
         out: list[str] = []
-        for metric in _EngineCollector(engine, "current").collect():
+        for metric in EngineCollector(engine, "current").collect():
             name, kind = metric.name, metric.type
             exposed = f"{name}_total" if kind == "counter" else f"{name}_info" if kind == "info" else name
             doc = escape_help(metric.documentation)
