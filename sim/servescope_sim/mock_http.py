@@ -94,7 +94,7 @@ async def answer(engine: MockEngine, request: Request, writer: asyncio.StreamWri
     elif request.path == "/health":
         await _respond(writer, 200, "text/plain", b"")
     elif request.path == "/v1/models":
-        body = f'{{"object": "list", "data": [{{"id": "{engine.config.model}", "object": "model"}}]}}'
+        body = f'{{"object": "list", "data": [{{"id": "{engine.mock.model}", "object": "model"}}]}}'
         await _respond(writer, 200, "application/json", body.encode())
     else:
         await _respond(writer, 404, "text/plain", b"not found\n")

@@ -1,9 +1,10 @@
 """A local OpenAI-compatible server that queues like an engine: slots, a TTFT and a per-token delay.
 
-It answers /v1/completions and /v1/chat/completions (streamed as SSE, or not), and serves vLLM's own
-metric names on /metrics (running, waiting, TTFT and e2e histograms, request and token counters, the
-length histograms), so the load client, its engine sampling and the replay can be tested end to end,
-and the client's own ceiling measured. A request takes a slot for its whole life; with every slot
+It answers /v1/completions and /v1/chat/completions (streamed as SSE, or not), and serves vLLM's
+/metrics page, rendered as the simulated engine's (vllm_metrics.py), from what it records as vLLM does
+(running, waiting, TTFT and e2e histograms, request and token counters, the length histograms), so the
+load client, its engine sampling and the replay can be tested end to end, and the client's own ceiling
+measured. A request takes a slot for its whole life; with every slot
 taken it waits, FIFO, and counts as waiting, as a continuous-batching engine's queue does. HTTP/1.1 on
 asyncio streams: bounded heads and bodies, keep-alive, chunked streaming.
 """
@@ -17,33 +18,16 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from servescope_sim.engine_config import EngineConfig
+from servescope_sim.engine_stats import EngineStats
+from servescope_sim.vllm_metrics import render_metrics
 
 MAX_HEAD_BYTES = 16 * 1024
 MAX_BODY_BYTES = 1024 * 1024
 MAX_TOKENS = 4096
-# vLLM 0.x's own buckets, so that bucket-bound cross-checks read the same edges as against vLLM.
-TTFT_BUCKETS: tuple[float, ...] = (
-    0.001,
-    0.005,
-    0.01,
-    0.02,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.25,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-)
-TTFT_BUCKETS += (20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0)
-LENGTH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+# The KV cache the mock reports: as many tokens as its slots hold at the longest request.
+MAX_MODEL_LEN = 8192
+BLOCK_SIZE = 16
 
 
 @dataclass(frozen=True)
@@ -59,42 +43,32 @@ class MockConfig:
 class MockEngine:
     """The queueing engine behind the HTTP front, with vLLM-named metrics on its own registry."""
 
-    def __init__(self, config: MockConfig) -> None:
-        if config.slots < 1 or config.ttft_s < 0 or config.token_s < 0:
-            raise ValueError(f"mock config {config}: slots >= 1 and non-negative delays required")
-        self.config = config
-        self._slots = asyncio.Semaphore(config.slots)
+    engine_id = "0"
+
+    def __init__(self, mock: MockConfig) -> None:
+        if mock.slots < 1 or mock.ttft_s < 0 or mock.token_s < 0:
+            raise ValueError(f"mock config {mock}: slots >= 1 and non-negative delays required")
+        self.mock = mock
+        self.model_name = mock.model
+        # Read by the rendering: the cache config and what vLLM records since the process started.
+        blocks = max(1, mock.slots * MAX_MODEL_LEN // BLOCK_SIZE)
+        self.config = EngineConfig(block_size=BLOCK_SIZE, num_gpu_blocks=blocks, max_model_len=MAX_MODEL_LEN)
+        self.stats = EngineStats.new(created=time.time(), max_model_len=MAX_MODEL_LEN)
+        self._slots = asyncio.Semaphore(mock.slots)
         self.running = 0
         self.waiting = 0
-        self.registry = CollectorRegistry()
-        self._gauge("vllm:num_requests_running", "Requests in a slot").set_function(lambda: self.running)
-        self._gauge("vllm:num_requests_waiting", "Requests waiting for a slot").set_function(
-            lambda: self.waiting
-        )
-        self.ttft = self._histogram("vllm:time_to_first_token_seconds", "TTFT from arrival", TTFT_BUCKETS)
-        self.e2e = self._histogram("vllm:e2e_request_latency_seconds", "E2E from arrival", E2E_BUCKETS)
-        self.prompt_lengths = self._histogram("vllm:request_prompt_tokens", "Prompt tokens", LENGTH_BUCKETS)
-        self.output_lengths = self._histogram(
-            "vllm:request_generation_tokens", "Output tokens", LENGTH_BUCKETS
-        )
-        self.success = Counter(
-            "vllm:request_success",
-            "Finished requests",
-            ["model_name", "finished_reason"],
-            registry=self.registry,
-        ).labels(config.model, "length")
-        self.prompt_tokens = self._counter("vllm:prompt_tokens", "Prompt tokens")
-        self.generation_tokens = self._counter("vllm:generation_tokens", "Generated tokens")
 
-    def _gauge(self, name: str, text: str) -> Gauge:
-        return Gauge(name, text, ["model_name"], registry=self.registry).labels(self.config.model)
+    @property
+    def num_running(self) -> int:
+        return self.running
 
-    def _counter(self, name: str, text: str) -> Counter:
-        return Counter(name, text, ["model_name"], registry=self.registry).labels(self.config.model)
+    @property
+    def num_waiting(self) -> int:
+        return self.waiting
 
-    def _histogram(self, name: str, text: str, buckets: tuple[float, ...]) -> Histogram:
-        family = Histogram(name, text, ["model_name"], registry=self.registry, buckets=buckets)
-        return family.labels(self.config.model)
+    @property
+    def kv_cache_usage(self) -> float:
+        return self.running / self.mock.slots
 
     async def generate(self, prompt_tokens: int, max_tokens: int) -> AsyncIterator[int]:
         """Yield token indexes as they are produced: after the queue and TTFT, then one per token delay."""
@@ -106,12 +80,12 @@ class MockEngine:
             self.waiting -= 1
         self.running += 1
         try:
-            if self.config.ttft_s:
-                await asyncio.sleep(self.config.ttft_s)
-            self.ttft.observe(time.perf_counter() - arrived)
+            if self.mock.ttft_s:
+                await asyncio.sleep(self.mock.ttft_s)
+            self.stats.observe("time_to_first_token_seconds", time.perf_counter() - arrived)
             for index in range(max_tokens):
-                if index and self.config.token_s:
-                    await asyncio.sleep(self.config.token_s)
+                if index and self.mock.token_s:
+                    await asyncio.sleep(self.mock.token_s)
                 yield index
         finally:
             self.running -= 1
@@ -120,12 +94,15 @@ class MockEngine:
 
     def finished(self, prompt_tokens: int, output_tokens: int, e2e_s: float) -> None:
         """Count one finished request as vLLM does: success, token counters, length histograms."""
-        self.e2e.observe(e2e_s)
-        self.success.inc()
-        self.prompt_tokens.inc(prompt_tokens)
-        self.generation_tokens.inc(output_tokens)
-        self.prompt_lengths.observe(prompt_tokens)
-        self.output_lengths.observe(output_tokens)
+        self.stats.finished["length"] += 1
+        self.stats.prompt_tokens += prompt_tokens
+        self.stats.generation_tokens += output_tokens
+        for name, value in (
+            ("e2e_request_latency_seconds", e2e_s),
+            ("request_prompt_tokens", prompt_tokens),
+            ("request_generation_tokens", output_tokens),
+        ):
+            self.stats.observe(name, value)
 
 
 class BadRequestError(Exception):
@@ -187,7 +164,7 @@ def _usage(completion: Completion) -> dict[str, int]:
 
 async def stream_events(engine: MockEngine, completion: Completion) -> AsyncIterator[bytes]:
     """The SSE events of one streamed completion, ending with usage (when asked) and [DONE]."""
-    model = engine.config.model
+    model = engine.mock.model
     async for _ in engine.generate(completion.prompt_tokens, completion.max_tokens):
         yield _chunk(completion, model, " tok", None)
     if completion.usage_in_stream:
@@ -201,9 +178,10 @@ async def whole_answer(engine: MockEngine, completion: Completion) -> bytes:
     text = " tok" * completion.max_tokens
     choice: dict[str, Any] = {"index": 0, "finish_reason": "length"}
     choice.update({"message": {"role": "assistant", "content": text}} if completion.chat else {"text": text})
-    body = {"id": "mock", "model": engine.config.model, "choices": [choice], "usage": _usage(completion)}
+    body = {"id": "mock", "model": engine.mock.model, "choices": [choice], "usage": _usage(completion)}
     return json.dumps(body).encode()
 
 
 def metrics_page(engine: MockEngine) -> bytes:
-    return generate_latest(engine.registry)
+    """vLLM's /metrics page of the mock: the simulated engine's families, rendered the same way."""
+    return render_metrics(engine).encode()

@@ -12,19 +12,39 @@ limits; it also carries no engine label), spec-decode counters, and the http_/pr
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Literal
+from typing import Literal, Protocol
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from servescope.exporter.exposition import escape_help, escape_label_value
+from servescope_sim.engine_config import EngineConfig
 from servescope_sim.engine_stats import EngineStats, Histogram
-from servescope_sim.vllm_engine import SimulatedEngine
 
 Generation = Literal["current", "legacy"]
 GENERATIONS: tuple[Generation, ...] = ("current", "legacy")
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class Engine(Protocol):
+    """What the rendering reads of an engine: the simulated one (vllm_engine.py) or the mock OpenAI
+    server's queue (mock_server.py)."""
+
+    @property
+    def engine_id(self) -> str: ...
+    @property
+    def model_name(self) -> str: ...
+    @property
+    def config(self) -> EngineConfig: ...
+    @property
+    def stats(self) -> EngineStats: ...
+    @property
+    def num_running(self) -> int: ...
+    @property
+    def num_waiting(self) -> int: ...
+    @property
+    def kv_cache_usage(self) -> float: ...
 
 
 _HISTOGRAMS = (
@@ -73,7 +93,7 @@ _SLEEP_HELP = (
 class _Families:
     """Builds one engine's metric families, every series labelled with its engine and model name."""
 
-    def __init__(self, engine: SimulatedEngine) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.labels = {"engine": engine.engine_id, "model_name": engine.model_name}
         self.created = engine.stats.created
 
@@ -112,7 +132,7 @@ class _Families:
         return family
 
 
-def _cache_config(engine: SimulatedEngine, generation: Generation) -> dict[str, str]:
+def _cache_config(engine: Engine, generation: Generation) -> dict[str, str]:
     c = engine.config
     labels = {
         "block_size": str(c.block_size),
@@ -137,7 +157,7 @@ def _cache_config(engine: SimulatedEngine, generation: Generation) -> dict[str, 
     }
 
 
-def _scheduler_families(f: _Families, engine: SimulatedEngine, legacy: bool) -> Iterator[Metric]:
+def _scheduler_families(f: _Families, engine: Engine, legacy: bool) -> Iterator[Metric]:
     s = engine.stats
     yield f.gauge(
         "num_requests_running", "Number of requests in model execution batches.", engine.num_running
@@ -186,7 +206,7 @@ def _token_families(f: _Families, s: EngineStats, legacy: bool) -> Iterator[Metr
     )
 
 
-def _families(engine: SimulatedEngine, generation: Generation) -> Iterator[Metric]:
+def _families(engine: Engine, generation: Generation) -> Iterator[Metric]:
     f, legacy = _Families(engine), generation == "legacy"
     yield from _scheduler_families(f, engine, legacy)
     yield from _token_families(f, engine.stats, legacy)
@@ -202,7 +222,7 @@ def _families(engine: SimulatedEngine, generation: Generation) -> Iterator[Metri
 class EngineCollector(Collector):
     """The engine's families for prometheus_client (`generate_latest` of it is vLLM's own rendering)."""
 
-    def __init__(self, engine: SimulatedEngine, generation: Generation) -> None:
+    def __init__(self, engine: Engine, generation: Generation) -> None:
         self.engine, self.generation = engine, generation
 
     def collect(self) -> Iterator[Metric]:
@@ -219,7 +239,7 @@ class MetricsText:
     def __init__(self) -> None:
         self._prefixes: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
 
-    def render(self, engine: SimulatedEngine, generation: Generation = "current") -> str:
+    def render(self, engine: Engine, generation: Generation = "current") -> str:
         if generation not in GENERATIONS:
             raise ValueError(f"unknown generation {generation!r}; expected one of {', '.join(GENERATIONS)}")
         out: list[str] = []
@@ -252,6 +272,6 @@ def _number(value: float) -> str:
     return floatToGoString(value)  # type: ignore[no-any-return,no-untyped-call]
 
 
-def render_metrics(engine: SimulatedEngine, generation: Generation = "current") -> str:
+def render_metrics(engine: Engine, generation: Generation = "current") -> str:
     """The engine's state as vLLM's `/metrics` text (format 0.0.4) in the given generation of names."""
     return MetricsText().render(engine, generation)
