@@ -54,11 +54,13 @@ def installed(production_wheel: Path, tmp_path_factory: pytest.TempPathFactory) 
     return site
 
 
-def _run_installed(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _run_installed(site: Path, *args: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`servescope ARGS` from the installed wheel; with `path`, with only that path (-S: no site-packages)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVESCOPE_")}
-    env["PYTHONPATH"] = str(site)
+    env["PYTHONPATH"] = path or str(site)
+    no_site = ["-S"] if path else []
     return subprocess.run(
-        [sys.executable, "-c", "import servescope.cli as c; c.main()", *args],
+        [sys.executable, *no_site, "-c", "import servescope.cli as c; c.main()", *args],
         check=False,
         cwd=site.parent,  # not the checkout: nothing beside the package to fall back on
         env=env,
@@ -227,20 +229,6 @@ def without_simulator(installed: Path, tmp_path_factory: pytest.TempPathFactory)
     return os.pathsep.join([str(installed), str(others)])
 
 
-def _run_without_simulator(path: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SERVESCOPE_")}
-    env["PYTHONPATH"] = path
-    return subprocess.run(
-        [sys.executable, "-S", "-c", "import servescope.cli as c; c.main()", *args],
-        check=False,
-        cwd=Path(path.split(os.pathsep, maxsplit=1)[0]).parent,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 @pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.parametrize(
@@ -258,7 +246,7 @@ def _run_without_simulator(path: str, *args: str) -> subprocess.CompletedProcess
     ids=lambda args: " ".join(args[:2]),
 )
 def test_without_the_simulator_its_commands_name_the_missing_distribution(
-    without_simulator: str, args: list[str]
+    installed: Path, without_simulator: str, args: list[str]
 ) -> None:
     listed = subprocess.run(
         [sys.executable, "-S", "-c", "from importlib.metadata import entry_points as e; print(e().groups)"],
@@ -270,8 +258,8 @@ def test_without_the_simulator_its_commands_name_the_missing_distribution(
     assert "servescope.commands" not in listed.stdout, (
         "servescope-sim is visible: the test would prove nothing"
     )
-    assert _run_without_simulator(without_simulator, "version").returncode == 0
-    ran = _run_without_simulator(without_simulator, *args)
+    assert _run_installed(installed, "version", path=without_simulator).returncode == 0
+    ran = _run_installed(installed, *args, path=without_simulator)
     assert ran.returncode == 2, (ran.stdout, ran.stderr)
     assert "Traceback" not in ran.stderr
     assert "needs the servescope-sim distribution" in ran.stderr, ran.stderr
