@@ -25,7 +25,7 @@ SIMULATOR = "servescope_sim"
 def unit_of(module: str, packages: set[str]) -> str:
     """`servescope.kit.load.client` -> `kit/load`; a product's own top-level modules -> `exporter`;
     `servescope_sim.demo.stack` -> `servescope_sim/demo`."""
-    if module.split(".")[0] == SIMULATOR:
+    if module.split(".", maxsplit=1)[0] == SIMULATOR:
         return f"{SIMULATOR}/demo" if module.startswith(f"{SIMULATOR}.demo") else SIMULATOR
     parts = module.split(".")[1:]
     if not parts:
