@@ -18,12 +18,14 @@ from servescope.exporter.sources.base import Collection, Problem
 from servescope.exporter.sources.bounded_http import LARGE_BODIES
 from servescope.exporter.stores.serving_board import ServingBoard
 from servescope.exporter.stores.signals import GpuProcess, Normalised
+from servescope.exporter.vllm import retention
 from servescope.exporter.vllm.aliases import FamilyLike, is_engine_family
 from servescope.exporter.vllm.discovery import Discovery, discover
 from servescope.exporter.vllm.export import passthrough_text, signal_samples
 from servescope.exporter.vllm.join import EndpointGpus, engine_gpus, join_endpoint
 from servescope.exporter.vllm.normalise import normalise
 from servescope.exporter.vllm.procfs import ProcFs
+from servescope.exporter.vllm.retention import GRACE_SECONDS, Lost, Pod
 from servescope.exporter.vllm.scrape import Fetcher, ScrapeError, Scraper
 from servescope.exporter.vllm.text_parser import ExpositionError, ExpositionParser, parse_exposition
 
@@ -32,10 +34,9 @@ log = logging.getLogger(__name__)
 JOIN_REFRESH_SECONDS = 30.0
 JOIN_RETRY_SECONDS = 10.0  # sooner while an endpoint has no GPU yet (NVML may not have listed it)
 DISCOVERY_SECONDS = 60.0
-# An endpoint discovery found once and no longer finds (its process died, or answers errors) stays, as
-# down, this long after its last good scrape: long enough for ServescopeServingEndpointDown to fire,
-# short enough that an engine moved away for good stops being reported.
-DISCOVERY_GRACE_SECONDS = 900.0
+# An endpoint discovery found once and no longer finds stays, as down, while its pod does; where no pod
+# is known, this long after its last good scrape (retention.py).
+DISCOVERY_GRACE_SECONDS = GRACE_SECONDS
 
 
 @dataclass
@@ -52,6 +53,7 @@ class EndpointState:
     # The endpoint's own parser: what it remembers of this server's series serves this server's next
     # scrape, and one scrape of an endpoint runs at a time, so no two threads share one.
     parser: ExpositionParser = field(default_factory=ExpositionParser)
+    pod: Pod | None = None  # the pod the kubelet said holds all its GPUs, when it last answered
 
 
 class VllmSource:
@@ -107,11 +109,13 @@ class VllmSource:
         previous, self._found = self._found, discover(self._procfs, self._directory, own)
         found = [url for url in self._found.urls if self._speaks_engine(url)]
         self._report(previous, found)
-        now = self._wall()
+        now, listed = self._wall(), self._directory.listed_pods()
+        serving = {state.pod for url, state in self._states.items() if url in found and state.pod}
         kept = [
             url
             for url, state in self._states.items()
-            if url not in found and state.last_success and now - state.last_success < DISCOVERY_GRACE_SECONDS
+            if url not in found
+            and retention.kept(Lost(url, state.last_success, state.pod), now, listed, serving)
         ]
         if set(found) != set(self._states):
             log.info("serving endpoints discovered on this node: %s", ", ".join(found) or "none")
@@ -160,6 +164,7 @@ class VllmSource:
             # The pod of the endpoint's series: only when one container holds every GPU of the endpoint.
             holder = self._directory.sole_holder(g.uuid for g in state.gpus)
             samples += signal_samples(normalised, url, holder)
+            state.pod = holder[:2] if holder != NO_POD else state.pod
             if holder != NO_POD:
                 samples.append(Sample(placement.ENDPOINT_POD_INFO, (state.url, *holder), 1))
             if self.board is not None:
