@@ -7,6 +7,8 @@ written rules.yaml (or the PrometheusRule). Every problem names the rule, a chec
   labels and annotations every alert carries (summary static, runbook under <base>/runbooks/<Alert>);
 - alerts/for: `for` present, 0s..6h, and 0 only for Watchdog;
 - alerts/labels-template: no templating (`{{`, `$value`) in labels: it resets `for` on every change;
+- alerts/page-symptom: a critical alert (a page) requires a symptom measured against an SLO (an error
+  ratio record of the bundle), or reads only `up` and kube-state-metrics (the monitoring is blind);
 - promql/syntax: the expression does not parse;
 - promql/counter: a counter (`*_total`, a histogram's `_bucket`/`_count`/`_sum`) read outside
   rate/irate/increase/resets (or absent(), which reads no value);
@@ -33,6 +35,7 @@ from servescope.alerts.config import AlertsConfig
 from servescope.alerts.known_metrics import Metrics, exported_metrics, is_counter
 from servescope.alerts.model import SEVERITIES, Group
 from servescope.alerts.promql import Call, Node, PromQLError, Selector, parse_promql, unwrap, walk
+from servescope.alerts.symptom import reads_only_blindness, requires_symptom
 from servescope.common.durations import DurationError, parse_duration
 
 WATCHDOG = "ServescopeWatchdog"
@@ -99,6 +102,23 @@ def _alert_problems(rule: dict[str, Any], config: AlertsConfig) -> Iterator[Lint
             f"dashboard_url {dashboard!r} is not a dashboard under {config.dashboard_base_url}/d/",
         )
     yield from _for_problems(name, rule.get("for"))
+    if labels.get("severity") == "critical":
+        yield from _page_problems(name, str(rule.get("expr", "")))
+
+
+def _page_problems(name: str, expr: str) -> Iterator[LintProblem]:
+    try:
+        tree = parse_promql(expr)
+    except PromQLError:
+        return  # promql/syntax says so
+    if not (requires_symptom(tree) or reads_only_blindness(tree)):
+        yield LintProblem(
+            name,
+            "alerts/page-symptom",
+            "a page must require a symptom on an SLO (an error ratio record, "
+            "model:servescope_*_errors:ratio*, in every branch), not a cause alone; make it a warning (a "
+            "ticket) or join the symptom with `and`",
+        )
 
 
 def _for_problems(name: str, for_: Any) -> Iterator[LintProblem]:

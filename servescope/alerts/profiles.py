@@ -41,6 +41,15 @@ DEMO: dict[str, Any] = {
     "restart_loop_for": "15s",
     "request_error_for": "2m",
     "slo_bucket_missing_for": "5m",
+    "endpoint_down_for": "30s",
+    "blind_for": "30s",
+    "targets_absent_for": "1m",
+    "node_without_exporter_for": "2m",
+    "kube_state_metrics_absent_for": "2m",
+    "leak_fit_window": "30m",
+    "leak_growth_window": "2m",
+    # The demo runs on one machine without a cluster: there is no kube-state-metrics to read.
+    "kube_state_metrics": False,
 }
 PROFILES: dict[str, dict[str, Any]] = {"default": {}, "demo": DEMO}
 

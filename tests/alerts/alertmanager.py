@@ -109,6 +109,10 @@ class Alertmanager:
             ],
         )
 
+    def groups(self, receiver: str) -> list[dict[str, Any]]:
+        """The receiver's alert groups (their labels: the route's group_by), each alert with its status."""
+        return [g for g in self.request("/api/v2/alerts/groups") if g["receiver"]["name"] == receiver]
+
     def alerts(self) -> dict[frozenset[tuple[str, str]], dict[str, Any]]:
         return {frozenset(a["labels"].items()): a for a in self.request("/api/v2/alerts")}
 
@@ -124,9 +128,10 @@ class Alertmanager:
             self.fire(*posted, resolved=True)
 
 
-def _config_for_test(tmp_path: Path) -> Path:
-    """The built configuration with every webhook pointed at a closed local port and a token file."""
-    config = built()
+def _config_for_test(tmp_path: Path, config: dict[str, Any] | None = None) -> Path:
+    """The built configuration (or `config`) with every webhook pointed at a closed local port and a token
+    file."""
+    config = config or built()
     token = tmp_path / "token"
     token.write_text("test-token\n")
     for receiver in config["receivers"]:
@@ -139,12 +144,13 @@ def _config_for_test(tmp_path: Path) -> Path:
 
 
 @contextmanager
-def running_alertmanager(tmp_path: Path) -> Iterator[Alertmanager]:
-    """The real Alertmanager with the built configuration on a loopback port, stopped on exit."""
+def running_alertmanager(tmp_path: Path, config: dict[str, Any] | None = None) -> Iterator[Alertmanager]:
+    """The real Alertmanager with the built configuration (or `config`) on a loopback port, stopped on
+    exit."""
     port = free_port()
     argv = [
         tool("prometheus-alertmanager"),
-        f"--config.file={_config_for_test(tmp_path)}",
+        f"--config.file={_config_for_test(tmp_path, config)}",
         f"--storage.path={tmp_path / 'data'}",
         f"--web.listen-address=127.0.0.1:{port}",
         "--cluster.listen-address=",

@@ -15,7 +15,7 @@ from servescope.sim.fault_scenarios import GpuFault, Window
 from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.pynvml_module import SimulatedPynvml
 
-TIMING_FIELDS = (("alertname", "hostname"), 30.0, 300.0, 14_400.0)
+TIMING_FIELDS = (("model_name",), 30.0, 300.0, 14_400.0)
 TIMING = PagerTiming(*TIMING_FIELDS)
 HOST = ("hostname", "node-a")
 
@@ -34,41 +34,12 @@ def test_the_pager_timing_is_read_from_the_committed_alertmanager_config() -> No
     assert timing.inhibitions  # the bundle's inhibit rules, applied to the pages
 
 
-def test_a_lost_gpu_mutes_its_xid_page_with_the_committed_inhibit_rules() -> None:
-    timing = pager_timing(ALERTS_BUILD / "alertmanager.yaml")
-    uuid = ("uuid", "GPU-1")
-    lost = Episode("ServescopeGpuLost", "critical", "s", 1, (("gpu", "1"), HOST, uuid), 660.0, 2100.0)
-    xid_labels = (("gpu", "1"), HOST, uuid, ("xid", "79"))
-    xid = Episode("ServescopeGpuXidCritical", "critical", "s", 1, xid_labels, 630.0, 2100.0)
-    other = Episode("ServescopeGpuXidCritical", "critical", "s", 1, (("gpu", "0"), HOST), 630.0, 690.0)
-    run = RunOutcome("s", 1, (), (lost, xid, other))
-    # XID 79 on GPU 1 fires one step before the loss is seen: muted by the time its group would page.
-    assert [(p.alert, p.at, len(p.announces)) for p in pages(run, timing)] == [
-        ("ServescopeGpuXidCritical", 660.0, 1),  # GPU 0's XID, which no lost GPU explains
-        ("ServescopeGpuLost", 690.0, 1),
-    ]
-
-
 def test_eight_gpus_of_one_node_in_one_group_make_one_page_and_a_late_joiner_another() -> None:
     at_once = [_page("ServescopeGpuLost", str(gpu), 600.0 + gpu, 1800.0) for gpu in range(8)]
     late = _page("ServescopeGpuLost", "8", 1000.0, 1800.0)  # joins at the next 5 min tick
     warning = _page("ServescopeGpuSaturated", "0", 600.0, 1800.0, severity="warning")
     run = RunOutcome("s", 1, (), (*at_once, late, warning))
     assert [(p.at, len(p.announces)) for p in pages(run, TIMING)] == [(630.0, 8), (1230.0, 1)]
-
-
-def test_a_group_that_resolved_pages_again_and_each_alertname_pages_once() -> None:
-    lost = _page("ServescopeGpuLost", "1", 600.0, 900.0)
-    again = _page("ServescopeGpuLost", "1", 3000.0, 3300.0)
-    xid = _page("ServescopeGpuXidCritical", "1", 630.0, 3300.0)
-    window = _window(600.0, 1200.0, ("ServescopeGpuLost", "ServescopeGpuXidCritical"))
-    found = per_incident([RunOutcome("s", 1, (window,), (lost, again, xid))], TIMING)
-    assert found["alerts"] == {
-        "ServescopeGpuLost": {"pages": 2, "false": 1, "reminders": 0},  # the second starts after the window
-        "ServescopeGpuXidCritical": {"pages": 1, "false": 0, "reminders": 0},
-    }
-    assert found["incidents"] == [{"scenario": "s", "incident": "GPU lost", "pages_per_run": [2], "max": 2}]
-    assert found["false_pages"] == [{"alert": "ServescopeGpuLost", "scenario": "s", "seed": 1, "at": 3030.0}]
 
 
 def test_a_node_wide_nvml_failure_fails_init_and_every_device_call_until_it_heals() -> None:
