@@ -198,7 +198,12 @@ def _compress(parts: list[str]) -> list[str]:
     i = 0
     while i < len(parts):
         j = i
-        while j + 1 < len(parts) and parts[j + 1] == parts[i] and parts[i] != "stale":
+        # promtool expands only numbers (and `_`): Inf, NaN and stale are written one by one.
+        while (
+            j + 1 < len(parts)
+            and parts[j + 1] == parts[i]
+            and parts[i] not in ("stale", "Inf", "-Inf", "NaN")
+        ):
             j += 1
         run = j - i + 1
         if run == 1:
