@@ -29,9 +29,12 @@ class PageSettings(BaseModel):
         "progress. Its error ratio is burned against as the latency SLOs' are (14.4x over 1 h and 5 min, "
         "6x over 6 h and 30 min page).",
     )
-    endpoint_down_for: str = Field(
-        "5m", description="How long an endpoint that should serve fails to answer before its ticket."
+    endpoint_down_window: str = Field(
+        "10m",
+        description="An endpoint that should serve and answered less than half of this window is down: a "
+        "crash loop that answers a minute between its crashes is as down as a dead engine.",
     )
+    endpoint_down_for: str = Field("5m", description="How long an endpoint is down before its ticket.")
     # --- blindness ---------------------------------------------------------------------------------
     blind_share: float = Field(
         0.5,
@@ -54,6 +57,12 @@ class PageSettings(BaseModel):
         description="Read kube-state-metrics: GPU nodes without an exporter, pods terminating, restarting "
         "or starting, Deployments' unavailable replicas. False: those rules are left out (and so is the "
         "ticket that says kube-state-metrics is missing).",
+    )
+    planned_change_lag: str = Field(
+        "1m",
+        description="How late kube-state-metrics may say a pod is being deleted after its engine stopped "
+        "(its scrape interval, and more), and how long a deleted pod's target may outlive it there: the "
+        "availability ratio is judged this late, so that an engine stopped on purpose never counts.",
     )
     kube_state_metrics_selector: str = Field(
         'job="kube-state-metrics"', description="Label matchers selecting kube-state-metrics' series."

@@ -31,9 +31,9 @@ def gpu_nodes(cfg: AlertsConfig) -> str:
     return f"group by (node) ({capacity} or {labelled})"
 
 
-def terminating(cfg: AlertsConfig) -> str:
-    """Pods being deleted (namespace, pod): their engines stop on purpose."""
-    return f"group by (namespace, pod) ({ksm(cfg, 'kube_pod_deletion_timestamp')})"
+def terminating(cfg: AlertsConfig, within: str) -> str:
+    """Pods being deleted at any time `within` (namespace, pod): their engines stop on purpose."""
+    return f"group by (namespace, pod) (last_over_time({ksm(cfg, 'kube_pod_deletion_timestamp')}[{within}]))"
 
 
 def model_pods(cfg: AlertsConfig, models: str) -> str:

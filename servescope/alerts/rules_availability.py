@@ -5,9 +5,10 @@ An endpoint should serve when the engine behind it answered for a model (within 
 Kubernetes has not removed it: the exporter drops an endpoint whose pod is gone at once (the kubelet no
 longer lists the pod), Prometheus drops a PodMonitor target whose pod is gone, and a pod being deleted
 (kube-state-metrics' deletion timestamp) stops on purpose. A pod that never answered is loading its
-model. What is left and does not answer (a crash loop, a dead engine whose pod stays) or answers and makes
-no progress (a hung scheduler) is unavailable. A rollout, a scale-down or a move to another node leaves
-nothing unavailable.
+model. kube-state-metrics says a pod is being deleted a scrape after its engine stopped: the model's
+share is judged planned_change_lag late, once it has. What is left and does not answer (a crash loop, a
+dead engine whose pod stays) or answers and makes no progress (a hung scheduler) is unavailable. A
+rollout, a scale-down or a move to another node leaves nothing unavailable.
 """
 
 from __future__ import annotations
@@ -58,12 +59,18 @@ def models(cfg: AlertsConfig) -> str:
     return f"group by ({endpoint_keys(cfg)}, model_name) ({recent})"
 
 
-def _planned(cfg: AlertsConfig) -> str:
-    """Endpoints whose pod is being deleted (kube-state-metrics): they stop on purpose."""
+def planned(cfg: AlertsConfig, within: str) -> str:
+    """Endpoints whose pod was being deleted at any time `within` (kube-state-metrics): they stop on
+    purpose. Keyed by (namespace, pod) in the PodMonitor topology, by (instance, endpoint) in the
+    exporter's (the pod it named for the endpoint)."""
     if podmonitor(cfg):
-        return terminating(cfg)
-    pods = sel(cfg, "servescope_serving_endpoint_pod_info")
-    return f"({pods} * on (namespace, pod) group_left () {terminating(cfg)})"
+        return terminating(cfg, within)
+    pods = f"last_over_time({sel(cfg, 'servescope_serving_endpoint_pod_info')}[{within}])"
+    return f"({pods} * on (namespace, pod) group_left () {terminating(cfg, within)})"
+
+
+def planned_on(cfg: AlertsConfig) -> str:
+    return "on (namespace, pod)" if podmonitor(cfg) else "on (instance, endpoint)"
 
 
 def answering(cfg: AlertsConfig) -> str:
@@ -71,8 +78,7 @@ def answering(cfg: AlertsConfig) -> str:
     keys = endpoint_keys(cfg)
     should = health(cfg)
     if cfg.kube_state_metrics:
-        on = "on (namespace, pod)" if podmonitor(cfg) else "on (instance, endpoint)"
-        should = f"({should} unless {on} {_planned(cfg)})"
+        should = f"({should} unless {planned_on(cfg)} {planned(cfg, cfg.planned_change_lag)})"
     # `and` rather than a one-to-one join: a server that serves two models is two series, not an error.
     named = models(cfg)
     up, down = f"{named} and on ({keys}) {should} == 1", f"0 * {named} and on ({keys}) {should} == 0"
@@ -87,6 +93,16 @@ def stuck(cfg: AlertsConfig) -> str:
     return f"{running} > 0 and on ({ENGINE_BY}) increase({generated}[{w}]) == 0"
 
 
+def unavailable(cfg: AlertsConfig) -> str:
+    """Each model's share of endpoints that should serve and do not. With kube-state-metrics it is the
+    share planned_change_lag ago, leaving out the pods whose deletion it said since: an engine stops
+    (SIGTERM) as its pod is deleted, and kube-state-metrics says so a scrape later."""
+    if not cfg.kube_state_metrics:
+        return f"1 - avg by (model_name) ({SERVING})"
+    lag = cfg.planned_change_lag
+    return f"1 - avg by (model_name) ({SERVING} offset {lag} unless {planned_on(cfg)} {planned(cfg, lag)})"
+
+
 def records(cfg: AlertsConfig) -> Group:
     """Each endpoint's answer, its availability (answering and not hung), each model's unavailable share."""
     keys = endpoint_keys(cfg)
@@ -96,7 +112,7 @@ def records(cfg: AlertsConfig) -> Group:
         (
             Record(ANSWERING, answering(cfg)),
             Record(SERVING, f"(0 * {ANSWERING} and on ({keys}) {hung}) or {ANSWERING}"),
-            Record(UNAVAILABLE, f"1 - avg by (model_name) ({SERVING})"),
+            Record(UNAVAILABLE, unavailable(cfg)),
         ),
     )
 

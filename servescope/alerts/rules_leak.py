@@ -9,7 +9,7 @@ rising load is partly taken for load while the ramp lasts (the two cannot be tol
 soon as the load stops rising.
 
 The load is the GPU's busy share (DCGM SM activity where reported, else NVML utilisation): the batch it
-runs, for every GPU, in both topologies.
+runs, for every GPU, in both topologies. Both are taken as 10-minute means.
 """
 
 from __future__ import annotations
@@ -27,11 +27,14 @@ PER_LOAD = "gpu:servescope_memory_per_busy:bytes"
 UNEXPLAINED = "gpu:servescope_memory_unexplained:bytes"
 INTERVAL = "1m"
 FIT_STEP = "5m"
+# Memory and load are fitted on their 10-minute means: a busy share sampled from NVML wavers by a few
+# points around a flat load, and regressing on that noise makes a leak's growth look like load.
+SMOOTHING = "10m"
 
 
 def _busy(cfg: AlertsConfig) -> str:
-    sm = f"max by ({GPU_BY}) (avg_over_time({sel(cfg, SM_ACTIVE)}[{INTERVAL}]))"
-    nvml = f"max by ({GPU_BY}) (avg_over_time({sel(cfg, c.UTILIZATION.name)}[{INTERVAL}]))"
+    sm = f"max by ({GPU_BY}) (avg_over_time({sel(cfg, SM_ACTIVE)}[{SMOOTHING}]))"
+    nvml = f"max by ({GPU_BY}) (avg_over_time({sel(cfg, c.UTILIZATION.name)}[{SMOOTHING}]))"
     return f"({sm} or on (instance, uuid) {nvml})"
 
 
@@ -47,10 +50,11 @@ def records(cfg: AlertsConfig) -> Group:
     variance = f"({mean(LOAD_SQUARED)} - {mean(LOAD)} ^ 2)"
     moving = f"{variance} > {cfg.leak_min_load_stddev**2:g}"
     flat = f"on ({GPU_BY}) 0 * {MEMORY}"  # a load that did not move explains nothing
+    used = f"avg_over_time({sel(cfg, c.MEMORY_USED.name)}[{SMOOTHING}])"
     return Group(
         "servescope-memory-trend",
         (
-            Record(MEMORY, f"max by ({GPU_BY}) ({sel(cfg, c.MEMORY_USED.name)})"),
+            Record(MEMORY, f"max by ({GPU_BY}) ({used})"),
             Record(LOAD, _busy(cfg)),
             Record(MEMORY_TIMES_LOAD, f"{MEMORY} * on ({GPU_BY}) {LOAD}"),
             Record(LOAD_SQUARED, f"{LOAD} ^ 2"),

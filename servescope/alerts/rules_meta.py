@@ -5,7 +5,7 @@ from __future__ import annotations
 from servescope import catalog as c
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.model import WATCHDOG, Alert, Group, sel
-from servescope.alerts.rules_availability import ANSWERING, models
+from servescope.alerts.rules_availability import ANSWERING, models, planned, planned_on
 from servescope.alerts.rules_blind import blindness
 from servescope.alerts.topology import podmonitor
 from servescope.catalog import derived as dm
@@ -13,7 +13,8 @@ from servescope.catalog.placement import ENDPOINT_POD_INFO
 
 
 def endpoint_down(cfg: AlertsConfig) -> str:
-    """Endpoints that should serve and do not answer (rules_availability), with their model.
+    """Endpoints that should serve and answered less than half of endpoint_down_window (rules_availability),
+    with their model: a crash loop that answers for a minute between its crashes is down, as a dead engine.
 
     In the exporter topology, an endpoint without a pod the kubelet named (no Kubernetes, or a GPU shared
     by several pods) is kept down by the exporter for 900 s after its last success, then dropped: an engine
@@ -22,7 +23,10 @@ def endpoint_down(cfg: AlertsConfig) -> str:
     within that window (the engine came back at another address). An endpoint whose pod the kubelet named
     is never forgotten while down: the exporter drops it when its pod is gone, which is no failure.
     """
-    down = f"{ANSWERING} == 0"
+    down = f"avg_over_time({ANSWERING}[{cfg.endpoint_down_window}]) < 0.5"
+    if cfg.kube_state_metrics:
+        # A pod deleted within the window stopped on purpose, though kube-state-metrics said so late.
+        down = f"({down} unless {planned_on(cfg)} {planned(cfg, cfg.endpoint_down_window)})"
     if podmonitor(cfg):
         return down
     up = sel(cfg, c.SOURCE_UP.name, 'endpoint!=""')
@@ -118,9 +122,9 @@ def meta(cfg: AlertsConfig) -> Group:
                 cfg.endpoint_down_for,
                 "warning",
                 "A serving endpoint that should serve does not answer its /metrics.",
-                "{{ $labels.model_name }} endpoint {{ $labels.endpoint }} on {{ $labels.instance }} has not "
-                f"answered for {cfg.endpoint_down_for} while its pod is neither gone nor being deleted: the "
-                "engine crashed, crash-loops or hangs in start-up.",
+                "{{ $labels.model_name }} endpoint {{ $labels.endpoint }} on {{ $labels.instance }} answered "
+                f"less than half the time over {cfg.endpoint_down_window}, for {cfg.endpoint_down_for}, "
+                "while its pod is neither gone nor being deleted: the engine crashed, crash-loops or hangs.",
                 ("instance", "endpoint", "model_name"),
                 "exporter",
                 keep_firing_for=cfg.page_gap_tolerance,

@@ -4,7 +4,10 @@ A state per minute: `U` the engine answers (its series exported), `D` it does no
 crash, a crash loop: the exporter reports it down, a PodMonitor target fails its scrape), `T` the same
 while its pod is being deleted (kube-state-metrics' deletion timestamp), `L` a new pod loading its model
 (its server does not listen yet: a failing PodMonitor target, nothing the exporter finds), `-` its pod is
-gone (the exporter dropped the endpoint, Prometheus the target). In `gap` minutes Prometheus could not
+gone (the exporter dropped the endpoint, Prometheus the target). Kubernetes and kube-state-metrics are not
+in step: `S` the engine stopped as its pod was deleted, kube-state-metrics does not say so yet (its scrape
+comes later); `G` the pod is gone from kube-state-metrics while Prometheus still scrapes its target (its
+discovery comes later; the exporter drops the endpoint at once, as `-`). In `gap` minutes Prometheus could not
 scrape the exporter: none of its series has a sample then (a staleness marker at the first).
 """
 
@@ -66,7 +69,8 @@ class Engine:
     ) -> list[dict[str, str]]:
         """The engine's series over the states; `attributed`: the exporter names its pod (the kubelet
         answers)."""
-        states = states.replace("L", "D" if podmonitor else "-")
+        states = states.replace("L", "D" if podmonitor else "-").replace("S", "D")
+        states = states.replace("G", "D" if podmonitor else "-")
         if not podmonitor:
             states = "".join("-" if minute in gap else s for minute, s in enumerate(states))
         names = POD_SERIES if podmonitor else EXPORTER_SERIES

@@ -78,25 +78,26 @@ DIURNAL = case(
     check(LEAK, "1d10h"),  # the next morning's ramp
     exprs=[never("1d12h", "1d12h")],
 )
-# A flat load and a leak from 01:00: both halves of the last hour grow 40 MiB/min (pending from 01:37),
-# firing from 01:47 (`for: 10m`). The sawtooth moves the rate read off 30 minutes around 40 MiB/min.
+# A flat load and a leak from 01:00: both halves of the last hour of 10-minute means grow 40 MiB/min
+# (pending from 01:40), firing from 01:50 (`for: 10m`).
 FLAT = case(
     f"{LEAK}: 40 MiB/min under a flat load",
     gpu(300, lambda minute: 0.5, leak_from=60),
     check(LEAK, "1h30m"),
-    check(LEAK, "1h46m"),
-    fires(LEAK, "1h47m", GPU_BY, description("39.69Mi")),
-    fires(LEAK, "5h", GPU_BY, description("41.86Mi")),
+    check(LEAK, "1h49m"),
+    fires(LEAK, "1h50m", GPU_BY, description("40.17Mi")),
+    fires(LEAK, "5h", GPU_BY, description("40.17Mi")),
 )
 # The leak starts with the second day's ramp: the first day's cycle says what the load explains, so the
-# leak shows through the ramp 47 minutes after it began (1.8 GiB leaked). An H200 at 0.9 of its 141 GB
-# leaves 14 GB: at 40 MiB/min the OOM is 5.8 h after the leak's start, 5 h after the alert.
+# leak shows through the ramp 50 minutes after it began (2 GiB leaked). An H200 at 0.9 of its 141 GB
+# leaves 14 GB: at 40 MiB/min the OOM is 5.8 h after the leak's start, 4.9 h after the alert.
 LEAK_START = DAY + RAMP_START
 UNDER_RAMP = case(
     f"{LEAK}: 40 MiB/min under the next day's ramp",
     gpu(LEAK_START + 120, daily, leak_from=LEAK_START),
     check(LEAK, "1d9h30m"),
-    fires(LEAK, "1d9h47m", GPU_BY, description("40.02Mi")),
+    check(LEAK, "1d9h49m"),
+    fires(LEAK, "1d9h50m", GPU_BY, description("40.51Mi")),
     exprs=[never("1d9h", "1d9h")],
 )
 CASES = [DIURNAL, FLAT, UNDER_RAMP]

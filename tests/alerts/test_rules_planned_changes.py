@@ -38,14 +38,15 @@ def _node_b(minutes: int) -> list[dict[str, str]]:
 
 def rollout(podmonitor: bool) -> dict[str, Any]:
     """8 replicas replaced 2 at a time every 12 min from 10m (maxSurge 2, maxUnavailable 0): the new pods
-    load their model for 5 min, then the old ones are deleted (1 min terminating, then gone)."""
+    load their model for 5 min, then the old ones are deleted: their engines stop a minute before
+    kube-state-metrics says their pods are being deleted, and their targets outlive the pods a minute."""
     states: list[tuple[Engine, str]] = []
     for k in range(4):
         start = 10 + 12 * k
         for i in (2 * k, 2 * k + 1):
             old = Engine("deepseek", f"ds-old-{i}", f"10.1.0.{10 + i}")
             new = Engine("deepseek", f"ds-new-{i}", f"10.1.1.{10 + i}")
-            states.append((old, "U" * (start + 5) + "T" + "-" * (MINUTES - start - 5)))
+            states.append((old, "U" * (start + 5) + "STG" + "-" * (MINUTES - start - 7)))
             states.append((new, "-" * start + "L" * 5 + "U" * (MINUTES - start - 4)))
     inputs = [s for engine, st in states for s in engine.series(st, podmonitor)]
     return case(
@@ -63,8 +64,8 @@ def scale_down_and_move(podmonitor: bool) -> dict[str, Any]:
     inputs = [
         *qwen[0].series("U" * (MINUTES + 1), podmonitor),
         *qwen[1].series("U" * (MINUTES + 1), podmonitor),
-        *qwen[2].series("U" * 20 + "T" + "-" * (MINUTES - 20), podmonitor),
-        *moved_from.series("U" * 30 + "T" + "-" * (MINUTES - 30), podmonitor),
+        *qwen[2].series("U" * 20 + "STG" + "-" * (MINUTES - 22), podmonitor),
+        *moved_from.series("U" * 30 + "ST" + "-" * (MINUTES - 31), podmonitor),
         *moved_to.series("-" * 31 + "L" * 6 + "U" * (MINUTES - 36), podmonitor),
     ]
     return case(
@@ -81,8 +82,8 @@ CRASH_LOOP = "U" * 10 + ("D" * 8 + "UU") * 6 + "D"
 
 
 def crash_loop(podmonitor: bool, gap: range = range(0)) -> dict[str, Any]:
-    """One of mistral's 2 engines crash-loops from 10m: its endpoint's ticket from 15m and the model's
-    page (50% of its endpoints down, a 50x burn) from 13m, each one episode however the loop and the
+    """One of mistral's 2 engines crash-loops from 10m: its endpoint's ticket from 20m and the model's
+    page (50% of its endpoints down, a 50x burn) from 14m, each one episode however the loop and the
     exporter's scrapes come and go (the 1 h window's share shows: 4 of 14 minutes' samples half down).
     `gap`: minutes in which Prometheus cannot scrape the exporter."""
     topology = "podmonitor" if podmonitor else "exporter"
@@ -95,8 +96,9 @@ def crash_loop(podmonitor: bool, gap: range = range(0)) -> dict[str, Any]:
     ]
     down, model = CRASHING.down_labels(podmonitor), {"model_name": "mistral"}
     description = (
-        f"mistral endpoint {CRASHING.endpoint} on {down['instance']} has not answered for 5m while its pod "
-        "is neither gone nor being deleted: the engine crashed, crash-loops or hangs in start-up."
+        f"mistral endpoint {CRASHING.endpoint} on {down['instance']} answered less than half the time over "
+        "10m, for 5m, while its pod is neither gone nor being deleted: the engine crashed, crash-loops or "
+        "hangs."
     )
     page = (
         "mistral: 14.29% of the time its endpoints that should serve did not answer or made no progress "
@@ -107,16 +109,16 @@ def crash_loop(podmonitor: bool, gap: range = range(0)) -> dict[str, Any]:
     return case(
         f"{topology}: a crash-looping engine{' through gaps in the scrapes' if gap else ''}",
         inputs,
-        check(DOWN, "14m"),  # pending since 10m
-        fires(DOWN, "15m", down, description),
-        check(PAGE, "12m"),  # pending since 11m
-        fires(PAGE, "13m", model, page),
+        check(DOWN, "19m"),  # pending since 16m: more than half of the 10 min down
+        fires(DOWN, "20m", down, description),
+        check(PAGE, "13m"),  # pending since 12m: the share is judged 1 min late (planned_change_lag)
+        fires(PAGE, "14m", model, page),
         exprs=[
             firing_only("40m", (DOWN, down), (PAGE, model)),
             pages_only("40m", (PAGE, model)),
             # Every evaluation from the first firing (both ends included): one episode each.
-            fired_throughout(DOWN, down, f"{MINUTES}m", f"{MINUTES - 15}m", MINUTES - 15 + 1),
-            fired_throughout(PAGE, model, f"{MINUTES}m", f"{MINUTES - 13}m", MINUTES - 13 + 1),
+            fired_throughout(DOWN, down, f"{MINUTES}m", f"{MINUTES - 20}m", MINUTES - 20 + 1),
+            fired_throughout(PAGE, model, f"{MINUTES}m", f"{MINUTES - 14}m", MINUTES - 14 + 1),
         ],
     )
 
@@ -139,7 +141,7 @@ FORGOTTEN = case(
         *GONE_B.series("U" * 10 + "D" * 15 + "-" * (LONG - 24), False, attributed=False),
         *BACK_B.series("-" * 60 + "U" * (LONG - 59), False, attributed=False),
     ],
-    check(DOWN, "14m"),
+    check(DOWN, "19m"),
     exprs=[
         # Each model's only endpoint is down: each pages (kept 15 min past its last sample).
         firing_only(
