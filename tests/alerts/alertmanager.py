@@ -24,6 +24,41 @@ from servescope.alerts.model import BUNDLE_LABEL
 from tests.support import Child, ChildFailedError, free_port
 
 BUILT = ALERTS_BUILD / "alertmanager.yaml"
+RECEIVER = Path(__file__).resolve().parents[2] / "deploy" / "alertmanager-receiver.yaml"
+# kube-prometheus-stack's default alertmanager.config (its values.yaml): a root grouped by namespace.
+KPS_DEFAULT: dict[str, Any] = {
+    "global": {"resolve_timeout": "5m"},
+    "route": {
+        "receiver": "null",
+        "group_by": ["namespace"],
+        "group_wait": "30s",
+        "group_interval": "5m",
+        "repeat_interval": "12h",
+        "routes": [{"receiver": "null", "matchers": ['alertname = "Watchdog"']}],
+    },
+    "receivers": [{"name": "null"}],
+    "inhibit_rules": [
+        {
+            "source_matchers": ['severity = "critical"'],
+            "target_matchers": ['severity =~ "warning|info"'],
+            "equal": ["namespace", "alertname"],
+        }
+    ],
+}
+
+
+def merged() -> dict[str, Any]:
+    """The snippet merged as its header says: its routes first under the root's, its receivers added (one
+    `null` kept), its inhibitions appended."""
+    snippet = yaml.safe_load(RECEIVER.read_text())
+    config = yaml.safe_load(yaml.safe_dump(KPS_DEFAULT))
+    config["route"]["routes"] = [*snippet["route"]["routes"], *config["route"]["routes"]]
+    names = {r["name"] for r in config["receivers"]}
+    config["receivers"] += [r for r in snippet["receivers"] if r["name"] not in names]
+    config["inhibit_rules"] += snippet["inhibit_rules"]
+    return config
+
+
 CONFIG = AlertsConfig()
 ALERTS = {alert.name: alert for alert in all_alerts(CONFIG)}
 INSTALL = "scripts/install-debian-tools.sh"

@@ -18,44 +18,18 @@ import pytest
 import yaml
 
 from servescope.alerts.alertmanager import PAGER, TICKET
-from tests.alerts.alertmanager import TARGET, Alertmanager, alert, running_alertmanager
-from tests.alerts.promtool import ROOT
+from tests.alerts.alertmanager import (
+    KPS_DEFAULT,
+    RECEIVER,
+    TARGET,
+    Alertmanager,
+    alert,
+    merged,
+    running_alertmanager,
+)
 
-RECEIVER = ROOT / "deploy" / "alertmanager-receiver.yaml"
-# kube-prometheus-stack's default alertmanager.config (its values.yaml): a root grouped by namespace.
-KPS_DEFAULT: dict[str, Any] = {
-    "global": {"resolve_timeout": "5m"},
-    "route": {
-        "receiver": "null",
-        "group_by": ["namespace"],
-        "group_wait": "30s",
-        "group_interval": "5m",
-        "repeat_interval": "12h",
-        "routes": [{"receiver": "null", "matchers": ['alertname = "Watchdog"']}],
-    },
-    "receivers": [{"name": "null"}],
-    "inhibit_rules": [
-        {
-            "source_matchers": ['severity = "critical"'],
-            "target_matchers": ['severity =~ "warning|info"'],
-            "equal": ["namespace", "alertname"],
-        }
-    ],
-}
 DEEPSEEK = {**TARGET, "model_name": "deepseek", "engine": "0", "endpoint": "http://10.1.0.5:8000/metrics"}
 MISTRAL_DOWN = {**TARGET, "model_name": "mistral", "endpoint": "http://10.1.4.2:8000/metrics"}
-
-
-def merged() -> dict[str, Any]:
-    """The snippet merged as its header says: its routes first under the root's, its receivers added (one
-    `null` kept), its inhibitions appended."""
-    snippet = yaml.safe_load(RECEIVER.read_text())
-    config = yaml.safe_load(yaml.safe_dump(KPS_DEFAULT))
-    config["route"]["routes"] = [*snippet["route"]["routes"], *config["route"]["routes"]]
-    names = {r["name"] for r in config["receivers"]}
-    config["receivers"] += [r for r in snippet["receivers"] if r["name"] not in names]
-    config["inhibit_rules"] += snippet["inhibit_rules"]
-    return config
 
 
 def incidents() -> list[dict[str, str]]:
