@@ -8,6 +8,7 @@ from __future__ import annotations
 from .fleet_library_node import _day, daemonset_deleted, diurnal, fleet_blind, leak, node_without_exporter
 from .fleet_library_serving import (
     crash_loop,
+    e2e_burn,
     kv_burn,
     no_bound_bucket,
     quiet_causes,
@@ -28,6 +29,7 @@ def library() -> list[FleetPlan]:
         crash_loop(),
         kv_burn("kv-burn-through-a-scrape-gap", gap=True, two_models=False),
         kv_burn("two-models-per-node", gap=False, two_models=True),
+        e2e_burn(),
         fleet_blind(),
         daemonset_deleted(),
         node_without_exporter(),

@@ -1,6 +1,6 @@
 """Fleet scenarios about serving: planned changes (a rolling update, a scale-down, a pod moved), a crash
-loop, KV-bound engines (through a scrape gap, beside a healthy model), causes while the SLO holds, and a
-histogram without the SLO's bound."""
+loop, KV-bound engines (through a scrape gap, beside a healthy model), slow answers, causes while the SLO
+holds, and a histogram without the SLO's bound."""
 
 from __future__ import annotations
 
@@ -205,3 +205,27 @@ def no_bound_bucket() -> FleetPlan:
         (("model_name", "gemma"),),
     )
     return FleetPlan(fleet, (burn, missing))
+
+
+def e2e_burn() -> FleetPlan:
+    """mistral's decode slows from 20m to 50m (its first tokens stay fast): answers take 50 s at the
+    median, a third of them over the 60 s end-to-end bound (a 34x burn)."""
+    slow = (20 * MINUTE, 50 * MINUTE)
+    model = Model("mistral", e2e=lambda t: Latency(50.0) if slow[0] <= t < slow[1] else Latency(4.0))
+    pods = (pod("mistral-0", "mistral", 1, 0), pod("mistral-1", "mistral", 2, 0))
+    fleet = Fleet(
+        "e2e-burn",
+        "mistral's decode slows 20-50m: a third of answers over 60 s",
+        70,
+        nodes(2),
+        (model,),
+        pods,
+    )
+    burn = FleetIncident(
+        "mistral's e2e budget burns 34x",
+        latency_burn("mistral", "e2e"),
+        ("ServescopeE2eSloBurnFast",),
+        ("ServescopeE2eSloBurnSlow",),
+        (("model_name", "mistral"),),
+    )
+    return FleetPlan(fleet, (burn,))

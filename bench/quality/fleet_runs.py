@@ -3,6 +3,7 @@ rules built for that topology; its firing episodes and its truth, ready to score
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +38,11 @@ def rules_for(topology: str, work: Path) -> Path:
     path = work / f"rules-{topology}.yaml"
     if not path.exists():
         cfg = AlertsConfig.model_validate({"engine_topology": topology})
-        path.write_text(yaml.safe_dump(rule_file(cfg), sort_keys=False, width=200))
+        # Workers build it side by side: each writes its own file, then renames it (promtool never
+        # reads half a file).
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(yaml.safe_dump(rule_file(cfg), sort_keys=False, width=200))
+        tmp.replace(path)
     return path
 
 

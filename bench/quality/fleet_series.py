@@ -157,7 +157,9 @@ class FleetSeries:
             capacity = {**KSM, "node": node.name, "resource": "nvidia_com_gpu"}
             self.out.put("kube_node_status_capacity", capacity, index, float(node.gpus))
         for pod in self.fleet.pods:
-            if pod.state(t) == "terminating":
+            # kube-state-metrics is scraped as the rest: it says a pod is being deleted a scrape after
+            # its engine got SIGTERM and stopped (and forgets it a scrape late).
+            if pod.state(t - STEP) == "terminating":
                 keys = {**KSM, "namespace": pod.namespace, "pod": pod.name}
                 self.out.put("kube_pod_deletion_timestamp", keys, index, 1.7e9)
 

@@ -22,7 +22,8 @@ METHOD = """## Method
   through loading, serving, crash loops, hangs, deletion; each model's load and lognormal latencies (so the
   share of requests over any bound is exact); the series each topology gives Prometheus: the exporter's
   (engines found, reported down while their pod is listed, dropped when it is gone, as the exporter's
-  retention does) or Prometheus' own scrapes of every pod (job `vllm`), kube-state-metrics in both.
+  retention does) or Prometheus' own scrapes of every pod (job `vllm`), kube-state-metrics in both (a
+  scrape late: an engine stops before it says its pod is being deleted).
 - **Faults** the production simulator lacks (`bench/quality/faults.py`): NVML failing node-wide, a hung
   NVML source, a scheduler that stops, a KV gauge held high on an idle engine, an exporter rollout, an
   NVLink link down, a PCIe link retrained at fewer lanes, each engine on its own load curve.
