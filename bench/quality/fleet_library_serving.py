@@ -38,25 +38,9 @@ def scale_down_and_move() -> FleetPlan:
     pods = (
         pod("qwen-0", "qwen", 1, 0),
         pod("qwen-1", "qwen", 2, 0),
-        pod(
-            "qwen-2",
-            "qwen",
-            3,
-            0,
-            Phase(0.0, "serving"),
-            Phase(20 * MINUTE, "terminating"),
-            Phase(21 * MINUTE, "gone"),
-        ),
+        pod("qwen-2", "qwen", 3, 0, *replaced(20 * MINUTE, loading=0.0)),
         pod("llama-0", "llama", 3, 1),
-        pod(
-            "llama-1",
-            "llama",
-            1,
-            1,
-            Phase(0.0, "serving"),
-            Phase(30 * MINUTE, "terminating"),
-            Phase(31 * MINUTE, "gone"),
-        ),
+        pod("llama-1", "llama", 1, 1, *replaced(30 * MINUTE, loading=0.0)),
         pod(
             "llama-2", "llama", 2, 1, Phase(30 * MINUTE, "loading"), Phase(35 * MINUTE, "serving"), address=20
         ),

@@ -16,28 +16,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from servescope.sim.engine_stats import REQUEST_SECONDS_BUCKETS, TTFT_BUCKETS
+
 STEP = 30.0  # the scrape and evaluation interval, seconds
 GIB = 1024**3
 MIB = 1024**2
-VLLM_TTFT_BUCKETS = (
-    0.001,
-    0.005,
-    0.01,
-    0.02,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.25,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-)
-VLLM_E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0)
+# vLLM's own layouts (the simulator's), up to what these requests reach.
+VLLM_TTFT_BUCKETS = tuple(b for b in TTFT_BUCKETS if b <= 10)
+VLLM_E2E_BUCKETS = tuple(b for b in REQUEST_SECONDS_BUCKETS if b <= 120)
 CRASH_CYCLE, CRASH_UP = 300.0, 60.0  # a crash loop answers the last CRASH_UP seconds of each CRASH_CYCLE
 ANSWERING = ("serving", "crashloop-up", "hung")
 Curve = Callable[[float], float]

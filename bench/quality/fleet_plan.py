@@ -81,7 +81,8 @@ def pod(name: str, model: str, node: int, gpu: int, *phases: Phase, address: int
 
 
 def replaced(start: float, loading: float = 4 * MINUTE) -> tuple[Phase, ...]:
-    """An old pod deleted once its replacement served: 1 min terminating from `start` + `loading`."""
+    """An old pod deleted once its replacement served (`loading` after `start`; 0: a pod simply deleted
+    at `start`): 1 min terminating, then gone."""
     return (
         Phase(0.0, "serving"),
         Phase(start + loading, "terminating"),

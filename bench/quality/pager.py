@@ -31,6 +31,17 @@ from .evaluate import HEARTBEAT, Episode, RunOutcome, explains
 PAGER = "pager"
 
 
+def api(url: str, body: Any = None, timeout: float = 10.0) -> Any:
+    """A call to Alertmanager's API v2: GET, or POST of `body` as JSON; the JSON answer, if any."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url, data=data, headers={"Content-Type": "application/json"}, method="POST" if data else "GET"
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as answer:
+        text = answer.read()
+    return json.loads(text) if text.strip() else None
+
+
 @dataclass(frozen=True)
 class Page:
     scenario: str
@@ -85,16 +96,7 @@ class Alertmanager:
             self.child.stop()
 
     def _request(self, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            self.url + path,
-            data=data,
-            headers={"Content-Type": "application/json"},
-            method="POST" if data else "GET",
-        )
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            text = answer.read()
-        return json.loads(text) if text.strip() else None
+        return api(self.url + path, body)
 
     def post(self, firing: list[dict[str, str]], resolved: list[dict[str, str]]) -> None:
         now = datetime.now(UTC)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from quality.pager import api
 
 from servescope.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.alerts.bundle import all_alerts
@@ -117,16 +116,7 @@ class Alertmanager:
     url: str
 
     def request(self, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(
-            self.url + path,
-            data=data,
-            headers={"Content-Type": "application/json"},
-            method="POST" if data else "GET",
-        )
-        with urllib.request.urlopen(req, timeout=5) as response:
-            text = response.read()
-        return json.loads(text) if text.strip() else None
+        return api(self.url + path, body, timeout=5)
 
     def fire(self, *labels: Labels, resolved: bool = False) -> None:
         now = datetime.now(UTC)
