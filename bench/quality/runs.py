@@ -93,11 +93,9 @@ def generate(spec: RunSpec, plan: Plan, rules: Path, work: Path, timing: Timing)
     fired = rule_engine(
         rules, buffer.input_series(), plan.duration, folder, interval=f"{timing.scrape_interval:g}s"
     )
+    own = spec.plan, spec.seed
     episodes = tuple(
-        Episode(
-            f.alert, dict(f.labels).get("severity", ""), spec.plan, spec.seed, _own(f.labels), f.first, f.last
-        )
-        for f in fired
+        Episode(f.alert, _severity(f.labels), *own, _own(f.labels), f.first, f.last) for f in fired
     )
     died = {e.index: e.died_at for e in node.engines if e.died_at is not None}
     recorded = Recorded(node.truth, died, plan.duration)
@@ -119,6 +117,10 @@ def _kube_state_metrics(buffer: StepBuffer, spec: RunSpec, plan: Plan) -> None:
     buffer.add_constant(f'kube_node_info{{{ksm},node="{spec.instance}"}}', 1.0, buffer.steps)
     capacity = f'kube_node_status_capacity{{{ksm},node="{spec.instance}",resource="nvidia_com_gpu"}}'
     buffer.add_constant(capacity, float(plan.gpus), buffer.steps)
+
+
+def _severity(labels: tuple[tuple[str, str], ...]) -> str:
+    return dict(labels).get("severity", "")
 
 
 def _own(labels: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:

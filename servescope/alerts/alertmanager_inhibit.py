@@ -16,7 +16,8 @@ COMBINED = "ServescopeGpuSaturatedKvPressure"
 HURTING = "ServescopeKvPressureHurtingRequests"
 ENDPOINT_DOWN = "ServescopeServingEndpointDown"
 BLIND = ("ServescopeMonitoringBlind", "ServescopeExporterTargetsAbsent")
-# What a blind fleet explains: its exporters, their sources and series, the nodes and engines unseen.
+# What a blind fleet explains: its exporters, their sources and series, the nodes and engines unseen, the
+# agent shards that stopped sending them.
 BLIND_EXPLAINS = (
     "ServescopeExporterDown",
     "ServescopeSourceDown",
@@ -25,6 +26,7 @@ BLIND_EXPLAINS = (
     "ServescopeServingMetricsAbsent",
     "ServescopeDerivedMetricsAbsent",
     "ServescopeGpuNodeWithoutExporter",
+    "ServescopeAgentShardSilent",
     ENDPOINT_DOWN,
 )
 # Alerts that say a GPU itself is broken: they explain every other warning about it. The load-based

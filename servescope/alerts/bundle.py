@@ -11,8 +11,11 @@ from servescope.alerts import rules_availability, rules_leak
 from servescope.alerts.alertmanager import alertmanager_config
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.model import Alert, Group
+from servescope.alerts.rules_canary import alerts as canary_alerts
+from servescope.alerts.rules_canary import records as canary_records
 from servescope.alerts.rules_capacity_baseline import capacity_baseline
 from servescope.alerts.rules_engine import endpoint_records, engine
+from servescope.alerts.rules_exporter import exporter
 from servescope.alerts.rules_gpu import health
 from servescope.alerts.rules_kv_baseline import kv_baseline
 from servescope.alerts.rules_memory import memory
@@ -36,13 +39,16 @@ def groups(cfg: AlertsConfig) -> list[Group]:
         endpoint_records(cfg),
         rules_availability.records(cfg),
         rules_leak.records(cfg),
+        canary_records(cfg),
         health(cfg),
         memory(cfg),
         serving(cfg),
         engine(cfg),
         slo_alerts(cfg),
         Group("servescope-availability", (rules_availability.page(cfg),)),
+        canary_alerts(cfg),
         meta(cfg),
+        exporter(cfg),
     ]
 
 

@@ -12,21 +12,19 @@ from servescope.alerts.bundle import groups
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.model import Alert
 from servescope.alerts.promql import Selector, parse_promql, walk
-from servescope.alerts.symptom import SYMPTOM_RECORD, reads_only_blindness
+from servescope.alerts.symptom import reads_only_blindness
 
 KIND = {"critical": "page", "warning": "ticket", "info": "none (routed nowhere)"}
 # The SLI an error-ratio record measures, from its name.
 SLI_WORDS = {"ttft": "TTFT", "e2e": "end-to-end latency", "availability": "availability"}
+# An SLI's error-ratio record, or a record of its burn (a canary revision's), per model or revision.
+SLI_RECORD = re.compile(r"^model(?:_revision)?:servescope_(\w+?)_(?:slo_)?errors:\w+$")
 _MATCHER = re.compile(r'^(?P<label>\w+)(?P<op>=~|!~|!=|=)"(?P<value>.*)"$')
 
 
 def _slis(alert: Alert) -> list[str]:
     names = {node.name for node, _ in walk(parse_promql(alert.expr)) if isinstance(node, Selector)}
-    found = [
-        re.sub(r"^model:servescope_(\w+?)_(slo_)?errors:.*$", r"\1", n)
-        for n in names
-        if SYMPTOM_RECORD.match(n)
-    ]
+    found = [match.group(1) for match in map(SLI_RECORD.match, names) if match]
     return [SLI_WORDS.get(sli, sli) for sli in sorted(set(found))]
 
 
@@ -35,6 +33,7 @@ CAUSE = {
     "ServescopeKvPressureHurtingRequests": (
         ", with the engine's KV cache over 70% on a saturated GPU (the cause it names)"
     ),
+    "ServescopeCanarySloBurn": ", of a canary revision missing the bound more often than the stable one",
 }
 
 
@@ -42,7 +41,7 @@ def requires(alert: Alert) -> str:
     """The symptom an alert requires, in words."""
     if alert.severity == "critical" and reads_only_blindness(parse_promql(alert.expr)):
         return "none: the monitoring is blind (it reads only `up` and kube-state-metrics)"
-    slis = " and ".join(_slis(alert))
+    slis = " or ".join(_slis(alert))
     if slis and alert.severity == "critical":
         pairs = "14.4x over 1 h and 5 min, or 6x over 6 h and 30 min"
         return f"{slis} error ratio burning at a paging rate ({pairs}){CAUSE.get(alert.name, '')}"

@@ -38,6 +38,8 @@ from servescope.alerts.promql import Call, Node, PromQLError, Selector, parse_pr
 from servescope.alerts.symptom import reads_only_blindness, requires_symptom
 from servescope.common.durations import DurationError, parse_duration
 
+Records = dict[str, list[Node]]  # a rule file's recording rules' parsed expressions, by name
+
 WATCHDOG = "ServescopeWatchdog"
 ALERT_PREFIX = "Servescope"
 MAX_FOR_SECONDS = 6 * 3600
@@ -65,7 +67,7 @@ def _templated(text: str) -> bool:
     return "{{" in text or "$value" in text
 
 
-def _alert_problems(rule: dict[str, Any], config: AlertsConfig) -> Iterator[LintProblem]:
+def _alert_problems(rule: dict[str, Any], config: AlertsConfig, records: Records) -> Iterator[LintProblem]:
     name = str(rule.get("alert", ""))
     labels = rule.get("labels") or {}
     annotations = rule.get("annotations") or {}
@@ -103,21 +105,21 @@ def _alert_problems(rule: dict[str, Any], config: AlertsConfig) -> Iterator[Lint
         )
     yield from _for_problems(name, rule.get("for"))
     if labels.get("severity") == "critical":
-        yield from _page_problems(name, str(rule.get("expr", "")))
+        yield from _page_problems(name, str(rule.get("expr", "")), records)
 
 
-def _page_problems(name: str, expr: str) -> Iterator[LintProblem]:
+def _page_problems(name: str, expr: str, records: Records) -> Iterator[LintProblem]:
     try:
         tree = parse_promql(expr)
     except PromQLError:
         return  # promql/syntax says so
-    if not (requires_symptom(tree) or reads_only_blindness(tree)):
+    if not (requires_symptom(tree, records) or reads_only_blindness(tree)):
         yield LintProblem(
             name,
             "alerts/page-symptom",
             "a page must require a symptom on an SLO (an error ratio record, "
-            "model:servescope_*_errors:ratio*, in every branch), not a cause alone; make it a warning (a "
-            "ticket) or join the symptom with `and`",
+            "model:servescope_*_errors:ratio*, or a record of one, in every branch), not a cause alone; "
+            "make it a warning (a ticket) or join the symptom with `and`",
         )
 
 
@@ -212,11 +214,25 @@ def _rules(document: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
             yield str(group.get("name", "")), rule
 
 
+def _record_trees(rules: list[dict[str, Any]]) -> Records:
+    """Each recording rule's parsed expressions, by record name (one that does not parse is left out:
+    promql/syntax says so)."""
+    trees: Records = {}
+    for rule in rules:
+        if "record" in rule and "expr" in rule:
+            try:
+                trees.setdefault(str(rule["record"]), []).append(parse_promql(str(rule["expr"])))
+            except PromQLError:
+                continue
+    return trees
+
+
 def lint_document(document: dict[str, Any], config: AlertsConfig | None = None) -> list[LintProblem]:
     """Problems of a rule file's content ({groups: [...]}, or a PrometheusRule), sorted."""
     config = config or AlertsConfig()
     rules = [rule for _, rule in _rules(document)]
     records = {str(rule["record"]) for rule in rules if "record" in rule}
+    record_trees = _record_trees(rules)
     problems: list[LintProblem] = []
     seen: set[tuple[str, str]] = set()
     for rule in rules:
@@ -229,7 +245,7 @@ def lint_document(document: dict[str, Any], config: AlertsConfig | None = None) 
             problems.append(LintProblem(name, "rules/duplicate", f"{kind} {name} is defined twice"))
         seen.add((kind, name))
         if kind == "alert":
-            problems.extend(_alert_problems(rule, config))
+            problems.extend(_alert_problems(rule, config, record_trees))
         elif not RECORD_NAME.match(name):
             problems.append(
                 LintProblem(name, "rules/record-name", "recording rules are named level:metric:operations")

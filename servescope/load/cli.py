@@ -23,6 +23,7 @@ from servescope.load.runner import HttpStepRunner
 from servescope.load.schedule import LengthDistribution, ShapeList, read_shapes
 from servescope.load.settings import LoadSettings, OutputSettings, TargetSettings
 from servescope.load.summary import render_text, summarise
+from servescope.load.user_ids import UserIdSettings, attach_user_ids
 from servescope.load.validity import CEILING_FRACTION, ValidityRules
 
 app = typer.Typer(
@@ -93,8 +94,12 @@ def _run(models: dict[type[BaseModel], BaseModel], _: dict[str, Any]) -> None:
     assert isinstance(target, TargetSettings) and isinstance(load, LoadSettings)
     assert isinstance(output, OutputSettings)
     runner = build_runner(target, load, output)
+    ids = attach_user_ids(runner, models[UserIdSettings], load.seed)
     offered = load.rate if load.mode == "open" else load.concurrency
-    report(runner.run_step(offered, load.duration_s, seed=load.seed), output)
+    result = runner.run_step(offered, load.duration_s, seed=load.seed)
+    if ids is not None:
+        typer.echo(ids.summary())
+    report(result, output)
 
 
 app.command(
@@ -103,7 +108,7 @@ app.command(
     "a growing backlog, or above 70 % of --ceiling), 1 or 2 bad input.",
 )(
     settings_command(
-        [TargetSettings, LoadSettings, OutputSettings],
+        [TargetSettings, LoadSettings, OutputSettings, UserIdSettings],
         _run,
         doc="Run one load step and report it, valid or not.\n\n"
         "Open loop (default): sends go out on a schedule precomputed from --seed (constant, Poisson or "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -167,10 +167,15 @@ async def _exchange(
         _take(progress, body, clock())
 
 
-def new_client(max_in_flight: int, timeout_s: float) -> httpx.AsyncClient:
-    """One pooled client with a connection per in-flight request, so the pool never queues silently."""
+def new_client(
+    max_in_flight: int, timeout_s: float, event_hooks: Mapping[str, list[Callable[..., Any]]] | None = None
+) -> httpx.AsyncClient:
+    """One pooled client with a connection per in-flight request, so the pool never queues silently;
+    `event_hooks` (httpx's) see every request and answer (the user-id header)."""
     limits = httpx.Limits(max_connections=max_in_flight, max_keepalive_connections=max_in_flight)
-    return httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(timeout_s), trust_env=False)
+    return httpx.AsyncClient(
+        limits=limits, timeout=httpx.Timeout(timeout_s), trust_env=False, event_hooks=event_hooks
+    )
 
 
 def now_from(start: float) -> Clock:

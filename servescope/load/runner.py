@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import httpx
@@ -54,6 +54,7 @@ class HttpStepRunner:
     rules: ValidityRules = field(default_factory=ValidityRules)
     engine_metrics_url: str | None = None
     metrics: LoadMetrics | None = None
+    event_hooks: dict[str, list[Callable[..., Awaitable[None]]]] | None = None  # httpx's, per request
 
     def run_step(self, offered: float, duration_s: float, *, seed: int) -> StepResult:
         if self.mode == "closed":
@@ -72,7 +73,7 @@ class HttpStepRunner:
         tally = _Tally(self.metrics)
         watch = EngineWatch(self.engine_metrics_url) if self.engine_metrics_url else None
         async with (
-            new_client(self.max_in_flight, self.spec.timeout_s) as client,
+            new_client(self.max_in_flight, self.spec.timeout_s, self.event_hooks) as client,
             httpx.AsyncClient(trust_env=False) as side,
         ):
             if watch is not None:

@@ -17,11 +17,12 @@ MEMORY = (
 )
 SOURCES_DOWN = 'alertname=~"ServescopeSourceDown|ServescopeSourceStale"'
 PAGES = (
-    'alertname=~"ServescopeAvailabilitySloBurnFast|ServescopeE2eSloBurnFast|ServescopeKvPressureHurtingRequests|'
-    'ServescopeTtftSloBurnFast"'
+    'alertname=~"ServescopeAvailabilitySloBurnFast|ServescopeCanarySloBurn|ServescopeE2eSloBurnFast|'
+    'ServescopeKvPressureHurtingRequests|ServescopeTtftSloBurnFast"'
 )
 BLIND = 'alertname=~"ServescopeExporterTargetsAbsent|ServescopeMonitoringBlind"'
 BLIND_PARTS = (
+    "ServescopeAgentShardSilent",
     "ServescopeDerivedMetricsAbsent",
     "ServescopeExporterDown",
     "ServescopeGpuMetricsAbsent",

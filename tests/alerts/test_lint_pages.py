@@ -10,7 +10,8 @@ import pytest
 from servescope.alerts.bundle import all_alerts, groups
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.lint import lint
-from servescope.alerts.promql import parse_promql
+from servescope.alerts.model import Record
+from servescope.alerts.promql import Node, parse_promql
 from servescope.alerts.symptom import reads_only_blindness, requires_symptom
 from tests.alerts.linting import GOOD, checks
 
@@ -36,8 +37,13 @@ BUNDLES = [
 )
 def test_every_page_of_every_build_requires_a_symptom_or_is_blindness(cfg: AlertsConfig) -> None:
     pages = [a for a in all_alerts(cfg) if a.severity == "critical"]
+    records: dict[str, list[Node]] = {}
+    for group in groups(cfg):
+        for rule in group.rules:
+            if isinstance(rule, Record):
+                records.setdefault(rule.name, []).append(parse_promql(rule.expr))
     kinds = {
-        a.name: (requires_symptom(parse_promql(a.expr)), reads_only_blindness(parse_promql(a.expr)))
+        a.name: (requires_symptom(parse_promql(a.expr), records), reads_only_blindness(parse_promql(a.expr)))
         for a in pages
     }
     assert all(symptom or blind for symptom, blind in kinds.values()), kinds
@@ -75,6 +81,23 @@ def test_a_page_on_a_cause_is_flagged(expr: str) -> None:
 )
 def test_a_page_on_a_symptom_or_on_blindness_passes(expr: str) -> None:
     assert _page_checks(expr, "critical") == set()
+
+
+def test_a_record_counts_as_the_symptom_it_requires() -> None:
+    """A page on a record: passes when every rule recording it requires a symptom (a canary revision's
+    burn over its windows), fails when it records a cause."""
+    burn = Record(
+        "model_revision:servescope_ttft_slo_errors:paging_burn",
+        "model_revision:servescope_ttft_slo_errors:ratio_rate1h > 0.144"
+        " and model_revision:servescope_ttft_slo_errors:ratio_rate5m > 0.144",
+    )
+    queue = Record("model:servescope_queue:waiting", f"max by (model_name) ({WAITING}) > 0")
+    page = replace(GOOD, severity="critical", expr=f"{burn.name} > 0")
+    assert "alerts/page-symptom" not in checks(burn, page)
+    assert "alerts/page-symptom" in checks(queue, replace(page, expr=f"{queue.name} > 0"))
+    # A record of either is no symptom: one branch may hold without it.
+    either = Record("model:servescope_either:any", f"{burn.name} or {queue.name}")
+    assert "alerts/page-symptom" in checks(burn, queue, either, replace(page, expr=either.name))
 
 
 def _page_checks(expr: str, severity: str) -> set[str]:

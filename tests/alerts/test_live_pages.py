@@ -164,6 +164,8 @@ def _firing(prometheus: str, seconds: int) -> list[dict[str, str]]:
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_planned_changes_send_nothing_and_a_crash_loop_one_page(stack: tuple[Cluster, str]) -> None:
+    # One live cluster's story read top to bottom (the fleet, its changes, what each receiver got): longer
+    # than 40 lines on purpose.
     cluster, prometheus = stack
     started = time.monotonic()
     pods = [

@@ -16,7 +16,7 @@ import pytest
 
 from servescope.exporter.gpu_directory import GpuDirectory
 from servescope.exporter.stores.signals import GpuProcess
-from servescope.exporter.vllm import retention
+from servescope.exporter.vllm import finding, retention
 from servescope.exporter.vllm import source as source_module
 from servescope.exporter.vllm.discovery import Discovery
 from servescope.exporter.vllm.join import EndpointGpus
@@ -78,7 +78,7 @@ class Node:
 def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
     listening = [OLD]
     monkeypatch.setattr(
-        source_module, "discover", lambda *args: Discovery(owners={url: set() for url in listening})
+        finding, "discover", lambda *args: Discovery(owners={url: set() for url in listening})
     )
     # The join of every endpoint finds GPU 0 (the procfs walk is tested in test_join.py).
     monkeypatch.setattr(source_module, "join_endpoint", lambda *args: EndpointGpus([GPU]))
