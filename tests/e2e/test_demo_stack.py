@@ -167,7 +167,7 @@ def test_a_lost_gpu_pages_and_its_xid_79_is_alerted_on(stacks: dict[str, Stack])
     stack.release()
 
 
-def test_an_engine_down_alerts_with_its_endpoint(stacks: dict[str, Stack]) -> None:
+def test_an_engine_down_pages_for_its_model_and_names_its_endpoint(stacks: dict[str, Stack]) -> None:
     stack = stacks["vllm-down"]
     name = "ServescopeServingEndpointDown"
     alerts = wait_for(f"{name} firing", lambda: stack.alerts(name), 240)
@@ -178,8 +178,19 @@ def test_an_engine_down_alerts_with_its_endpoint(stacks: dict[str, Stack]) -> No
     down = stack.query(f'servescope_source_up{{source="vllm", endpoint="{endpoint}"}} == 0')
     assert down, f"{endpoint} is not reported down"
     assert stack.query(f'max_over_time(servescope_engine_gpu_info{{endpoint="{endpoint}", gpu="2"}}[1h])')
-    incident = _check_delivered(stack, name, 120, endpoint=endpoint)
-    _detected(stack, name, alerts, incident)
+    # Half of the model's endpoints down burns its availability budget: the model's page is what
+    # Alertmanager delivers, and the endpoint's ticket is muted under it (listed as inhibited by it).
+    page, model = "ServescopeAvailabilitySloBurnFast", alerts[0]["labels"]["model_name"]
+    pages = wait_for(f"{page} firing", lambda: stack.alerts(page), 240)
+    assert [a["labels"]["model_name"] for a in pages] == [model]
+    incident = _check_delivered(stack, page, 120, model_name=model)
+
+    def muted() -> list[dict[str, Any]]:
+        found = stack.get("alertmanager", "/api/v2/alerts", inhibited="true")
+        return [a for a in found if a["labels"]["alertname"] == name and a["status"]["inhibitedBy"]]
+
+    assert [a["labels"]["endpoint"] for a in wait_for(f"{name} muted", muted, 120)] == [endpoint]
+    _detected(stack, page, pages, incident)
     stack.release()
 
 
