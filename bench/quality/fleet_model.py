@@ -13,7 +13,7 @@ engines that answer; latencies are lognormal, so the share of requests over any 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from servescope.sim.engine_stats import REQUEST_SECONDS_BUCKETS, TTFT_BUCKETS
@@ -56,9 +56,9 @@ class Pod:
     name: str
     model: str
     node: str
-    gpus: tuple[int, ...]
+    gpus: Sequence[int]
     address: str
-    phases: tuple[Phase, ...]
+    phases: Sequence[Phase]
     namespace: str = "llm"
 
     @property
@@ -143,9 +143,9 @@ class Fleet:
     name: str
     description: str
     minutes: float
-    nodes: tuple[Node, ...]
-    models: tuple[Model, ...]
-    pods: tuple[Pod, ...]
+    nodes: Sequence[Node]
+    models: Sequence[Model]
+    pods: Sequence[Pod]
     kube_state_metrics: bool = True
     slow: bool = False
 

@@ -53,7 +53,7 @@ class FleetPlan:
 
     @property
     def layout(self) -> tuple[tuple[int, ...], ...]:
-        return tuple(pod.gpus for pod in self.fleet.pods)
+        return tuple(tuple(pod.gpus) for pod in self.fleet.pods)
 
     @property
     def pages(self) -> bool:

@@ -11,7 +11,7 @@ The other incidents are windows the scenario states (a node without exporter, th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -96,8 +96,8 @@ class FleetIncident:
 
     name: str
     when: Resolver
-    expect: tuple[str, ...]
-    accept: tuple[str, ...] = ()
+    expect: Sequence[str]
+    accept: Sequence[str] = ()
     labels: tuple[tuple[str, str], ...] = ()
     grace_s: float = 20 * 60.0
     lead_s: float = 5 * 60.0
@@ -107,10 +107,11 @@ def windows(fleet: Fleet, incidents: tuple[FleetIncident, ...], truth: Truth) ->
     """Each incident once per interval its condition held; its relaxed intervals accept its alerts."""
     found = []
     for incident in incidents:
+        expect, accept = tuple(incident.expect), tuple(incident.accept)
         common = {"labels": incident.labels, "grace_s": incident.grace_s, "lead_s": incident.lead_s}
         for start, end in incident.when(truth, fleet, 1.0):
-            found.append(TruthWindow(incident.name, start, end, incident.expect, incident.accept, **common))  # type: ignore[arg-type]
+            found.append(TruthWindow(incident.name, start, end, expect, accept, **common))  # type: ignore[arg-type]
         for start, end in incident.when(truth, fleet, RELAXED):
-            accepted = (*incident.expect, *incident.accept)
-            found.append(TruthWindow(f"{incident.name} (relaxed)", start, end, (), accepted, **common))  # type: ignore[arg-type]
+            relaxed = f"{incident.name} (relaxed)"
+            found.append(TruthWindow(relaxed, start, end, (), (*expect, *accept), **common))  # type: ignore[arg-type]
     return found

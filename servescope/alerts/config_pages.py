@@ -3,16 +3,15 @@ leaks. `AlertsConfig` inherits them; they are fields of the one config a `--conf
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 MIB = 1024 * 1024
 
 
 class PageSettings(BaseModel):
     """Pages require a symptom (or our own blindness); causes are tickets. The defaults suit a fleet of
-    Deployments of vLLM pods on GPU nodes, monitored by kube-prometheus-stack with kube-state-metrics."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Deployments of vLLM pods on GPU nodes, monitored by kube-prometheus-stack with kube-state-metrics.
+    A base of AlertsConfig only, which forbids unknown fields and freezes them all."""
 
     # --- scrape gaps -------------------------------------------------------------------------------
     page_gap_tolerance: str = Field(
@@ -38,10 +37,10 @@ class PageSettings(BaseModel):
     # --- blindness ---------------------------------------------------------------------------------
     blind_share: float = Field(
         0.5,
-        gt=0,
-        le=1,
         description="Share of the fleet's exporters down or absent that pages once for the fleet "
         "(ServescopeMonitoringBlind); fewer are one ticket each (ServescopeExporterDown).",
+        gt=0,
+        le=1,
     )
     blind_for: str = "5m"
     blind_history: str = Field(

@@ -17,16 +17,15 @@ from servescope import catalog as c
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.exprs import ENGINE_BY
 from servescope.alerts.kube import terminating
-from servescope.alerts.model import Alert, Group, Record, sel
+from servescope.alerts.model import Alert, Group, Record, record_name, sel
 from servescope.alerts.rules_slo import PAGE
 from servescope.alerts.topology import podmonitor
 
-ANSWERING = "endpoint:servescope_serving_answering:bool"
-SERVING = "endpoint:servescope_serving_available:bool"
-UNAVAILABLE = "model:servescope_availability_errors:ratio"
-# How long an endpoint that stopped answering stays attributed to the model it served.
-MODEL_MEMORY = "6h"
-MODEL_STEP = "1m"
+ANSWERING = record_name("endpoint", "serving_answering", "bool")
+SERVING = record_name("endpoint", "serving_available", "bool")
+UNAVAILABLE = record_name("model", "availability_errors", "ratio")
+# How long an endpoint that stopped answering stays attributed to the model it served, read every minute.
+MODEL_MEMORY, MODEL_STEP = "6h", "1m"
 POD_TARGET = "instance, namespace, pod, endpoint"
 
 

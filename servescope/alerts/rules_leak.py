@@ -17,16 +17,15 @@ from __future__ import annotations
 from servescope import catalog as c
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.exprs import GPU_BY, SM_ACTIVE
-from servescope.alerts.model import Group, Record, sel
+from servescope.alerts.model import Group, Record, record_name, sel
 
-MEMORY = "gpu:servescope_memory_used:bytes"
-LOAD = "gpu:servescope_busy:ratio"
-MEMORY_TIMES_LOAD = "gpu:servescope_memory_used_times_busy:product"
-LOAD_SQUARED = "gpu:servescope_busy:square"
-PER_LOAD = "gpu:servescope_memory_per_busy:bytes"
-UNEXPLAINED = "gpu:servescope_memory_unexplained:bytes"
-INTERVAL = "1m"
-FIT_STEP = "5m"
+MEMORY = record_name("gpu", "memory_used", "bytes")
+LOAD = record_name("gpu", "busy", "ratio")
+MEMORY_TIMES_LOAD = record_name("gpu", "memory_used_times_busy", "product")
+LOAD_SQUARED = record_name("gpu", "busy", "square")
+PER_LOAD = record_name("gpu", "memory_per_busy", "bytes")
+UNEXPLAINED = record_name("gpu", "memory_unexplained", "bytes")
+INTERVAL, FIT_STEP = "1m", "5m"  # records every minute; the fit reads them every 5
 # Memory and load are fitted on their 10-minute means: a busy share sampled from NVML wavers by a few
 # points around a flat load, and regressing on that noise makes a leak's growth look like load.
 SMOOTHING = "10m"

@@ -33,15 +33,16 @@ POD = ("serving", "llama-7d9f-abcde")
 
 
 class Engines:
-    """The engines the scraper reaches: a URL answers while it is in `alive`."""
+    """The engines the scraper reaches: each URL in `alive` answers its page, any other refuses."""
 
     def __init__(self) -> None:
         self.alive = {OLD}
 
     def fetch(self, url: str) -> str:
-        if url not in self.alive:
-            raise ScrapeError("connect", f"{url}: connection refused")
-        return GOOD
+        pages = dict.fromkeys(self.alive, GOOD)
+        if url in pages:
+            return pages[url]
+        raise ScrapeError("connect", f"{url}: connection refused")
 
     def close(self) -> None:
         pass
