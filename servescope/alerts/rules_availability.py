@@ -52,8 +52,13 @@ def health(cfg: AlertsConfig) -> str:
 
 def models(cfg: AlertsConfig) -> str:
     """The model each endpoint served within MODEL_MEMORY (value 1), looked at every MODEL_STEP: an
-    endpoint that never answered has none, and counts nowhere (its engine is still loading)."""
-    served = f"group by ({endpoint_keys(cfg)}, model_name) ({sel(cfg, c.RUNNING.name)})"
+    endpoint that never answered has none, and counts nowhere (its engine is still loading).
+
+    Each step reads the whole MODEL_STEP before it, not the instant: a crash-looping engine answers
+    seconds at a time (a failed scrape marks its series stale at once), and an instant on the minute
+    would rarely land in one of those seconds."""
+    running = f"last_over_time({sel(cfg, c.RUNNING.name)}[{MODEL_STEP}])"
+    served = f"group by ({endpoint_keys(cfg)}, model_name) ({running})"
     recent = f"last_over_time(({served})[{MODEL_MEMORY}:{MODEL_STEP}])"
     return f"group by ({endpoint_keys(cfg)}, model_name) ({recent})"
 

@@ -49,6 +49,8 @@ def test_every_page_of_every_build_requires_a_symptom_or_is_blindness(cfg: Alert
     assert all(symptom or blind for symptom, blind in kinds.values()), kinds
     assert sum(symptom for symptom, _ in kinds.values()) >= 4  # the latency, KV and availability pages
     assert sum(blind for _, blind in kinds.values()) == 2  # the fleet blind, the targets gone
+    # The canary page requires its revision's own burn (model_revision:*_slo_errors:paging_burn).
+    assert kinds["ServescopeCanarySloBurn"] == (True, False)
     assert [p for p in lint(groups(cfg), cfg) if p.check == "alerts/page-symptom"] == []
 
 

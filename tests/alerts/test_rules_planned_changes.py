@@ -3,7 +3,8 @@ replicas, a scale-down from 3 to 2 and a pod moved to another node fire nothing;
 one ticket for its endpoint and one page for its model, without a gap when the exporter's scrapes fail.
 
 What the on-call engineer sees is stated on ALERTS (tests/alerts/pages.py); the engines' series follow
-minute-by-minute states (tests/alerts/fleet.py). 1 min samples and evaluations, kube-state-metrics there.
+minute-by-minute states (tests/alerts/fleet.py). 1 min samples and evaluations, kube-state-metrics there;
+10 s ones for a crash loop that answers only between the minutes.
 """
 
 from __future__ import annotations
@@ -170,6 +171,32 @@ def pod_rules(tmp_path: Path) -> Path:
     path = tmp_path / "rules-podmonitor.yaml"
     path.write_text(yaml.safe_dump(rule_file(AlertsConfig(engine_topology="podmonitor")), sort_keys=False))
     return path
+
+
+# A crash loop seen every 10 s: the engine answers 10 s of each minute, never on the minute (a failed scrape
+# marks its series stale at once). It served before the loop, so it should serve: the model pages.
+FLICKER = "DDDUDD"
+FLICKERING = Engine("crashy", "crashy-1", "10.1.6.2")
+
+
+def flickering_crash_loop() -> dict[str, Any]:
+    minutes = 20
+    inputs = [
+        sampled("up", TARGET, [1.0] * (6 * minutes + 1)),  # the exporter answers
+        *Engine("crashy", "crashy-0", "10.1.6.1").series("U" * (6 * minutes + 1), True),
+        *FLICKERING.series(FLICKER * minutes + "D", True),
+    ]
+    return case(
+        "podmonitor: a crash loop answering seconds at a time, never on the minute",
+        inputs,
+        interval="10s",
+        exprs=[pages_only("15m", (PAGE, {"model_name": "crashy"}))],
+    )
+
+
+@pytest.mark.e2e
+def test_a_crash_loop_answering_only_between_the_minutes_pages(tmp_path: Path) -> None:
+    run_promtool([flickering_crash_loop()], tmp_path, evaluation_interval="10s", rules=pod_rules(tmp_path))
 
 
 @pytest.mark.e2e
