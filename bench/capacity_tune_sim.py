@@ -19,7 +19,7 @@ from servescope.kit.tune.cli import SimulatedLauncher
 from servescope.kit.tune.space import load_space
 from servescope.kit.tune.strategies import run_study
 from servescope_sim.engine_config import EngineConfig
-from servescope_sim.load_runner import SimulatedStepRunner
+from servescope_sim.load_runner import SimulatedStepRunner, start_simulated
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, write
@@ -84,7 +84,7 @@ def batch_trade_off() -> dict[str, float]:
 
 def searches(quick: bool) -> dict[str, Any]:
     space = load_space(SPACE)
-    launcher = SimulatedLauncher(space.warmup_s)
+    launcher = SimulatedLauncher(space.warmup_s, start_simulated)
     grid = run_study(space, launcher, "grid")
     best = max(t.objective for t in grid.trials)
     out: dict[str, Any] = {"grid_trials": len(grid.trials), "grid_best": best, "runs": []}
