@@ -21,8 +21,8 @@ from servescope.kit.tune.strategies import run_study
 from servescope_sim.engine_config import EngineConfig
 from servescope_sim.load_runner import SimulatedStepRunner, start_simulated
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, write
+sys.path.insert(0, str(Path(__file__).parents[1]))  # run as a script: the root, for `bench`
+from bench.common import machine, write
 
 SLOS = (Slo("ttft", 0.5),)
 SPACE = Path(__file__).with_name("tune-space-sim.yaml")

@@ -17,9 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, write
-
+sys.path.insert(0, str(Path(__file__).parents[1]))  # run as a script: the root, for `bench`
+from bench.common import machine, write
 from servescope.exporter.derived.source import TREND_SECONDS, DerivedSource
 from servescope.exporter.stores.history import MemoryHistory
 from servescope.exporter.stores.serving_board import ServingBoard

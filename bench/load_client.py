@@ -37,9 +37,9 @@ from servescope.kit.load.validity import ValidityRules, percentile
 from servescope_sim.mock_process import mock_process
 from servescope_sim.mock_server import MockConfig
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, write
-from report_sections import table
+sys.path.insert(0, str(Path(__file__).parents[1]))  # run as a script: the root, for `bench`
+from bench.common import machine, write
+from bench.report_sections import table
 
 MODES = (("completions", True), ("chat", True), ("chat", False))
 SCALE_OUT_RULES = ValidityRules(max_lag_p99_s=0.5)

@@ -28,9 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import SERVESCOPE, get, machine, start, write
-
+sys.path.insert(0, str(Path(__file__).parents[1]))  # run as a script: the root, for `bench`
+from bench.common import SERVESCOPE, get, machine, start, write
 from servescope.deploy.dcgm import exporter_env
 from servescope.deploy.exporter import EXPORTER_MEMORY_LIMIT, exporter_settings
 from servescope.deploy.options import DeployOptions

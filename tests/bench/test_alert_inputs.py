@@ -6,13 +6,13 @@ import math
 from pathlib import Path
 
 import pytest
-from quality.fleet_library import library as fleet_library
-from quality.library import library
-from quality.node import Truth
-from quality.openmetrics import SeriesBuffer, StepBuffer, names_read_by
-from quality.scenarios import Busy, During, SloBreach
-from quality.truth import Recorded, intersect, resolve, smoothed, sustained
 
+from bench.quality.fleet_library import library as fleet_library
+from bench.quality.library import library
+from bench.quality.node import Truth
+from bench.quality.openmetrics import SeriesBuffer, StepBuffer, names_read_by
+from bench.quality.scenarios import Busy, During, SloBreach
+from bench.quality.truth import Recorded, intersect, resolve, smoothed, sustained
 from servescope.bundle.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.bundle.alerts.bundle import all_alerts
 from servescope.core.config import AlertsConfig

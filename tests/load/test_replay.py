@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from quality.openmetrics import SeriesBuffer
-from quality.prom import Prometheus, create_blocks
 
+from bench.quality.openmetrics import SeriesBuffer
+from bench.quality.prom import Prometheus, create_blocks
 from servescope.kit.load.client import RequestSpec
 from servescope.kit.load.replay import (
     Profile,
