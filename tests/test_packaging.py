@@ -264,3 +264,12 @@ def test_without_the_simulator_its_commands_name_the_missing_distribution(
     assert "Traceback" not in ran.stderr
     assert "needs the servescope-sim distribution" in ran.stderr, ran.stderr
     assert "pip install servescope-sim" in ran.stderr
+
+
+def test_the_image_copies_only_the_production_package() -> None:
+    """deploy/Dockerfile installs servescope from what it copies: never sim/ (nor the whole checkout)."""
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    copied = [line.split()[1:-1] for line in dockerfile.splitlines() if line.startswith("COPY ")]
+    sources = {source.rstrip("/") for sources in copied for source in sources}
+    assert sources == {"pyproject.toml", "README.md", "servescope"}, sources
+    assert "pip install ." in dockerfile and "./sim" not in dockerfile
