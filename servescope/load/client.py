@@ -6,7 +6,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx
@@ -32,6 +32,9 @@ class RequestSpec:
     stream: bool = True
     ignore_eos: bool = True
     timeout_s: float = 30.0
+    # vLLM's `priority` request field, sent only when the engine schedules by priority (a field it
+    # otherwise refuses): the prompt's length, so shorter prompts go first (lower is served earlier).
+    priority: bool = False
 
 
 def prompt_text(tokens: int) -> str:
@@ -41,10 +44,13 @@ def prompt_text(tokens: int) -> str:
 
 def body_of(spec: RequestSpec, shape: Shape) -> dict[str, Any]:
     body: dict[str, Any] = {"model": spec.model, "max_tokens": shape.output_tokens, "stream": spec.stream}
+    text = shape.prompt or prompt_text(shape.prompt_tokens)
     if spec.api == "chat":
-        body["messages"] = [{"role": "user", "content": prompt_text(shape.prompt_tokens)}]
+        body["messages"] = [{"role": "user", "content": text}]
     else:
-        body["prompt"] = prompt_text(shape.prompt_tokens)
+        body["prompt"] = text
+    if spec.priority:
+        body["priority"] = shape.prompt_tokens
     if spec.ignore_eos:
         body["ignore_eos"] = True  # vLLM's extension; other servers ignore the unknown field
     if spec.stream:
@@ -65,6 +71,8 @@ def _content(chunk: dict[str, Any]) -> str:
 @dataclass
 class _Progress:
     first_token_s: float | None = None
+    last_content_s: float | None = None
+    gaps: list[float] = field(default_factory=list)
     chunks: int = 0
     prompt_tokens: int = 0
     usage_tokens: int | None = None
@@ -75,8 +83,12 @@ def _take(progress: _Progress, chunk: dict[str, Any], now: float) -> None:
     # or the closing chunk); TTFT waits for the first chunk with text, what a user sees first.
     if chunk.get("choices"):
         progress.chunks += 1
-    if progress.first_token_s is None and _content(chunk):
-        progress.first_token_s = now
+    if _content(chunk):
+        if progress.first_token_s is None:
+            progress.first_token_s = now
+        elif progress.last_content_s is not None:
+            progress.gaps.append(now - progress.last_content_s)
+        progress.last_content_s = now
     usage = chunk.get("usage")
     if isinstance(usage, dict):
         progress.prompt_tokens = int(usage.get("prompt_tokens") or 0)
@@ -139,6 +151,7 @@ async def send(
         prompt_tokens=progress.prompt_tokens or shape.prompt_tokens,
         output_tokens=tokens,
         error=error,
+        chunk_gaps=tuple(progress.gaps),
     )
     return record, source
 

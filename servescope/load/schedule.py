@@ -51,10 +51,12 @@ def arrival_times(
 
 @dataclass(frozen=True, slots=True)
 class Shape:
-    """One request's size: prompt tokens asked for and output tokens to generate."""
+    """One request: prompt tokens asked for, output tokens to generate, and its prompt text when the
+    workload chose one (empty: the client writes `prompt_tokens` words of its fixed prompt)."""
 
     prompt_tokens: int
     output_tokens: int
+    prompt: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -136,7 +136,9 @@ def test_locust_master_and_two_workers_keep_a_schedule_one_process_cannot() -> N
             alone = single.run_step(rate, 4.0, seed=5)
             if not alone.valid:
                 break
-        plan = LocustPlan(fast.base_url, "mock", rate, 4.0, workers=2, seed=5, output_tokens=8)
+        plan = LocustPlan(
+            fast.base_url, "mock", rate, 4.0, workers=2, seed=5, workload=LengthDistribution(16, 8)
+        )
         spread = until_holds(lambda _: run_locust(plan, rules), lambda result: result.valid, attempts=2)[-1]
     print(
         f"\nceiling {ceiling:.0f} req/s; at {rate} req/s one process achieved "
