@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-import httpx
+import aiohttp
 
 from servescope.load.client import Clock, RequestSpec, TokenSource, new_client, now_from, send
 from servescope.load.engine_metrics import EngineWatch
@@ -93,7 +93,7 @@ class HttpStepRunner:
         tally = _Tally(self.metrics)
         watch = EngineWatch(self.engine_metrics_url) if self.engine_metrics_url else None
         warmup = self.warmup_s if times is not None else 0.0
-        async with new_client(self.max_in_flight, self.spec.timeout_s) as client:
+        async with new_client(self.max_in_flight) as client:
             if watch is not None:
                 await asyncio.to_thread(watch.open)
             began, cpu_before = time.perf_counter(), time.process_time()
@@ -142,7 +142,7 @@ class HttpStepRunner:
     async def _open(
         self,
         *,
-        client: httpx.AsyncClient,
+        client: aiohttp.ClientSession,
         times: list[float],
         seed: int,
         clock: Clock,
@@ -171,7 +171,7 @@ class HttpStepRunner:
         self,
         *,
         gate: asyncio.Semaphore,
-        client: httpx.AsyncClient,
+        client: aiohttp.ClientSession,
         shape: Shape,
         at: float,
         clock: Clock,
@@ -194,7 +194,7 @@ class HttpStepRunner:
     async def _closed(
         self,
         *,
-        client: httpx.AsyncClient,
+        client: aiohttp.ClientSession,
         clients: int,
         duration_s: float,
         seed: int,
