@@ -153,6 +153,9 @@ class StepResult:
     throughput: Throughput | None = None
     client: ClientCost | None = None
     warmup_s: float = 0.0  # seconds of the same schedule sent before the window, not in `records`
+    # A step measured in independent parts (one after another, each with its own seed and warm-up): how
+    # many records each part holds, in order. Empty: one part.
+    parts: tuple[int, ...] = ()
 
     @property
     def valid(self) -> bool:
@@ -168,6 +171,14 @@ class StepResult:
     def achieved_rate(self) -> float:
         """Requests sent per second of the step (see `achieved_rate`)."""
         return achieved_rate(self.records, self.duration_s)
+
+    def split(self) -> list[tuple[RequestRecord, ...]]:
+        """The records of each independent part, in order."""
+        sizes, out, start = self.parts or (len(self.records),), [], 0
+        for size in sizes:
+            out.append(self.records[start : start + size])
+            start += size
+        return out
 
 
 def achieved_rate(records: Sequence[RequestRecord], duration_s: float) -> float:

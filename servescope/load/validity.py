@@ -24,10 +24,13 @@ from servescope.load.records import (
 
 Method = Literal["linear", "nearest-rank"]
 MIN_ACHIEVED_FRACTION = 0.98
-# A step whose backlog grows is above capacity: waiting (or latency) in its last quarter this many times
-# the first quarter's, and by more than the floor, so jitter on an idle engine does not count.
+# A step whose backlog grows is above capacity: the engine's waiting queue's trend over the step grows
+# by more than the floor and this share of the step's requests (a queue at 112 % of capacity grows by
+# 11 % of the arrivals; one below the knee never trends that far), or the TTFT from the send by more
+# than this many times its level at the step's start.
+BACKLOG_SHARE = 0.05
 BACKLOG_GROWTH = 2.0
-BACKLOG_WAITING_FLOOR = 2.0
+BACKLOG_WAITING_FLOOR = 5.0
 BACKLOG_LATENCY_FLOOR_S = 0.05
 MIN_RECORDS_FOR_TREND = 20
 # Past this share of the client's own measured ceiling the client, not the engine, shapes the numbers.
@@ -113,38 +116,54 @@ def engine_failure(records: Sequence[RequestRecord], rules: ValidityRules) -> st
     return f"{sum(failed.values())} of {len(records)} requests failed ({kinds}): the engine failed the step"
 
 
-def _quarters(values: Sequence[float]) -> tuple[float, float]:
-    quarter = max(1, len(values) // 4)
-    return statistics.median(values[:quarter]), statistics.median(values[-quarter:])
+def _slope(points: Sequence[tuple[float, float]]) -> float:
+    """Least-squares slope of y over x; 0 for fewer than 3 points or no spread."""
+    if len(points) < 3:
+        return 0.0
+    n = len(points)
+    mean_x = sum(x for x, _ in points) / n
+    mean_y = sum(y for _, y in points) / n
+    spread = sum((x - mean_x) ** 2 for x, _ in points)
+    if spread == 0:
+        return 0.0
+    return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
 
 
 def backlog_reason(
     records: Sequence[RequestRecord], samples: Sequence[EngineSample], rules: ValidityRules = ValidityRules()
 ) -> str | None:
-    """A backlog the engine's own figures show: requests never answered, or its waiting queue grown over
-    the step (`samples`, taken while the schedule ran)."""
+    """A backlog the engine's own figures show: requests never answered, or its waiting queue's trend
+    over the step (`samples`, taken while the schedule ran) growing by more than BACKLOG_WAITING_FLOOR
+    and BACKLOG_SHARE of the step's requests. A trend, not two quarters: near the knee the queue
+    fluctuates by several requests between quarters without any growth."""
     unfinished = sum(1 for r in records if r.error == "timeout")
     if records and unfinished > rules.max_unfinished_share * len(records):
         return f"backlog: {unfinished} of {len(records)} requests were never answered (timeout)"
     if len(samples) >= 4:
-        first, last = _quarters([s.waiting for s in sorted(samples, key=lambda s: s.at_s)])
-        if last > max(BACKLOG_GROWTH * first, first + BACKLOG_WAITING_FLOOR):
-            return f"backlog: the engine's waiting queue grew from {first:.1f} to {last:.1f} over the step"
+        ordered = sorted(samples, key=lambda s: s.at_s)
+        growth = _slope([(s.at_s, s.waiting) for s in ordered]) * (ordered[-1].at_s - ordered[0].at_s)
+        if growth > max(BACKLOG_WAITING_FLOOR, BACKLOG_SHARE * len(records)):
+            return f"backlog: the engine's waiting queue grew by {growth:.0f} over the step"
     return None
 
 
 def service_backlog(records: Sequence[RequestRecord]) -> str | None:
-    """Without the engine's queue: the time to first token from the *send* grew over the step. A client
-    that falls behind its schedule does not move it, but one short of CPU reads its answers late and
-    does, so this is asked only of a client that kept its schedule."""
+    """Without the engine's queue: the trend of the time to first token from the *send* over the step.
+    A client that falls behind its schedule does not move it, but one short of CPU reads its answers
+    late and does, so this is asked only of a client that kept its schedule."""
     done = sorted((r for r in records if r.service_ttft_s is not None), key=lambda r: r.scheduled_s)
-    if len(done) >= MIN_RECORDS_FOR_TREND:
-        first, last = _quarters([r.service_ttft_s or 0.0 for r in done])
-        if last > max(BACKLOG_GROWTH * first, first + BACKLOG_LATENCY_FLOOR_S):
-            return (
-                f"backlog: TTFT from the send grew from {first * 1000:.0f} ms to {last * 1000:.0f} ms over "
-                "the step (no engine queue samples)"
-            )
+    if len(done) < MIN_RECORDS_FOR_TREND:
+        return None
+    points = [(r.scheduled_s, r.service_ttft_s or 0.0) for r in done]
+    slope = _slope(points)
+    growth = slope * (points[-1][0] - points[0][0])
+    mean_x, mean_y = statistics.fmean(x for x, _ in points), statistics.fmean(y for _, y in points)
+    start = max(0.0, mean_y - slope * (mean_x - points[0][0]))  # the trend's value at the first request
+    if growth > max(BACKLOG_LATENCY_FLOOR_S, BACKLOG_GROWTH * start):
+        return (
+            f"backlog: TTFT from the send grew by {growth * 1000:.0f} ms over the step from "
+            f"{start * 1000:.0f} ms (no engine queue samples)"
+        )
     return None
 
 

@@ -13,7 +13,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
-from servescope.load.records import EngineSample, LoopMode, RequestRecord, StepResult
+from servescope.load.records import EngineSample, LoopMode, RequestRecord, StepResult, delivered
+from servescope.load.validity import ValidityRules, judge
 from servescope.sim.engine_config import EngineConfig
 from servescope.sim.engine_model import FinishedRequest
 from servescope.sim.vllm_engine import EngineStartError, SimulatedEngine
@@ -52,6 +53,9 @@ class SimulatedStepRunner:
         after = engine.stats.histograms[TTFT]
         records = _records(engine, start, end)
         buckets = _cumulative(after.bounds, [a - b for a, b in zip(after.counts, before, strict=True)])
+        # Judged by the load client's rules: the engine's queue growth and unanswered requests (a virtual
+        # clock never falls behind its schedule).
+        fault, reason = judge(self.mode, records, offered, duration_s, ValidityRules(), samples=samples)
         return StepResult(
             mode=self.mode,
             offered=offered,
@@ -59,7 +63,11 @@ class SimulatedStepRunner:
             records=records,
             engine_samples=samples,
             engine_ttft_buckets=buckets,
+            invalid_reason=reason,
             notes=("simulated engine, virtual clock",),
+            fault=fault,
+            throughput=delivered(records),
+            warmup_s=self.warmup_s,
         )
 
     def _set_load(self, engine: SimulatedEngine, offered: float) -> None:

@@ -108,6 +108,9 @@ def parse_space(data: Any) -> Space:
         start_qps=float(capacity.get("start_qps", 1.0)),
         max_qps=float(capacity.get("max_qps", 1024.0)),
         resolution=float(capacity.get("resolution", 0.05)),
+        max_parts=int(capacity.get("max_parts", 4)),
+        confidence=float(capacity.get("confidence", 0.95)),
+        min_requests=int(capacity.get("min_requests", 1000)),
     )
     objective, second = data.get("objective", "knee"), data.get("second_objective")
     if objective not in ("knee", "goodput") or second not in (None, "gpus", "cost"):

@@ -45,7 +45,7 @@ class Trial:
 def objective_of(space: Space, knee: Knee) -> float:
     """The knee estimate, or the best goodput among the steps that met the SLOs."""
     if space.objective == "knee":
-        return knee.estimate
+        return knee.estimate or 0.0
     return max((step.goodput for step in knee.steps if step.meets), default=0.0)
 
 
@@ -91,7 +91,7 @@ def run_trial(
     trial = Trial(
         number, chosen, "pruned" if knee.pruned else "complete", seconds=seconds, steps=len(knee.steps)
     )
-    trial.knee, trial.run = (knee.estimate, knee.lower, knee.upper), run
+    trial.knee, trial.run = (knee.estimate or 0.0, knee.lower, knee.upper), run
     trial.objective, trial.second = objective_of(space, knee), second_of(space, knee)
     if knee.pruned:
         trial.reason = f"failed at {knee.upper:g} req/s, below the best knee {stop_below:g}"

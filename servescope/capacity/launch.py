@@ -1,0 +1,93 @@
+"""From `capacity run`'s settings to what a search needs: the plan, the runner (the simulated engine, or
+HTTP with its validity rules and the client's calibrated ceiling), the Locust fallback, the provenance."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import cast
+
+from servescope.capacity.result import Provenance, load
+from servescope.capacity.runners import HttpOptions, checked_http_runner, lag_bound, locust_runner
+from servescope.capacity.search import SearchPlan
+from servescope.capacity.settings import CapacityRunSettings
+from servescope.capacity.steps import Slo
+from servescope.load.records import LoopMode, StepRunner
+from servescope.load.settings import WorkloadSettings
+from servescope.load.validity import ValidityRules
+
+Say = Callable[[str], None]
+
+
+@dataclass(slots=True)
+class Prepared:
+    """Everything a search takes."""
+
+    plan: SearchPlan
+    runner: StepRunner
+    provenance: Provenance
+    fallback: StepRunner | None = None
+
+
+def search_plan(run: CapacityRunSettings) -> SearchPlan:
+    """The plan the settings ask for; ValueError naming a bad SLO, bound or baseline file."""
+    slos = tuple(Slo.parse(text, run.quantile) for text in (run.slo or ["ttft:0.5"]))
+    probe = run.probe_qps
+    if run.probe_from is not None:
+        baseline = load(run.probe_from)
+        probe = baseline.plan.probe_qps
+        if probe is None:
+            raise ValueError(f"--probe-from {run.probe_from}: the baseline measured no probe rate")
+    return SearchPlan(
+        slos,
+        duration_s=run.duration,
+        repeats=run.repeats,
+        start_qps=run.start_qps,
+        max_qps=run.max_qps,
+        resolution=run.resolution,
+        seed=run.seed,
+        max_parts=run.max_parts,
+        confidence=run.confidence,
+        probe_qps=probe,
+        probe_share=run.probe_share if probe is None else None,
+        min_requests=run.min_requests,
+    )
+
+
+def check_choice(run: CapacityRunSettings) -> LoopMode:
+    """The loop mode, once the runner's options agree; ValueError naming what does not."""
+    if run.simulate == (run.url is not None):
+        raise ValueError("give exactly one of --simulate and --url")
+    if run.mode not in ("open", "closed"):
+        raise ValueError(f"--mode must be open or closed, got {run.mode!r}")
+    return cast(LoopMode, run.mode)
+
+
+def prepare_http(run: CapacityRunSettings, workload: WorkloadSettings, say: Say) -> Prepared:
+    """Plan, HTTP runner and provenance; ValueError for bad input, RuntimeError when calibration fails."""
+    mode = check_choice(run)
+    plan = search_plan(run)
+    if run.url is None:
+        raise ValueError("--url is needed to load an endpoint")
+    if run.set_flag:
+        raise ValueError("--set configures the simulated engine; restart a real one with `servescope tune`")
+    requests, skipped = workload.build()
+    if skipped:
+        say(f"--dataset {workload.dataset}: {skipped} lines skipped (bad, or no reply)")
+    rules = ValidityRules(max_lag_p99_s=lag_bound(plan.slos, run.max_lag))
+    calibration = ""
+    if run.calibrate and mode == "open":
+        from servescope.load.calibrate import calibrate  # starts a mock server process
+
+        found = calibrate(shapes=requests, api=workload.api)
+        calibration = found.line()
+        say(calibration)
+        rules = replace(rules, client_ceiling=found.ceiling)
+    options = HttpOptions(mode, requests, workload.api, run.warmup, rules, timeout_s=run.timeout)
+    runner = checked_http_runner(run.url, options, say)
+    described = requests.describe() | {"api": workload.api}
+    provenance = Provenance(
+        run.url, "http", runner.model, runner.version, described, Provenance.now(), calibration=calibration
+    )
+    fallback = locust_runner(runner, options, run.locust_workers) if run.locust_workers > 0 else None
+    return Prepared(plan, runner, provenance, fallback)
