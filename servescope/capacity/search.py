@@ -152,7 +152,8 @@ def find_knee(
 
 def _stop_on(summary: StepSummary, result: StepResult, knee: Knee) -> None:
     if summary.verdict == "client_bound":
-        driven = [s.offered for s in knee.steps if s.status in ("valid", "overloaded")]
+        # What the client drove below the rate it could not: the knee lies above it, or is unknown.
+        driven = [s.offered for s in knee.steps if s.status == "valid" and s.offered < summary.offered]
         knee.client_bound_above = max(driven, default=0.0)
         raise _SearchStoppedError(
             "client_bound",
