@@ -11,6 +11,7 @@ from servescope.alerts.alertmanager import alertmanager_config
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.model import Alert, Group
 from servescope.alerts.rules_capacity_baseline import capacity_baseline
+from servescope.alerts.rules_capacity_regression import capacity_regression
 from servescope.alerts.rules_engine import endpoint_records, engine
 from servescope.alerts.rules_gpu import health
 from servescope.alerts.rules_kv_baseline import kv_baseline
@@ -38,6 +39,7 @@ def groups(cfg: AlertsConfig) -> list[Group]:
         serving(cfg),
         engine(cfg),
         slo_alerts(cfg),
+        capacity_regression(cfg),
         meta(cfg),
     ]
 

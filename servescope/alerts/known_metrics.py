@@ -22,10 +22,11 @@ class Metrics:
 @cache
 def exported_metrics() -> Metrics:
     from servescope.catalog import CATALOG
+    from servescope.catalog.capacity import CAPACITY
     from servescope.exporter.dcgm.counters import load_counters, specs_of
 
     kinds: dict[str, str] = {}
-    for spec in (*CATALOG, *specs_of(load_counters())):
+    for spec in (*CATALOG, *CAPACITY, *specs_of(load_counters())):
         kind = str(spec.kind)
         if kind == "histogram":
             for suffix in HISTOGRAM_SUFFIXES:

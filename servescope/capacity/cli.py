@@ -9,14 +9,13 @@ import typer
 from pydantic import BaseModel
 
 from servescope.capacity.compare import DEFAULT_DROP, IncompatibleRunsError, compare, describe
-from servescope.capacity.launch import Prepared, check_choice, prepare_http, search_plan
-from servescope.capacity.report import capacity_html, capacity_markdown
-from servescope.capacity.result import CapacityRun, Provenance, build_run, load, save
+from servescope.capacity.launch import Prepared, check_choice, measure, prepare_http, say, search_plan
+from servescope.capacity.report import capacity_markdown, write_reports
+from servescope.capacity.result import Provenance, load
 from servescope.capacity.runners import parse_flags
-from servescope.capacity.search import KneeStatus, find_knee
+from servescope.capacity.search import KneeStatus
 from servescope.capacity.settings import CapacityRunSettings
-from servescope.capacity.sizing import provision
-from servescope.capacity.steps import StepSummary
+from servescope.capacity.weekly import WeeklySettings, weekly
 from servescope.common.cli_group import command_group
 from servescope.common.settings_cli import settings_command, usage_error
 from servescope.load.settings import WorkloadSettings
@@ -49,51 +48,6 @@ def prepare_simulated(run: CapacityRunSettings) -> Prepared:
     workload = {"kind": "simulated engine"}
     provenance = Provenance("simulated", "simulated", "simulated", "simulated", workload, Provenance.now())
     return Prepared(plan, runner, provenance)
-
-
-def write_reports(runs: list[CapacityRun], out: Path, title: str) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "capacity.md").write_text(capacity_markdown(runs, title), encoding="utf-8")
-    (out / "capacity.html").write_text(capacity_html(runs, title), encoding="utf-8")
-    save(runs[0], out / "capacity.json")
-
-
-def say(line: str) -> None:
-    typer.echo(line, err=True)
-
-
-def echo_step(step: StepSummary) -> None:
-    """One line per step as it ends: rate, verdict, the SLO quantiles with their intervals, the client."""
-    figures = ", ".join(
-        f"{key} {step.percentiles[key]:.3g} s [{low:.3g}, {high:.3g}]"
-        for key, (low, high) in step.intervals.items()
-    )
-    why = f" ({step.status}: {step.reason})" if step.reason else ""
-    engine = "" if step.engine_tokens is None else f" (engine {step.engine_tokens:.0f})"
-    typer.echo(
-        f"  {step.offered:8.3f} req/s seed {step.seed}: {step.verdict}{why}; {figures}; {step.requests} "
-        f"requests in {step.duration_s:.0f} s; {step.throughput_tokens:.0f} tokens/s{engine}; lag p99 "
-        f"{step.lag_p99_s * 1000:.0f} ms",
-        err=True,
-    )
-
-
-def measure(run: CapacityRunSettings, prepared: Prepared) -> CapacityRun:
-    """Search the knee, size the fleet when there is a knee, and keep it all with its provenance."""
-    knee = find_knee(
-        prepared.runner, prepared.plan, on_step=echo_step, progress=say, fallback=prepared.fallback
-    )
-    sizing = None
-    if run.peak_qps is not None and knee.status == "measured" and knee.lower > 0:
-        try:
-            sizing = provision(
-                run.peak_qps, knee.lower, buffer=run.buffer, gpus_per_replica=run.gpus_per_replica
-            )
-        except ValueError as err:
-            usage_error(str(err))
-    elif run.peak_qps is not None:
-        say(f"no fleet sized for {run.peak_qps:g} req/s: {knee.message}")
-    return build_run(run.label, prepared.plan, knee, sizing, prepared.provenance)
 
 
 def _run(models: dict[type[BaseModel], BaseModel], _: dict[str, Any]) -> None:
@@ -151,3 +105,34 @@ def compare_command(
     typer.echo(describe(result))
     if result.regression:
         raise typer.Exit(1)
+
+
+def _weekly(models: dict[type[BaseModel], BaseModel], _: dict[str, Any]) -> None:
+    run, workload, settings = models[CapacityRunSettings], models[WorkloadSettings], models[WeeklySettings]
+    assert isinstance(run, CapacityRunSettings) and isinstance(workload, WorkloadSettings)
+    assert isinstance(settings, WeeklySettings)
+    if run.url is None:
+        usage_error("--url: the weekly job measures an endpoint (the staging one)")
+    try:
+        result = weekly(run, workload, settings, say)
+    except ValueError as err:
+        usage_error(str(err))
+    except RuntimeError as err:
+        usage_error(str(err), 1)
+    typer.echo(result.status_line)
+    raise typer.Exit(EXIT_CODES[result.knee.status])
+
+
+app.command(
+    "weekly",
+    epilog="Exit status: as `capacity run` (0 when the run measured a knee, whether or not it regressed: "
+    "servescope_capacity_regression and its alert carry that); 1 when the export failed.",
+)(
+    settings_command(
+        [CapacityRunSettings, WorkloadSettings, WeeklySettings],
+        _weekly,
+        doc="The weekly run (what the CronJob starts): measure --url's knee, compare it with the baseline "
+        "kept in --state-dir (the first measured run, or one --promote'd), keep the run, and remote-write "
+        "the result to Prometheus (--remote-write-url).",
+    )
+)

@@ -20,11 +20,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from servescope.alerts.config import AlertsConfig
 from servescope.capacity.quantiles import point
 from servescope.capacity.result import CapacityRun
 from servescope.capacity.stats import part_logs, welch_lower
 
-DEFAULT_DROP = 0.1  # alerts.config.AlertsConfig.capacity_regression_drop's default, the shared definition
+# The shared definition (alerts/config.py): the daily ServescopeThroughputBelowBaseline reads the same.
+DEFAULT_DROP: float = AlertsConfig.model_fields["capacity_regression_drop"].default
 
 
 class IncompatibleRunsError(ValueError):

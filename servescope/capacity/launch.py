@@ -7,11 +7,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import cast
 
-from servescope.capacity.result import Provenance, load
+import typer
+
+from servescope.capacity.result import CapacityRun, Provenance, build_run, load
 from servescope.capacity.runners import HttpOptions, checked_http_runner, lag_bound, locust_runner
-from servescope.capacity.search import SearchPlan
+from servescope.capacity.search import SearchPlan, find_knee
 from servescope.capacity.settings import CapacityRunSettings
-from servescope.capacity.steps import Slo
+from servescope.capacity.sizing import provision
+from servescope.capacity.steps import Slo, StepSummary
+from servescope.common.settings_cli import usage_error
 from servescope.load.records import LoopMode, StepRunner
 from servescope.load.settings import WorkloadSettings
 from servescope.load.validity import ValidityRules
@@ -91,3 +95,41 @@ def prepare_http(run: CapacityRunSettings, workload: WorkloadSettings, say: Say)
     )
     fallback = locust_runner(runner, options, run.locust_workers) if run.locust_workers > 0 else None
     return Prepared(plan, runner, provenance, fallback)
+
+
+def say(line: str) -> None:
+    typer.echo(line, err=True)
+
+
+def echo_step(step: StepSummary) -> None:
+    """One line per step as it ends: rate, verdict, the SLO quantiles with their intervals, the client."""
+    figures = ", ".join(
+        f"{key} {step.percentiles[key]:.3g} s [{low:.3g}, {high:.3g}]"
+        for key, (low, high) in step.intervals.items()
+    )
+    why = f" ({step.status}: {step.reason})" if step.reason else ""
+    engine = "" if step.engine_tokens is None else f" (engine {step.engine_tokens:.0f})"
+    typer.echo(
+        f"  {step.offered:8.3f} req/s seed {step.seed}: {step.verdict}{why}; {figures}; {step.requests} "
+        f"requests in {step.duration_s:.0f} s; {step.throughput_tokens:.0f} tokens/s{engine}; lag p99 "
+        f"{step.lag_p99_s * 1000:.0f} ms",
+        err=True,
+    )
+
+
+def measure(run: CapacityRunSettings, prepared: Prepared) -> CapacityRun:
+    """Search the knee, size the fleet when there is a knee, and keep it all with its provenance."""
+    knee = find_knee(
+        prepared.runner, prepared.plan, on_step=echo_step, progress=say, fallback=prepared.fallback
+    )
+    sizing = None
+    if run.peak_qps is not None and knee.status == "measured" and knee.lower > 0:
+        try:
+            sizing = provision(
+                run.peak_qps, knee.lower, buffer=run.buffer, gpus_per_replica=run.gpus_per_replica
+            )
+        except ValueError as err:
+            usage_error(str(err))
+    elif run.peak_qps is not None:
+        say(f"no fleet sized for {run.peak_qps:g} req/s: {knee.message}")
+    return build_run(run.label, prepared.plan, knee, sizing, prepared.provenance)

@@ -187,4 +187,6 @@ def quantile_interval(
             upper = math.inf  # a part that never answered some request: its spread is unbounded
     if len(parts) < MIN_PARTS_NEAR_BOUND and NEAR_BOUND * bound < pooled < bound / NEAR_BOUND:
         return -math.inf, math.inf, effective  # this close to the bound, wait for the parts' spread
+    if math.isfinite(lower) and lower < 0:
+        lower = 0.0  # latencies are never negative: the sections' spread can reach below zero
     return lower, upper, effective

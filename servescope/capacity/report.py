@@ -7,8 +7,9 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from html import escape
+from pathlib import Path
 
-from servescope.capacity.result import CapacityRun
+from servescope.capacity.result import CapacityRun, save
 from servescope.capacity.svg import Chart, render
 
 STYLE = (
@@ -218,3 +219,10 @@ def capacity_html(runs: Sequence[CapacityRun], title: str = "Capacity", extra: S
     ]
     meta = f'<meta charset="utf-8"><title>{escape(title)}</title><style>{STYLE}</style>'
     return f"<!doctype html>\n<html><head>{meta}</head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+
+
+def write_reports(runs: list[CapacityRun], out: Path, title: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "capacity.md").write_text(capacity_markdown(runs, title), encoding="utf-8")
+    (out / "capacity.html").write_text(capacity_html(runs, title), encoding="utf-8")
+    save(runs[0], out / "capacity.json")

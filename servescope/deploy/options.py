@@ -10,6 +10,7 @@ from servescope.alerts.config import AlertsConfig, Topology
 from servescope.common.hosts import HOST_PORT_PATTERN
 from servescope.common.settings_cli import cli_flag, repeated, setting
 from servescope.deploy import checks
+from servescope.deploy.capacity_options import CapacityJobOptions
 from servescope.deploy.checks import (
     Duration,
     Image,
@@ -42,7 +43,7 @@ VLLM_DROP_SERIES = (
 )
 
 
-class DeployOptions(ClusterOptions):
+class DeployOptions(ClusterOptions, CapacityJobOptions):
     """Defaults fit a GPU Operator cluster monitored by kube-prometheus-stack (docs/kubernetes.md)."""
 
     image: Image = setting(

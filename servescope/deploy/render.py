@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from servescope.deploy import agent, exporter, monitoring, network, runbooks, scraping
+from servescope.deploy import agent, capacity, exporter, monitoring, network, runbooks, scraping
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.runbooks import RunbookTokens
 
@@ -21,14 +21,15 @@ RECEIVER = "alertmanager-receiver.yaml"
 
 
 def documents(options: DeployOptions, tokens: RunbookTokens | None = None) -> list[dict[str, Any]]:
-    """Namespace and exporter, who scrapes it, the runbook service, network policies, the agent, then
-    what the monitoring stack loads."""
+    """Namespace and exporter, who scrapes it, the runbook service, network policies, the agent, the
+    weekly capacity job, then what the monitoring stack loads."""
     return [
         *exporter.documents(options),
         *scraping.documents(options),
         *runbooks.documents(options, tokens),
         *network.documents(options),
         *agent.documents(options),
+        *capacity.documents(options),
         *monitoring.documents(options),
     ]
 

