@@ -198,14 +198,24 @@ def capacity_markdown(runs: Sequence[CapacityRun], title: str = "Capacity") -> s
     return "\n".join(parts) + "\n"
 
 
-def capacity_html(runs: Sequence[CapacityRun], title: str = "Capacity", extra: Sequence[Chart] = ()) -> str:
-    """One self-contained HTML page: tables and inline SVG charts, no scripts or external files."""
+def capacity_html(
+    runs: Sequence[CapacityRun],
+    title: str = "Capacity",
+    extra: Sequence[Chart] = (),
+    *,
+    tables: Sequence[tuple[str, Sequence[Sequence[str]]]] = (),
+    lead: Sequence[str] = (),
+) -> str:
+    """One self-contained HTML page: tables and inline SVG charts, no scripts or external files; `lead`
+    sentences and `tables` (title, rows) come first (a tuning study's)."""
     charts = [latency_chart(runs), goodput_chart(runs), batch_chart(runs), *extra]
     slos = ", ".join(slo.label for slo in runs[0].plan.slos)
     head = [f"<p><strong>{escape(runs[0].status_line)}</strong></p>"] if len(runs) == 1 else []
     body = [
         *head,
         f"<h1>{escape(title)}</h1>",
+        *(f"<p>{escape(line)}</p>" for line in lead),
+        *(f"<h2>{escape(name)}</h2>" + html_table(rows) for name, rows in tables),
         f"<p>SLOs: {escape(slos)}. The shaded band is each knee's interval.</p>",
         html_table(summary_rows(runs)),
         *(f"<p>{escape(provenance_line(run))}</p>" for run in runs),

@@ -12,8 +12,10 @@
     peak_qps: 100                           # sizing for the second objective (20 % buffer)
     gpu_hour_cost: 3.0
     capacity: {slo: [ttft:0.5], duration_s: 20, repeats: 1, warmup_s: 5}
+    workload: {kind: random, prompt_tokens: 512, output_tokens: 128, prefix_share: 0.2, api: chat}
 
-A condition names earlier parameters only, each with one value or a list of values.
+A condition names earlier parameters only, each with one value or a list of values. The workload is
+what an HTTP launcher's trials send (the simulated engine has its own).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ import yaml
 
 from servescope.capacity.search import SearchPlan
 from servescope.capacity.steps import Slo
+from servescope.load.client import Api
+from servescope.load.workload import Workload
 
 FLAG_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 MAX_SPACE_BYTES = 256 * 1024
@@ -61,6 +65,8 @@ class Space:
     gpu_hour_cost: float = 1.0
     gpus_per_replica: int = 1
     warmup_s: float = 5.0
+    workload: Workload = field(default_factory=Workload)
+    api: Api = "completions"
 
     def grid(self) -> Iterator[dict[str, Value]]:
         """Every valid combination, first parameter slowest, in declared value order."""
@@ -128,10 +134,30 @@ def parse_space(data: Any) -> Space:
         float(data.get("gpu_hour_cost", 1.0)),
         int(data.get("gpus_per_replica", 1)),
         float(capacity.get("warmup_s", 5.0)),
+        *_workload(data.get("workload") or {}),
     )
     if space.size() > MAX_COMBINATIONS:
         raise ValueError(f"the space has more than {MAX_COMBINATIONS} combinations")
     return space
+
+
+def _workload(data: Any) -> tuple[Workload, Api]:
+    """The trials' requests from the space's `workload` mapping; ValueError naming a bad field."""
+    if not isinstance(data, dict):
+        raise ValueError("`workload` must be a mapping (kind, prompt_tokens, output_tokens, ...)")
+    fields = dict(data)
+    api = fields.pop("api", "completions")
+    if api not in ("completions", "chat"):
+        raise ValueError(f"workload api {api!r}: completions or chat")
+    known = {"kind", "prompt_tokens", "output_tokens", "spread", "prefix_share"}
+    if set(fields) - known:
+        raise ValueError(f"workload: unknown fields {sorted(set(fields) - known)} (known: {sorted(known)})")
+    if fields.get("kind", "random") not in ("random", "fixed"):
+        raise ValueError("workload kind: random or fixed (a dataset workload is a `capacity run` option)")
+    try:
+        return Workload(**fields), api
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"workload: {err}") from None
 
 
 def _parameter(name: str, spec: Any, earlier: set[str]) -> Parameter:
