@@ -53,11 +53,11 @@ def backlog_and_omission() -> dict[str, Any]:
     closed = SimulatedStepRunner(EngineConfig(), mode="closed").run_step(64, 60, seed=1)
     same_rate = SimulatedStepRunner(EngineConfig()).run_step(closed.achieved_rate, 60, seed=1)
     return {
-        "open_24": {"backlog": overloaded.backlog, "p99_ttft": overloaded.percentiles["p99_ttft"]},
+        "open_24": {"backlog": overloaded.reason, "p99_ttft": overloaded.percentiles["p99_ttft"]},
         "closed_256": {
             "rate": full.achieved_rate,
             "p99_ttft": summarise(full, SLOS, 1).percentiles["p99_ttft"],
-            "backlog": summarise(full, SLOS, 1).backlog,
+            "backlog": summarise(full, SLOS, 1).reason,
         },
         "closed_64": {
             "rate": closed.achieved_rate,
