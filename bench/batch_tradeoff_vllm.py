@@ -35,6 +35,7 @@ ENV |= {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK
 
 
 def study(seqs: list[int], port: int) -> list[dict[str, Any]]:
+    # One piece: the space, the launcher and its engine live and stop together.
     base = f"http://127.0.0.1:{port}"
     template = (
         f"{VLLM} serve {MODEL} --host 127.0.0.1 --port {port} --served-model-name tiny-llm --dtype float32 "
@@ -101,6 +102,9 @@ def markdown(rows: list[dict[str, Any]], where: str) -> str:
     ]
     first = rows[0]["knee"] or float("nan")
     for row in rows:
+        if row["state"] != "complete":
+            lines.append(f"| {row['max_num_seqs']} | {row['state']}: {row['reason']} | | | | |")
+            continue
         tpot = "-" if row["p99_tpot_s"] is None else f"{row['p99_tpot_s'] * 1000:.1f} ms"
         ttft = "-" if row["p99_ttft_s"] is None else f"{row['p99_ttft_s'] * 1000:.0f} ms"
         low, high = row["interval"]

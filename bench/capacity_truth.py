@@ -27,6 +27,7 @@ from tests.capacity.studies import P99_PLAN, compare_study, knee_coverage  # noq
 
 
 def main() -> None:
+    # One piece: three studies and the table of their figures.
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--searches", type=int, default=40)
     parser.add_argument("--pairs", type=int, default=60)

@@ -98,6 +98,21 @@ def common_rate(a: CapacityRun, b: CapacityRun) -> float:
     return max(below) if below else min(shared)
 
 
+def _comparable(a: CapacityRun, b: CapacityRun, across_versions: bool) -> None:
+    """IncompatibleRunsError or ValueError naming why the two runs cannot be compared."""
+    reason = incompatible(a, b, across_versions=across_versions)
+    if reason is not None:
+        raise IncompatibleRunsError(reason)
+    if a.knee.status != "measured":
+        raise ValueError(f"the baseline has no knee ({a.status_line}): it cannot be a baseline")
+    if b.knee.status == "client_bound":
+        raise ValueError(f"the candidate could not be measured ({b.status_line}): fix the client, run again")
+
+
+def _parts(run: CapacityRun, rate: float) -> list[list[float]]:
+    return [part for (r, _), parts in sorted(run.latencies.items()) if r == rate for part in parts]
+
+
 def compare(
     a: CapacityRun,
     b: CapacityRun,
@@ -107,60 +122,29 @@ def compare(
     across_versions: bool = False,
 ) -> Comparison:
     """Compare run `b` against the baseline `a`; IncompatibleRunsError or ValueError when it cannot."""
-    reason = incompatible(a, b, across_versions=across_versions)
-    if reason is not None:
-        raise IncompatibleRunsError(reason)
-    if a.knee.status != "measured":
-        raise ValueError(f"the baseline has no knee ({a.status_line}): it cannot be a baseline")
-    if b.knee.status == "client_bound":
-        raise ValueError(f"the candidate could not be measured ({b.status_line}): fix the client, run again")
+    _comparable(a, b, across_versions)
     slo = a.plan.slos[0]
-    knee_a = (a.knee.estimate, a.knee.lower, a.knee.upper)
-    knee_b = (b.knee.estimate, b.knee.lower, b.knee.upper)
+    knees = (a.knee.estimate, a.knee.lower, a.knee.upper), (b.knee.estimate, b.knee.lower, b.knee.upper)
     if b.knee.status == "engine_failed" or (b.knee.status == "not_reached" and not b.knee.reached_max):
         verdict = f"REGRESSION: the candidate serves no load within the SLO ({b.status_line})"
-        nothing = (math.nan, math.nan)
+        nan = math.nan
         return Comparison(
-            0.0,
-            slo.key,
-            slo.limit_s,
-            math.nan,
-            math.nan,
-            nothing,
-            (0, 0),
-            knee_a,
-            knee_b,
-            True,
-            False,
-            verdict,
+            0.0, slo.key, slo.limit_s, nan, nan, (nan, nan), (0, 0), *knees, True, False, verdict
         )
     rate = common_rate(a, b)
-    left = [part for (r, _), parts in sorted(a.latencies.items()) if r == rate for part in parts]
-    right = [part for (r, _), parts in sorted(b.latencies.items()) if r == rate for part in parts]
+    left, right = _parts(a, rate), _parts(b, rate)
     qa = point([v for part in left for v in part], slo.quantile)
     qb = point([v for part in right for v in part], slo.quantile)
-    low_log, log_ratio, _ = welch_lower(
-        part_logs(left, slo.quantile, slo.limit_s), part_logs(right, slo.quantile, slo.limit_s), alpha
-    )
+    logs = part_logs(left, slo.quantile, slo.limit_s), part_logs(right, slo.quantile, slo.limit_s)
+    low_log, log_ratio, _ = welch_lower(*logs, alpha)
     low = math.exp(low_log)
     latency = qb > slo.limit_s and low > 1
     estimate_b = b.knee.estimate if b.knee.estimate is not None else b.knee.upper
-    estimate_a = a.knee.estimate or 0.0
-    knee = b.knee.upper < a.knee.lower and estimate_b < (1 - drop) * estimate_a
+    knee = b.knee.upper < a.knee.lower and estimate_b < (1 - drop) * (a.knee.estimate or 0.0)
     verdict = _verdict(latency=latency, knee=knee, rate=rate, key=slo.key, bound=slo.limit_s, qb=qb, low=low)
+    ratio = (low, math.exp(log_ratio))
     return Comparison(
-        rate,
-        slo.key,
-        slo.limit_s,
-        qa,
-        qb,
-        (low, math.exp(log_ratio)),
-        (len(left), len(right)),
-        knee_a,
-        knee_b,
-        latency,
-        knee,
-        verdict,
+        rate, slo.key, slo.limit_s, qa, qb, ratio, (len(left), len(right)), *knees, latency, knee, verdict
     )
 
 

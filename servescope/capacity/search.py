@@ -107,6 +107,7 @@ def find_knee(
     fallback: StepRunner | None = None,
 ) -> Knee:
     """Search the knee of `runner` under `plan`; see the module docstring."""
+    # One piece: the phases (bracket per repeat, decided ends, probe) share the measure closure and the knee.
     measurer = StepMeasurer(
         runner,
         plan.slos,
@@ -179,6 +180,7 @@ def _bracket(
     knee: Knee,
 ) -> tuple[float, float]:
     """(last passing, first missing rate) for one seed, by point estimates; powered while bisecting."""
+    # One piece: the doubling and the bisection share their bracket and their budget of steps.
     passed, rate, steps = 0.0, plan.start_qps, 0
     while rate <= plan.max_qps and steps < MAX_STEPS_PER_REPEAT:
         steps += 1

@@ -227,6 +227,7 @@ class HttpStepRunner:
         cost: ClientCost,
         warmup_s: float,
     ) -> StepResult:
+        # One piece: the step's notes, throughput, engine view and verdict are assembled together.
         label = (
             f"open loop, {self.arrival} arrivals"
             if self.mode == "open"

@@ -197,6 +197,7 @@ def cpu_seconds(pid: int | None) -> float:
 
 def run_locust(plan: LocustPlan, rules: ValidityRules | None = None, work: Path | None = None) -> StepResult:
     """Run the plan on a local master and `plan.workers` workers; one merged, judged step."""
+    # One piece: the children, the go signal and the engine watch must be stopped by one finally.
     rules = rules or ValidityRules()
     out = work or Path(tempfile.mkdtemp(prefix="servescope-locust-"))
     out.mkdir(parents=True, exist_ok=True)

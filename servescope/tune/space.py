@@ -100,6 +100,7 @@ def load_space(path: Path) -> Space:
 
 def parse_space(data: Any) -> Space:
     """A space from already-loaded YAML data; raises ValueError naming what is wrong."""
+    # One piece: each key of the file checked where it is read, so an error names it.
     if not isinstance(data, dict) or not isinstance(data.get("parameters"), dict) or not data["parameters"]:
         raise ValueError("a search space needs a non-empty `parameters` mapping")
     parameters: list[Parameter] = []

@@ -75,6 +75,7 @@ def run_trial(
     seed_offset: int = 0,
 ) -> Trial:
     """Measure one configuration; see the module docstring."""
+    # One piece: the launcher started is stopped by one finally, whatever the search does.
     started = time.monotonic()
     chosen = dict(params)
     refused = cannot_start({**space.engine, **chosen})

@@ -5,6 +5,8 @@ tests/capacity/test_knee_truth.py (and over HTTP in test_knee_http.py)."""
 
 from __future__ import annotations
 
+import pytest
+
 from servescope.capacity.search import SearchPlan, find_knee
 from servescope.capacity.steps import Slo, summarise
 from servescope.sim.engine_config import EngineConfig
@@ -33,6 +35,7 @@ def test_at_the_same_rate_a_closed_loop_reports_the_lower_p99_of_coordinated_omi
     assert open_p99 > 1.3 * closed_p99
 
 
+@pytest.mark.slow
 def test_a_search_that_cannot_beat_the_best_stops_early_and_names_the_step() -> None:
     runner = SimulatedStepRunner(EngineConfig(max_num_seqs=16))
     full = find_knee(runner, SearchPlan(SLOS, duration_s=STEP_S, repeats=1))

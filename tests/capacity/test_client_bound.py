@@ -35,6 +35,7 @@ def _pinned(cpu: int, nice: int, argv: list[str]) -> list[str]:
 
 
 def test_a_starved_client_is_client_bound_with_no_knee_and_says_why(engine: str, tmp_path: Path) -> None:
+    # One piece: the neighbours are started mid-run and killed by one finally.
     cpu = max(os.sched_getaffinity(0))
     # The operators' engine scale (P99 TTFT <= 500 ms, lag bound 50 ms). Once the client has started and
     # measured its ceiling, two CPU-bound neighbours join it on its CPU, where it runs at the lowest

@@ -40,6 +40,7 @@ def _ar1(n: int, phi: float, rng: random.Random) -> list[float]:
     return out
 
 
+@pytest.mark.slow
 def test_the_interval_covers_the_quantile_of_independent_and_of_correlated_latencies() -> None:
     rng = random.Random(7)
     trials, true_exp = 80, math.log(100)  # the P99 of Exp(1)
@@ -73,6 +74,7 @@ def test_a_step_close_to_its_bound_waits_for_three_parts() -> None:
     assert low <= 0.298 <= high < 0.5  # the P99 of uniform(0.1, 0.3) is 0.298
 
 
+@pytest.mark.slow
 def test_welch_on_the_parts_keeps_its_false_positive_rate_where_requests_one_by_one_do_not() -> None:
     rng = random.Random(11)
     pairs, by_parts, by_requests = 60, 0, 0
