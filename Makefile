@@ -61,7 +61,7 @@ check: lint typecheck imports unit
 test: $(STAMP) tools lint typecheck imports everything
 
 # Minutes on a 2-core machine: scrape ~3.5, ingest ~0.3, dcgm ~0.7, derived ~0.8, footprint ~10.1,
-# alert quality ~2.6, series per node ~1 (~19 in all; a clean clone adds ~1 for the virtualenv).
+# memory ~2.3, alert quality ~2.6, series per node ~1 (~21 in all; a clean clone adds ~1 for the virtualenv).
 # bench/results/REPORT.md then compares them, marks each target and says how long each part took; it
 # counts only results written after this target started.
 bench: $(STAMP)
@@ -72,6 +72,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/dcgm.py && \
 	$(BIN)/python bench/derived.py && \
 	$(BIN)/python bench/footprint.py && \
+	$(BIN)/python bench/memory.py && \
 	$(BIN)/python bench/alert_quality.py && \
 	$(BIN)/python bench/series_per_node.py && \
 	$(BIN)/python bench/report.py --since $$started

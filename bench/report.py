@@ -28,6 +28,7 @@ from report_sections import (
     footprint_section,
     freshness_section,
     ingest_section,
+    memory_section,
     scrape_section,
     table,
 )
@@ -40,6 +41,7 @@ PARTS = {
     "dcgm": "dcgm.py",
     "derived": "derived.py",
     "footprint": "footprint.py",
+    "memory": "memory.py",
     "alert-quality": "alert_quality.py",
 }
 NOTE = (
@@ -128,6 +130,7 @@ def part_sections(found: dict[str, dict[str, Any]], results: Path) -> list[str]:
         ("ingest", ingest_section),
         ("footprint", footprint_section),
         ("footprint", freshness_section),
+        ("memory", memory_section),
         ("dcgm", dcgm_section),
         ("derived", derived_section),
         ("alert-quality", lambda data: alert_section(data, results)),

@@ -179,6 +179,20 @@ def footprint_section(fp: dict[str, Any]) -> list[str]:
     return lines
 
 
+def memory_section(m: dict[str, Any]) -> list[str]:
+    drops = ", ".join(f"{k} {v:,.0f}" for k, v in sorted(m.get("dropped", {}).items())) or "none"
+    return [
+        "## Memory under hostile inputs",
+        "",
+        f"The exporter with the DaemonSet's settings, {m.get('engines')} engines answering 4 MiB pages of "
+        f"fresh high-cardinality series at every scrape and a dcgmi streaming {m.get('dcgm_entities', 0):,} "
+        f"entities, for {m.get('seconds', 0):g} s: peak RSS {m.get('peak_rss_mib')} MiB "
+        f"({m.get('peak_share_of_limit', 0):.0%} of the {m.get('limit_mib', 0):g} Mi limit), "
+        f"{m.get('series_at_end', 0):,} series in /metrics at the end. Dropped and counted: {drops}.",
+        "",
+    ]
+
+
 def freshness_section(fp: dict[str, Any]) -> list[str]:
     intervals = {"nvml": "1 s", "dcgm": "1 s", "vllm": "5 s", "derived": "5 s"}
     rows = [

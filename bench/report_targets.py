@@ -109,6 +109,22 @@ def footprint_targets(footprint: dict[str, Any] | None) -> list[Target]:
     return targets
 
 
+def memory_targets(memory: dict[str, Any] | None) -> list[Target]:
+    m = memory or {}
+    peak, target = m.get("peak_rss_mib"), m.get("target_mib", 288.0)
+    goal = (
+        f"peak RSS < {target:g} MiB (75 % of the DaemonSet's limit) with 8 engines' hostile 4 MiB pages and "
+        "20,000 DCGM entities"
+    )
+    share = m.get("peak_share_of_limit")
+    where = f" ({share:.0%} of the limit)" if share is not None else ""
+    return [
+        judged(
+            "memory under hostile inputs", goal, peak, lambda v: f"{v:.1f} MiB{where}", lambda v: v < target
+        )
+    ]
+
+
 def alert_targets(alerts: dict[str, Any] | None) -> list[Target]:
     precision = figure(alerts, "precision")
     recall = figure(alerts, "recall")
@@ -140,5 +156,6 @@ def targets(found: dict[str, dict[str, Any]]) -> list[Target]:
         *scrape_targets(found.get("scrape")),
         *ingest_targets(found.get("ingest")),
         *footprint_targets(found.get("footprint")),
+        *memory_targets(found.get("memory")),
         *alert_targets(found.get("alert-quality")),
     ]

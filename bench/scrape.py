@@ -1,6 +1,6 @@
 """Scrape cost of /metrics: servescope's pre-rendered bytes vs prometheus_client rendering per request.
 
-The matrix is GPUs x simulated vLLM engines passed through (`--passthrough`, the default), every GPU with
+The matrix is GPUs x simulated vLLM engines passed through (`--passthrough`, asked for), every GPU with
 18 NVLinks and DCGM streaming from the fake dcgmi. The exporter (and the engines and dcgmi it starts,
 which inherit its affinity) runs pinned to core 0 and the client to core 1, so "scrapes/s" is what one
 core serves while the stand-ins for the GPU and vLLM share it.
@@ -77,7 +77,7 @@ def settle(server: Server, engines: int, dcgm: bool, timeout: float = 90.0) -> t
 
 def measure(gpus: int, engines: int, args: argparse.Namespace) -> dict[str, object]:
     argv = [SERVESCOPE, "serve", "--simulate", "--gpus", str(gpus), "--nvlinks", str(args.nvlinks)]
-    argv += ["--engines", str(engines), "--listen", "127.0.0.1:0", *args.serve_arg]
+    argv += ["--engines", str(engines), "--passthrough", "--listen", "127.0.0.1:0", *args.serve_arg]
     expected = min(engines, gpus)  # the exporter's own cap: one GPU at least per engine
     dcgm = "--no-dcgm" not in args.serve_arg
     began = time.monotonic()

@@ -39,6 +39,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "capacity": ("servescope.capacity.cli", "app"),
     "tune": ("servescope.tune.cli", "app"),
     "load": ("servescope.load.cli", "app"),
+    "canary": ("servescope.canary.cli", "app"),
 }
 _registered: set[str] = set()
 

@@ -27,8 +27,8 @@ from servescope.exporter.settings import (
     NvmlSettings,
     ServerSettings,
     Settings,
-    VllmSettings,
 )
+from servescope.exporter.vllm.settings import VllmSettings
 
 if TYPE_CHECKING:
     from servescope.exporter.runtime import Runtime
@@ -134,7 +134,7 @@ def run_server(settings: Settings, simulation: SimulationSettings) -> None:
     address = bound_address(sock)
     runtime = _runtime(settings, simulation)
     config = bounded_config(
-        create_app(runtime, routers=_runbook_pages(), api_docs=settings.server.api_docs),
+        create_app(runtime, api_docs=settings.server.api_docs),
         log_level="warning",
         access_log=False,
         lifespan="on",
@@ -175,11 +175,3 @@ def _announce(address: ListenAddress, *, simulated: bool) -> None:
         f"  readiness: http://{shown}:{address.port}/readyz"
     )
     sys.stdout.flush()
-
-
-def _runbook_pages() -> list[Any]:
-    """The runbook pages served beside /metrics, their read steps asking this exporter itself."""
-    from servescope.runbooks.server import mounted_router
-
-    router = mounted_router()
-    return [] if router is None else [router]

@@ -10,9 +10,12 @@ import yaml
 from servescope.alerts.alertmanager import alertmanager_config
 from servescope.alerts.config import AlertsConfig
 from servescope.alerts.model import Alert, Group
+from servescope.alerts.rules_canary import alerts as canary_alerts
+from servescope.alerts.rules_canary import records as canary_records
 from servescope.alerts.rules_capacity_baseline import capacity_baseline
 from servescope.alerts.rules_capacity_regression import capacity_regression
 from servescope.alerts.rules_engine import endpoint_records, engine
+from servescope.alerts.rules_exporter import exporter
 from servescope.alerts.rules_gpu import health
 from servescope.alerts.rules_kv_baseline import kv_baseline
 from servescope.alerts.rules_memory import memory
@@ -34,13 +37,16 @@ def groups(cfg: AlertsConfig) -> list[Group]:
         kv_baseline(cfg),
         capacity_baseline(cfg),
         endpoint_records(cfg),
+        canary_records(cfg),
         health(cfg),
         memory(cfg),
         serving(cfg),
         engine(cfg),
         slo_alerts(cfg),
         capacity_regression(cfg),
+        canary_alerts(cfg),
         meta(cfg),
+        exporter(cfg),
     ]
 
 

@@ -8,6 +8,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from servescope.alerts.canary_config import CanaryConfig
 from servescope.common.durations import is_duration
 
 MIB = 1024 * 1024
@@ -235,6 +236,31 @@ class AlertsConfig(BaseModel):
         "6h", description="How long an endpoint the exporter forgot while down stays alerted on."
     )
     absent_for: str = "15m"
+    series_dropped_window: str = Field(
+        "15m", description="Window over which an endpoint's dropped samples (the exporter's limits) count."
+    )
+    series_dropped_for: str = "15m"
+    engines_unreachable_for: str = Field(
+        "15m", description="How long a node's engines stay unreachable by its exporter, none scraped."
+    )
+    agent_shard_labels: tuple[str, ...] = Field(
+        ("prometheus", "prometheus_replica"),
+        min_length=1,
+        description="External labels naming an agent shard on its remote-written series "
+        "(prometheus-operator's: the PrometheusAgent and the pod); the last must be set for a shard's "
+        "series to be watched.",
+    )
+    agent_history_window: str = Field(
+        "1h", description="How far back a node counts as scraped by a shard that went silent since."
+    )
+    agent_silence_window: str = Field(
+        "3m",
+        description="A shard with no sample for this long is silent (its scrape interval, several times).",
+    )
+    agent_silent_for: str = "2m"
+    canary: CanaryConfig = Field(
+        default_factory=CanaryConfig, description="What makes a canary revision worse than the stable one."
+    )
     # --- Alertmanager ------------------------------------------------------------------------------
     webhook_url: str = Field(
         "http://servescope-runbooks.monitoring.svc:9110/alertmanager/webhook",

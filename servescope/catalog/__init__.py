@@ -149,6 +149,7 @@ DCGM_WATCHED_FIELDS = _gauge(
 )
 
 # Derived signals (memory curves, leaks, KV headroom, the advisor) are listed in their own module.
+from servescope.catalog.bounds import BOUNDS  # noqa: E402
 from servescope.catalog.derived import DERIVED  # noqa: E402
 from servescope.catalog.pcie import PCIE_LINK  # noqa: E402
 from servescope.catalog.placement import PLACEMENT  # noqa: E402
@@ -161,6 +162,7 @@ CATALOG: tuple[MetricSpec, ...] = (
     *DERIVED,
     *PCIE_LINK,
     *PLACEMENT,
+    *BOUNDS,
 )
 BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in CATALOG}
 if len(BY_NAME) != len(CATALOG):

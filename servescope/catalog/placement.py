@@ -24,6 +24,14 @@ GPU_PROCESS_POD_INFO = _gauge(
     (*GPU_LABELS, "pid", *POD),
     "k8s",
 )
+GPU_MIG_POD_INFO = _gauge(
+    "servescope_gpu_mig_pod_info",
+    "The pod and container holding a MIG slice (the mixed strategy's nvidia.com/mig-<profile> resources): "
+    "the slice's MIG UUID (or the kubelet's legacy MIG-GPU-<uuid>/<gi>/<ci> ID) and its GPU and compute "
+    "instance, on its parent GPU (gpu, uuid); value is always 1.",
+    (*GPU_LABELS, "mig_uuid", "gpu_instance", "compute_instance", *POD),
+    "k8s",
+)
 ALLOCATABLE_DEVICES = _gauge(
     "servescope_k8s_allocatable_devices",
     "Devices the kubelet can allocate on this node, by resource (GetAllocatableResources).",

@@ -1,51 +1,107 @@
-"""uvicorn with bounds: each request must arrive in time, connections are capped, a stop is short.
+"""The one bounded HTTP server of servescope: uvicorn whose clients must ask in time, within caps.
 
-uvicorn has no timeout for a request that is being sent: a client that sends half a request head and
-waits holds its connection (and a file descriptor) forever. Here every request, head and body, must
-arrive within REQUEST_ARRIVAL_SECONDS of its first byte (or of the connection, for the first one),
-else the connection is closed; and past MAX_CONNECTIONS the oldest connection whose request is still
-arriving is closed to make room, so a flood of half-sent requests cannot keep probes out.
+uvicorn has no deadline for a request that is being sent: a client that sends half a request head, or a
+whole head and then its body a byte every few seconds, holds its connection (a file descriptor, a
+buffer, a place in the table) for as long as it likes. Here, for the exporter and the runbook service
+alike:
+
+- every request, head and body together, must arrive within `request_seconds` of its first byte (of the
+  connection, for the first one), else the connection is closed;
+- at most `max_per_ip` connections from one address (trusted proxies excepted: every client comes
+  through them), so one host cannot fill the table: past it, that address's oldest connection whose
+  request is still arriving (or that is idle between requests) is closed to make room, or the new one
+  when every one is busy;
+- past `max_connections` in all, the same, among every address's connections;
+- a stop is bounded: `graceful_seconds` for requests in progress, then `hard_stop_seconds` after the
+  signal the process exits whatever still runs.
+
+It uses uvicorn's public configuration (`http=` takes the protocol class) and h11's public connection
+states; the protocol class adds only the asyncio Protocol callbacks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import os
 import signal
 import threading
 import time
+from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any
+from typing import Any, ClassVar
 
 import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-REQUEST_ARRIVAL_SECONDS = 5.0
-MAX_CONNECTIONS = 512
-KEEP_ALIVE_SECONDS = 5
-MAX_HEAD_BYTES = 16 * 1024  # request line plus headers; h11 answers 400 past it
-GRACEFUL_STOP_SECONDS = 1  # a request still running this long after SIGTERM is cancelled
-HARD_STOP_SECONDS = 1.8  # whatever still runs then (a stuck close, a hung peer), the process exits
-
+Networks = tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
 log = logging.getLogger(__name__)
-
 _ARRIVING = (h11.IDLE, h11.SEND_BODY)
 
 
-class BoundedH11Protocol(H11Protocol):
-    """h11 with a deadline on each request's arrival and a cap that sheds the oldest slow sender."""
+@dataclass(frozen=True)
+class ServerBounds:
+    """The bounds a server holds its clients to (see the module)."""
 
+    request_seconds: float = 5.0
+    max_connections: int = 512
+    max_per_ip: int = 512  # no tighter than the total by default (the exporter: its scrapers are few)
+    keep_alive_seconds: int = 5
+    max_head_bytes: int = 16 * 1024  # request line plus headers; h11 answers 400 past it
+    graceful_seconds: float = 1.0  # a request still running this long after SIGTERM is cancelled
+    hard_stop_seconds: float = (
+        1.8  # then, whatever still runs (a stuck close, a hung peer), the process exits
+    )
+    exempt: Networks = ()  # addresses the per-IP cap does not apply to (trusted proxies)
+
+
+@dataclass
+class _Table:
+    """The open connections of one server, and how many each address holds."""
+
+    bounds: ServerBounds
+    open: set[BoundedH11Protocol] = field(default_factory=set)
+    per_ip: dict[str, int] = field(default_factory=dict)
+
+    def exempt(self, ip: str) -> bool:
+        try:
+            address = ipaddress.ip_address(ip)
+        except ValueError:
+            return False
+        return any(address.version == net.version and address in net for net in self.bounds.exempt)
+
+
+class BoundedH11Protocol(H11Protocol):
+    """h11 with a deadline on each request's arrival, a per-address cap and a cap that sheds the oldest
+    slow sender (see the module)."""
+
+    table: ClassVar[_Table]
     _opened_at: float
     _arrival: asyncio.TimerHandle | None
+    _ip: str | None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._opened_at = time.monotonic()
         self._arrival = None
+        peer = transport.get_extra_info("peername")
+        self._ip = str(peer[0]) if peer else None
+        table = self.table
+        if self._ip is not None and not table.exempt(self._ip):
+            if table.per_ip.get(self._ip, 0) >= table.bounds.max_per_ip and not self._shed(self._ip):
+                self._ip = None
+                transport.close()  # this address holds its share already, every one of them busy
+                return
+            table.per_ip[self._ip] = table.per_ip.get(self._ip, 0) + 1
+        else:
+            self._ip = None
+        table.open.add(self)
         self._expect_request()
-        self._shed_if_over_cap()
+        if len(table.open) > table.bounds.max_connections and not self._shed(None):
+            self.transport.close()
+            self._forget()
 
     def data_received(self, data: bytes) -> None:
         if self._arrival is None and self.conn.their_state is h11.IDLE:
@@ -56,10 +112,22 @@ class BoundedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._arrived()
+        self._forget()
         super().connection_lost(exc)
 
+    def _forget(self) -> None:
+        table = self.table
+        if self in table.open:
+            table.open.discard(self)
+            if self._ip is not None:
+                left = table.per_ip.get(self._ip, 1) - 1
+                if left:
+                    table.per_ip[self._ip] = left
+                else:
+                    table.per_ip.pop(self._ip, None)
+
     def _expect_request(self) -> None:
-        self._arrival = self.loop.call_later(REQUEST_ARRIVAL_SECONDS, self._too_slow)
+        self._arrival = self.loop.call_later(self.table.bounds.request_seconds, self._too_slow)
 
     def _arrived(self) -> None:
         if self._arrival is not None:
@@ -71,48 +139,82 @@ class BoundedH11Protocol(H11Protocol):
         if self.conn.their_state in _ARRIVING:
             self.transport.close()
 
-    def _shed_if_over_cap(self) -> None:
-        if len(self.connections) <= MAX_CONNECTIONS:
-            return
-        arriving = [
+    def _evictable(self) -> bool:
+        """Not serving anyone: its request still arriving, or idle between requests."""
+        return self.conn.their_state in _ARRIVING and self.conn.our_state is not h11.SEND_BODY
+
+    def _shed(self, ip: str | None) -> bool:
+        """Close the oldest other connection (of address `ip`, or any) whose request is still arriving
+        or that is idle; False when every one is busy."""
+        others = [
             c
-            for c in self.connections
-            if isinstance(c, BoundedH11Protocol) and c is not self and c._arrival is not None
+            for c in self.table.open
+            if c is not self
+            and (ip is None or c._ip == ip)
+            and c._evictable()
+            and not c.transport.is_closing()
         ]
-        victim = min(arriving, key=lambda c: c._opened_at, default=self)
+        if not others:
+            return False
+        # A slow sender goes before an idle kept-alive connection (a client waiting to ask again).
+        victim = min(others, key=lambda c: (c._arrival is None, c._opened_at))
         victim.transport.close()
         # Out of the count now, not when the loop next calls connection_lost: a request arriving in
         # between must not see the table full.
-        self.connections.discard(victim)
+        victim._forget()
+        victim._arrived()
+        return True
 
 
-def bounded_config(app: Any, **options: Any) -> uvicorn.Config:
-    """A uvicorn.Config serving `app` with the bounds above; `options` are passed on."""
+def bounded_protocol(bounds: ServerBounds) -> type[BoundedH11Protocol]:
+    """A protocol class of its own (its own table of connections) for one server."""
+    return type("BoundedH11Protocol", (BoundedH11Protocol,), {"table": _Table(bounds)})
+
+
+def bounded_config(app: Any, bounds: ServerBounds | None = None, **options: Any) -> uvicorn.Config:
+    """A uvicorn.Config serving `app` within `bounds` (the defaults: the exporter's); `options` are passed
+    on to uvicorn.Config."""
+    bounds = bounds or ServerBounds()
     return uvicorn.Config(
         app,
-        http=BoundedH11Protocol,
-        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
-        timeout_keep_alive=KEEP_ALIVE_SECONDS,
-        # Requests are bounded by connections (one at a time each), and connections by the shedding
-        # above; this is the backstop, set just past the cap so a full table never turns probes to 503.
-        limit_concurrency=MAX_CONNECTIONS + 1,
-        timeout_graceful_shutdown=GRACEFUL_STOP_SECONDS,
+        http=bounded_protocol(bounds),
+        h11_max_incomplete_event_size=bounds.max_head_bytes,
+        timeout_keep_alive=bounds.keep_alive_seconds,
+        # Requests are bounded by connections (one at a time each), and connections by the caps above;
+        # this is uvicorn's backstop, which counts a shed connection until its close is processed: set
+        # well past the cap, so that churn at the cap never turns probes to 503.
+        limit_concurrency=2 * bounds.max_connections + 16,
+        timeout_graceful_shutdown=max(1, round(bounds.graceful_seconds)),
         **options,
     )
 
 
 class BoundedServer(uvicorn.Server):
-    """A uvicorn.Server whose process is gone HARD_STOP_SECONDS after the first SIGTERM or SIGINT,
+    """A uvicorn.Server whose process is gone `hard_stop_seconds` after the first SIGTERM or SIGINT,
     whatever the graceful stop is still waiting for."""
+
+    def __init__(
+        self, config: uvicorn.Config, hard_stop_seconds: float = ServerBounds.hard_stop_seconds
+    ) -> None:
+        super().__init__(config)
+        self.hard_stop_seconds = hard_stop_seconds
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if not self.should_exit:
-            threading.Thread(target=_hard_stop, args=(sig,), name="hard-stop", daemon=True).start()
+            threading.Thread(
+                target=_hard_stop, args=(sig, self.hard_stop_seconds), name="hard-stop", daemon=True
+            ).start()
         super().handle_exit(sig, frame)
 
 
-def _hard_stop(sig: int) -> None:
-    time.sleep(HARD_STOP_SECONDS)
-    log.error("still stopping %.1f s after %s: exiting now", HARD_STOP_SECONDS, signal.Signals(sig).name)
+def _hard_stop(sig: int, seconds: float) -> None:
+    time.sleep(seconds)
+    log.error("still stopping %.1f s after %s: exiting now", seconds, signal.Signals(sig).name)
     logging.shutdown()
     os._exit(128 + sig)
+
+
+# The exporter's bounds, by name (tests and docs quote them).
+REQUEST_ARRIVAL_SECONDS = ServerBounds.request_seconds
+MAX_CONNECTIONS = ServerBounds.max_connections
+HARD_STOP_SECONDS = ServerBounds.hard_stop_seconds

@@ -8,7 +8,6 @@ every start (so a second demo never reads the first one's data) and refused when
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import sys
@@ -26,7 +25,6 @@ from servescope.demo.verify import verify_stack
 from servescope.sim.engines import gpu_groups
 from servescope.sim.fault_scenarios import FaultPlan
 from servescope.sim.registry import make_scenario
-from servescope.sim.wiring import fake_dcgmi_path
 
 INSTALL_HINT = (
     "install them with `sudo apt-get install prometheus prometheus-alertmanager` (Debian/Ubuntu; "
@@ -162,20 +160,14 @@ class DemoStack:
             f"--webhook-token-file={files.webhook_token}",
             f"--incidents-db={state / 'incidents.sqlite'}",
             f"--audit-log={state / 'audit.jsonl'}",
-            f"--dcgmi={fake_dcgmi_path()}",
         ]
         if full:
             argv += [
                 f"--prometheus-url={url(ports.prometheus)}",
                 f"--alertmanager-url={url(ports.alertmanager)}",
             ]
-        # dcgm_sample steps run the simulator's dcgmi: tell it the fleet it pretends to watch.
-        env = {
-            **os.environ,
-            "SERVESCOPE_FAKE_DCGMI_GPUS": str(self.options.gpus),
-            "SERVESCOPE_FAKE_DCGMI_SEED": str(self.options.seed),
-        }
-        return Child("runbooks", argv, self._log("runbooks"), env=env)
+        # dcgm_sample steps ask the exporter, whose DCGM source runs the simulator's dcgmi.
+        return Child("runbooks", argv, self._log("runbooks"))
 
     def _upstream(self, kind: _Upstream, binary: str, config: Path, port: int) -> Child:
         """Prometheus or Alertmanager: the same flags for config, storage, listen address and logs."""

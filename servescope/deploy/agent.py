@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from servescope.deploy import kps
-from servescope.deploy.names import AGENT, APP, NAMESPACE_NAME_LABEL, cluster_metadata, namespaced
+from servescope.deploy import kps, names
+from servescope.deploy.names import AGENT, APP, NAMESPACE_NAME_LABEL, namespaced
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.scraping import PART_OF
 
@@ -52,25 +52,18 @@ def service_account(options: DeployOptions) -> dict[str, Any]:
 
 
 def cluster_role() -> dict[str, Any]:
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": cluster_metadata(AGENT, COMPONENT),
-        "rules": [
+    return names.cluster_role(
+        AGENT,
+        COMPONENT,
+        [
             {"apiGroups": [""], "resources": ["services", "endpoints", "pods"], "verbs": _READ},
             {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": _READ},
         ],
-    }
+    )
 
 
 def cluster_role_binding(options: DeployOptions) -> dict[str, Any]:
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": cluster_metadata(AGENT, COMPONENT),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": AGENT},
-        "subjects": [{"kind": "ServiceAccount", "name": AGENT, "namespace": options.namespace}],
-    }
+    return names.cluster_role_binding(AGENT, COMPONENT, options.namespace)
 
 
 def documents(options: DeployOptions) -> list[dict[str, Any]]:

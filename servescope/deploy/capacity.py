@@ -12,8 +12,9 @@ import shlex
 from typing import Any
 from urllib.parse import urlsplit
 
+from servescope.deploy.agent_options import REMOTE_WRITE_PATH
 from servescope.deploy.names import NAMESPACE_NAME_LABEL, NONROOT_UID, labels, namespaced, selector_labels
-from servescope.deploy.options import REMOTE_WRITE_PATH, DeployOptions
+from servescope.deploy.options import DeployOptions
 
 COMPONENT = "capacity"
 NAME = "servescope-capacity"

@@ -15,6 +15,7 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _IMAGE = re.compile(r"^[a-z0-9][^\s]*$")
+_PATH = re.compile(r"^[A-Za-z0-9._/-]+$")
 
 
 def dns_label(value: str) -> str:
@@ -70,11 +71,24 @@ def labels(value: dict[str, str], *, may_be_empty: bool = False) -> dict[str, st
     if not value and not may_be_empty:
         raise ValueError("give at least one KEY=VALUE")
     for key, label_value in value.items():
-        prefix, _, name = key.rpartition("/")
-        if (prefix and not _DNS_SUBDOMAIN.match(prefix)) or not _LABEL_NAME.match(name) or len(name) > 63:
-            raise ValueError(f"{key!r} is not a label key such as example.com/name")
+        label_key(key)
         if label_value and (not _LABEL_NAME.match(label_value) or len(label_value) > 63):
             raise ValueError(f"{key}={label_value!r}: not a label value (at most 63 of A-Z a-z 0-9 - _ .)")
+    return value
+
+
+def label_key(key: str) -> str:
+    prefix, _, name = key.rpartition("/")
+    if (prefix and not _DNS_SUBDOMAIN.match(prefix)) or not _LABEL_NAME.match(name) or len(name) > 63:
+        raise ValueError(f"{key!r} is not a label key such as example.com/name")
+    return key
+
+
+def absolute_path(value: str) -> str:
+    """A host folder such as /var/lib/kubelet: absolute, plain characters, no `..`, no trailing slash."""
+    parts = value.split("/")
+    if not value.startswith("/") or value.endswith("/") or ".." in parts or not _PATH.match(value):
+        raise ValueError(f"{value!r} is not an absolute folder such as /var/lib/kubelet")
     return value
 
 

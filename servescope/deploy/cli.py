@@ -14,6 +14,7 @@ import typer
 from pydantic import BaseModel
 
 from servescope.common.settings_cli import settings_command, usage_error
+from servescope.deploy.canary import CanaryOptions
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.runbooks import RunbookTokens
 
@@ -69,7 +70,8 @@ def _write_or_check(options: DeployOptions, out: Path, receiver: Path, check: bo
         typer.echo(f"{out} and {receiver} are current")
         return
     written = write_base(out, receiver, options)
-    typer.echo(f"wrote {len(written) - 1} files to {out}, and {receiver}")
+    outside = [path for path in written if path.parent != out]
+    typer.echo(f"wrote {len(written) - len(outside)} files to {out}, and {', '.join(map(str, outside))}")
 
 
 def _output(name: str, annotation: Any, default: Any, flag: str, help_text: str) -> inspect.Parameter:
@@ -125,35 +127,67 @@ OUTPUT = (
         "--alertmanager-receiver",
         "Print the Alertmanager snippet instead of the manifests.",
     ),
+    _output(
+        "receiver_rules",
+        bool,
+        False,
+        "--receiver-rules",
+        "Print the rules for the receiver's ruler (--rules-for mimir or thanos) instead of the manifests.",
+    ),
 )
 
 
 def _render(models: dict[type[BaseModel], BaseModel], output: dict[str, Any]) -> None:
-    options = models[DeployOptions]
-    assert isinstance(options, DeployOptions)
+    options, canary = models[DeployOptions], models[CanaryOptions]
+    assert isinstance(options, DeployOptions) and isinstance(canary, CanaryOptions)
+    if canary.canary:
+        _canary(options, canary, output)
+        return
     out: Path | None = output["out"]
     check: bool = output["check"]
     if (check or output["receiver_out"] is not None) and out is None:
         usage_error(f"{'--check' if check else '--receiver-out'} needs --out DIR")
     tokens = _tokens(output["webhook_token_file"], output["change_token_file"], writes_files=out is not None)
+    warning = options.state_warning()
+    if warning is not None:
+        typer.echo(warning, err=True)
     if out is not None:
         from servescope.deploy.render import RECEIVER
 
         _write_or_check(options, out, output["receiver_out"] or out.parent / RECEIVER, check)
         return
     from servescope.deploy.render import (  # the bundles are loaded only when something is rendered
+        receiver_rules_text,
         receiver_text,
         stream,
     )
 
+    if output["receiver_rules"]:
+        if not options.rule_file_for_ruler:
+            usage_error("--receiver-rules prints the rules file of --rules-for mimir or thanos")
+        typer.echo(receiver_rules_text(options), nl=False)
+        return
     typer.echo(
         receiver_text(options) if output["alertmanager_receiver"] else stream(options, tokens), nl=False
     )
 
 
+def _canary(options: DeployOptions, canary: CanaryOptions, output: dict[str, Any]) -> None:
+    chosen = [
+        flag
+        for flag, name in (("--out", "out"), ("--alertmanager-receiver", "alertmanager_receiver"))
+        if output[name]
+    ]
+    if chosen:
+        usage_error(f"--canary prints the controller's analysis to stdout: drop {chosen[0]}")
+    from servescope.deploy.canary import render
+
+    typer.echo(render(options, canary), nl=False)
+
+
 app.command("render")(
     settings_command(
-        [DeployOptions],
+        [DeployOptions, CanaryOptions],
         _render,
         doc="""Render every manifest for these options: to stdout (`| kubectl apply -f -`), or with --out as
         a kustomize base (`kubectl apply -k DIR`) plus the Alertmanager snippet beside it.""",

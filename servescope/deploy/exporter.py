@@ -9,7 +9,6 @@ from servescope.deploy import dcgm, names
 from servescope.deploy.names import (
     EXPORTER,
     EXPORTER_PORT,
-    GPU_RESOURCE,
     METRICS_PORT_NAME,
     NONROOT_UID,
     labels,
@@ -17,9 +16,11 @@ from servescope.deploy.names import (
     selector_labels,
 )
 from servescope.deploy.options import DeployOptions
-from servescope.exporter.settings import VllmSettings
+from servescope.exporter.vllm.settings import VllmSettings
 
 COMPONENT = "exporter"
+# Where the container sees the kubelet's pod-resources folder (--kubelet-root's on the node): the
+# exporter's default --pod-resources-socket, so no setting is needed whatever the node's root.
 POD_RESOURCES = "/var/lib/kubelet/pod-resources"
 # What engine-to-GPU attribution reads under /proc (exporter/vllm/procfs.py): <pid>/stat (readable by
 # anyone), <pid>/net/tcp (the engine's own network namespace), and <pid>/fd, which only its owner may list
@@ -66,6 +67,9 @@ def _security(options: DeployOptions) -> tuple[dict[str, Any], dict[str, Any]]:
     }
     if options.host_pid:
         container["capabilities"]["add"] = list(ATTRIBUTION_CAPABILITIES)
+        # Reading other processes' fd/ is a ptrace read check, which containerd's default AppArmor profile
+        # refuses on Ubuntu nodes (discovery then says ptrace_denied); seccomp has no say in it.
+        container["appArmorProfile"] = options.apparmor_spec()
     if options.runs_as_root:
         # The kubelet's socket is root's (mode 0755 under the kubelet's umask): UID 0 connects to it as its
         # owner, with no capability; other processes' /proc entries take the two above as well.
@@ -157,15 +161,19 @@ def _pod_spec(options: DeployOptions) -> dict[str, Any]:
     volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}]
     if options.pod_resources:
         # The kubelet's pod-resources API says which pod holds which GPU (the socket, read-only).
-        volumes.append({"name": "pod-resources", "hostPath": {"path": POD_RESOURCES, "type": "Directory"}})
+        host_folder = f"{options.kubelet_root}/pod-resources"
+        volumes.append({"name": "pod-resources", "hostPath": {"path": host_folder, "type": "Directory"}})
     spec: dict[str, Any] = {
         "serviceAccountName": EXPORTER,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "nodeSelector": dict(options.node_selector),
         # GPU node pools are usually tainted so that only GPU workloads land there; the exporter must too.
-        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+        "tolerations": options.toleration_specs(),
     }
+    affinity = options.node_affinity_spec()
+    if affinity is not None:
+        spec["affinity"] = affinity
     if options.priority_class:
         # A node's monitoring must not be the pod evicted first when the node runs short.
         spec["priorityClassName"] = options.priority_class

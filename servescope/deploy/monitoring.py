@@ -8,7 +8,7 @@ from functools import cache
 from typing import Any
 
 from servescope.alerts.alertmanager import alertmanager_config
-from servescope.alerts.bundle import all_alerts, prometheus_rule
+from servescope.alerts.bundle import all_alerts, prometheus_rule, rule_file
 from servescope.alerts.config import AlertsConfig
 from servescope.dashboards import build as dashboards
 from servescope.deploy.names import SECRET, VLLM_JOB
@@ -18,9 +18,15 @@ from servescope.runbooks.webhook import WEBHOOK_PATH
 
 
 def alerts_config(options: DeployOptions) -> AlertsConfig:
-    """The alert bundle's defaults, pointed at this deployment's namespace, release and services."""
-    return AlertsConfig(
-        namespace=options.namespace,
+    """The alert bundle's thresholds (--alerts-config, else the defaults), pointed at this deployment's
+    namespace, release and services."""
+    return options.thresholds().model_copy(update=_where(options))
+
+
+def _where(options: DeployOptions) -> dict[str, Any]:
+    """What the deployment decides of the bundle, whatever an --alerts-config file says."""
+    return dict(
+        namespace=options.rule_namespace or options.namespace,
         release_label=options.release,
         runbook_base_url=options.runbook_base_url(),
         dashboard_base_url=options.grafana_url,
@@ -34,8 +40,20 @@ def alerts_config(options: DeployOptions) -> AlertsConfig:
 
 
 def rule(options: DeployOptions) -> dict[str, Any]:
+    """The PrometheusRule: for kube-prometheus-stack's Prometheus (its `release` label), or with only the
+    labels the receiver's ruler selects (--rules-for prometheusrule)."""
     built: dict[str, Any] = prometheus_rule(alerts_config(options))
+    if options.rules_for == "prometheusrule":
+        labels = {k: v for k, v in built["metadata"]["labels"].items() if k != "release"}
+        built["metadata"]["labels"] = {**labels, **options.rule_labels}
     return built
+
+
+def receiver_rules(options: DeployOptions) -> dict[str, Any]:
+    """The rules as a file for a ruler: Mimir's (`mimirtool rules load`: a namespace and its groups) or a
+    Prometheus rule file (Thanos Ruler's --rule-file)."""
+    rules = rule_file(alerts_config(options))
+    return {"namespace": options.namespace, **rules} if options.rules_for == "mimir" else rules
 
 
 # The dashboards link to the runbooks at the alert bundle's default address; a deployment moves the link.
@@ -68,7 +86,8 @@ def dashboard_configmaps(options: DeployOptions) -> list[dict[str, Any]]:
 
 
 def documents(options: DeployOptions) -> list[dict[str, Any]]:
-    return [rule(options), *dashboard_configmaps(options)]
+    rules = [] if options.rule_file_for_ruler else [rule(options)]
+    return [*rules, *dashboard_configmaps(options)]
 
 
 def alertmanager_receiver(options: DeployOptions) -> dict[str, Any]:

@@ -81,3 +81,24 @@ def service(
     one_port = {"name": port_name, "port": port, "targetPort": port_name, "protocol": "TCP"}
     body = {"selector": selector_labels(component), "ports": [one_port], **spec}
     return namespaced("v1", "Service", name, namespace, component, spec=body)
+
+
+def cluster_role(name: str, component: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ClusterRole of servescope's."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": cluster_metadata(name, component),
+        "rules": rules,
+    }
+
+
+def cluster_role_binding(name: str, component: str, namespace: str) -> dict[str, Any]:
+    """The ClusterRoleBinding of the ClusterRole `name` to the ServiceAccount `name` in `namespace`."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": cluster_metadata(name, component),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+    }

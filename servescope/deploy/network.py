@@ -76,19 +76,32 @@ def _runbooks_egress(options: DeployOptions) -> list[dict[str, Any]]:
             "to": [{"podSelector": {"matchLabels": selector_labels("exporter")}}],
             "ports": [_port(EXPORTER_PORT)],
         },
-        {
-            "to": [_pods(options.prometheus_namespace, options.prometheus_pod_labels)],
-            "ports": [_port(_url_port(options.prometheus_service_url()))],
-        },
+        _prometheus_egress(options),
         {
             "to": [_pods(options.alertmanager_namespace, options.alertmanager_pod_labels)],
             "ports": [_port(_url_port(options.alertmanager_service_url()))],
         },
+        # The Kubernetes API, for the change steps: the Service's ClusterIP is rewritten to the API
+        # server's endpoints (443 on managed clusters, 6443 on kubeadm's) before the policy sees it.
+        {
+            "to": [{"ipBlock": {"cidr": cidr}} for cidr in options.api_server_cidrs],
+            "ports": [_port(443), _port(6443)],
+        },
     ]
 
 
+def _prometheus_egress(options: DeployOptions) -> dict[str, Any]:
+    """To kube-prometheus-stack's Prometheus pods; to the port of --prometheus-url anywhere when it is
+    given (with --agent, the receiver's query API: Mimir or a Thanos Querier, often in another cluster)."""
+    port = _port(_url_port(options.prometheus_service_url()))
+    if options.prometheus_url:
+        return {"ports": [port]}
+    return {"to": [_pods(options.prometheus_namespace, options.prometheus_pod_labels)], "ports": [port]}
+
+
 def runbooks_policy(options: DeployOptions) -> dict[str, Any]:
-    """Port 9110 from Alertmanager, Prometheus and the people's namespace; out to DNS and the monitoring."""
+    """Port 9110 from Alertmanager, Prometheus and the people's namespace; out to DNS, the exporters,
+    the monitoring stack and the Kubernetes API."""
     return _policy(
         options, RUNBOOKS, "runbooks", ingress=_runbooks_ingress(options), egress=_runbooks_egress(options)
     )

@@ -7,9 +7,11 @@ from typing import Literal
 from pydantic import ValidationInfo, field_validator
 
 from servescope.alerts.config import AlertsConfig, Topology
+from servescope.catalog.revision import DEFAULT_REVISION_POD_LABELS, pod_label_key
 from servescope.common.hosts import HOST_PORT_PATTERN
 from servescope.common.settings_cli import cli_flag, repeated, setting
 from servescope.deploy import checks
+from servescope.deploy.agent_options import AgentOptions
 from servescope.deploy.capacity_options import CapacityJobOptions
 from servescope.deploy.checks import (
     Duration,
@@ -20,7 +22,6 @@ from servescope.deploy.checks import (
     PortName,
     Regex,
 )
-from servescope.deploy.cluster import ClusterOptions
 from servescope.deploy.names import (
     DEFAULT_IMAGE,
     EXPORTER,
@@ -29,9 +30,9 @@ from servescope.deploy.names import (
     RUNBOOKS,
     RUNBOOKS_PORT,
 )
+from servescope.deploy.runbook_options import RunbookDeployOptions
 
 DcgmSource = Literal["gpu-operator", "exporter-url", "dcgmi", "off"]
-REMOTE_WRITE_PATH = "/api/v1/write"
 # What the PodMonitor drops of the engines' series before Prometheus stores them: the `_created` series
 # (one per counter and histogram), the buckets of vllm:iteration_tokens_total (the rules read its _count),
 # vLLM's deprecated alias of the inter-token latency, and the per-request size and time histograms no
@@ -43,7 +44,7 @@ VLLM_DROP_SERIES = (
 )
 
 
-class DeployOptions(ClusterOptions, CapacityJobOptions):
+class DeployOptions(RunbookDeployOptions, AgentOptions, CapacityJobOptions):
     """Defaults fit a GPU Operator cluster monitored by kube-prometheus-stack (docs/kubernetes.md)."""
 
     image: Image = setting(
@@ -152,26 +153,11 @@ class DeployOptions(ClusterOptions, CapacityJobOptions):
         "PodMonitor drops before they are stored. The default drops the _created series and the histograms "
         "no rule reads (docs/scale-out.md). Empty: keep every series.",
     )
-    agent: bool = setting(
-        False,
-        "--agent/--no-agent",
-        "Scrape servescope's targets with a PrometheusAgent in servescope's namespace that "
-        "remote-writes to --remote-write-url (docs/scale-out.md); the central Prometheus then does not "
-        "scrape them.",
-    )
-    remote_write_url: str = setting(
-        "",
-        "--remote-write-url",
-        "With --agent: where it writes. Empty: kube-prometheus-stack's Prometheus, "
-        "http://<fullname>-prometheus.<prometheus-namespace>.svc:9090/api/v1/write (enable its "
-        "remote-write receiver).",
-    )
-    agent_shards: int = setting(
-        1,
-        "--agent-shards",
-        "With --agent: shards the targets are spread over (prometheus-operator `shards`).",
-        ge=1,
-        le=64,
+    revision_pod_labels: list[str] = repeated(
+        lambda: list(DEFAULT_REVISION_POD_LABELS),
+        "--revision-pod-label",
+        "With --topology podmonitor: pod label whose value is the engine's rollout `revision` (repeatable, "
+        "the first the pod carries wins); the per-revision rules and the canary alerts read it.",
     )
     runbook_url: OptionalUrl = setting(
         "",
@@ -184,12 +170,6 @@ class DeployOptions(ClusterOptions, CapacityJobOptions):
         "--grafana-url",
         "Base of the dashboard links in the alerts' annotations.",
     )
-    incidents_pvc: OptionalObjectName = setting(
-        "",
-        "--incidents-pvc",
-        "An existing PersistentVolumeClaim keeping the runbook service's incidents and audit "
-        "log. Empty: an emptyDir, lost when the pod goes.",
-    )
 
     # --- checks: each error names the value; the settings bridge adds the flag ----------------------
     @field_validator("vllm_namespaces")
@@ -197,12 +177,10 @@ class DeployOptions(ClusterOptions, CapacityJobOptions):
     def _namespaces(cls, value: list[str]) -> list[str]:
         return [checks.dns_label(name) for name in value]
 
-    @field_validator("remote_write_url")
+    @field_validator("revision_pod_labels")
     @classmethod
-    def _remote_write(cls, value: str, info: ValidationInfo) -> str:
-        if value and not info.data.get("agent"):
-            raise ValueError(f"{value!r} is written to only by the agent: add --agent")
-        return checks.optional_url(value)
+    def _revision_labels(cls, value: list[str]) -> list[str]:
+        return [pod_label_key(key) for key in value]
 
     @field_validator("dcgm_exporter_url")
     @classmethod
@@ -225,9 +203,6 @@ class DeployOptions(ClusterOptions, CapacityJobOptions):
     def runs_as_root(self) -> bool:
         """The kubelet's socket and other processes' /proc entries are root's."""
         return self.host_pid or self.pod_resources
-
-    def remote_write_target(self) -> str:
-        return self.remote_write_url or self.prometheus_service_url().rstrip("/") + REMOTE_WRITE_PATH
 
     def runbook_base_url(self) -> str:
         return (self.runbook_url or self.runbook_service_url()).rstrip("/")

@@ -8,7 +8,8 @@ from typing import Any
 
 import yaml
 
-from servescope.deploy import agent, capacity, exporter, monitoring, network, runbooks, scraping
+from servescope.deploy import agent, capacity, exporter, monitoring, network, runbook_rbac, runbooks, scraping
+from servescope.deploy.agent_options import RECEIVER_RULES
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.runbooks import RunbookTokens
 
@@ -27,6 +28,7 @@ def documents(options: DeployOptions, tokens: RunbookTokens | None = None) -> li
         *exporter.documents(options),
         *scraping.documents(options),
         *runbooks.documents(options, tokens),
+        *runbook_rbac.documents(options),
         *network.documents(options),
         *agent.documents(options),
         *capacity.documents(options),
@@ -70,7 +72,11 @@ def stream(options: DeployOptions, tokens: RunbookTokens | None = None) -> str:
 def file_name(document: dict[str, Any]) -> str:
     """`<kind>-<name>.yaml`; names never hold the namespace, so re-rendering elsewhere keeps the files."""
     kind = str(document["kind"]).lower()
-    return f"{kind}.yaml" if kind == "namespace" else f"{kind}-{document['metadata']['name']}.yaml"
+    if kind == "namespace":
+        return f"{kind}.yaml"
+    if kind in ("role", "rolebinding"):  # one per serving namespace, all of one name
+        return f"{kind}-{document['metadata']['name']}-{document['metadata']['namespace']}.yaml"
+    return f"{kind}-{document['metadata']['name']}.yaml"
 
 
 def kustomization(files: list[str]) -> dict[str, Any]:
@@ -97,6 +103,19 @@ def base_files(options: DeployOptions) -> dict[str, str]:
     return files
 
 
+def receiver_rules_text(options: DeployOptions) -> str:
+    """The rules as a file for the receiver's ruler (--rules-for mimir or thanos)."""
+    return HEADER + dump(monitoring.receiver_rules(options))
+
+
+def beside(receiver: Path, options: DeployOptions) -> dict[Path, str]:
+    """What is written beside the base: the Alertmanager snippet, and the rules when they are a file."""
+    files = {receiver: receiver_text(options)}
+    if options.rule_file_for_ruler:
+        files[receiver.parent / RECEIVER_RULES] = receiver_rules_text(options)
+    return files
+
+
 def write_base(out: Path, receiver: Path, options: DeployOptions) -> list[Path]:
     """Write the base and the snippet; files this command wrote before and no longer renders are removed."""
     files = base_files(options)
@@ -109,8 +128,10 @@ def write_base(out: Path, receiver: Path, options: DeployOptions) -> list[Path]:
         (out / name).write_text(text)
         written.append(out / name)
     receiver.parent.mkdir(parents=True, exist_ok=True)
-    receiver.write_text(receiver_text(options))
-    return [*written, receiver]
+    for path, text in beside(receiver, options).items():
+        path.write_text(text)
+        written.append(path)
+    return written
 
 
 def _ours(out: Path) -> list[Path]:
@@ -121,7 +142,7 @@ def _ours(out: Path) -> list[Path]:
 def stale(out: Path, receiver: Path, options: DeployOptions) -> list[str]:
     """Paths that differ from a fresh render: changed, missing, or left over from an older one."""
     wanted = {out / name: text for name, text in base_files(options).items()}
-    wanted[receiver] = receiver_text(options)
+    wanted.update(beside(receiver, options))
     changed = [str(path) for path, text in wanted.items() if not path.is_file() or path.read_text() != text]
     extra = [str(path) for path in out.glob("*.yaml") if path not in wanted] if out.is_dir() else []
     return sorted(changed + extra)

@@ -29,6 +29,9 @@ from servescope.deploy.scraping import monitor_labels
 COMPONENT = "runbooks"
 WEBHOOK_TOKEN_FILE = f"{TOKEN_DIR}/{WEBHOOK_TOKEN_KEY}"
 CHANGE_TOKEN_FILE = f"{TOKEN_DIR}/{CHANGE_TOKEN_KEY}"
+# The pod's grace period, and the part of it the service spends finishing in-flight steps before exiting.
+TERMINATION_GRACE_SECONDS = 30
+SHUTDOWN_GRACE_SECONDS = 20
 # Where Alertmanager (kube-prometheus-stack, alertmanagerSpec.secrets: [servescope-runbooks]) reads the token.
 ALERTMANAGER_TOKEN_FILE = f"{ALERTMANAGER_SECRETS_DIR}/{SECRET}/{WEBHOOK_TOKEN_KEY}"
 
@@ -42,10 +45,22 @@ class RunbookTokens:
 
 
 def service_account(options: DeployOptions) -> dict[str, Any]:
-    # No RBAC and no token: the image has no kubectl, so change steps cannot act on the cluster from here.
+    # Its token is mounted by the runbook Deployment alone (automountServiceAccountToken there): change
+    # steps act through the API with the RBAC of runbook_rbac.py.
     return namespaced(
         "v1", "ServiceAccount", RUNBOOKS, options.namespace, COMPONENT, automountServiceAccountToken=False
     )
+
+
+def claim(options: DeployOptions) -> dict[str, Any]:
+    """The claim keeping incidents and the audit trail across restarts (one writer: ReadWriteOnce)."""
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": options.incidents_storage_size}},
+    }
+    if options.incidents_storage_class:
+        spec["storageClassName"] = options.incidents_storage_class
+    return namespaced("v1", "PersistentVolumeClaim", RUNBOOKS, options.namespace, COMPONENT, spec=spec)
 
 
 def secrets(options: DeployOptions, tokens: RunbookTokens) -> list[dict[str, Any]]:
@@ -95,6 +110,9 @@ def _args(options: DeployOptions) -> list[str]:
         f"{STATE_DIR}/incidents.sqlite",
         "--audit-log",
         f"{STATE_DIR}/audit.jsonl",
+        # Stop within the pod's grace period: in-flight steps finish or are checkpointed, and resumed.
+        "--shutdown-grace",
+        str(SHUTDOWN_GRACE_SECONDS),
     ]
 
 
@@ -137,15 +155,17 @@ def _container(options: DeployOptions) -> dict[str, Any]:
 
 
 def _state_volume(options: DeployOptions) -> dict[str, Any]:
-    if options.incidents_pvc:
-        return {"name": "state", "persistentVolumeClaim": {"claimName": options.incidents_pvc}}
-    return {"name": "state", "emptyDir": {"sizeLimit": "1Gi"}}
+    if options.incidents_emptydir:
+        return {"name": "state", "emptyDir": {"sizeLimit": "1Gi"}}
+    return {"name": "state", "persistentVolumeClaim": {"claimName": options.incidents_pvc or RUNBOOKS}}
 
 
 def deployment(options: DeployOptions) -> dict[str, Any]:
     pod_spec = {
         "serviceAccountName": RUNBOOKS,
-        "automountServiceAccountToken": False,
+        # The projected ServiceAccount token: change steps act through the Kubernetes API with it.
+        "automountServiceAccountToken": True,
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         "enableServiceLinks": False,
         "securityContext": {
             "runAsUser": NONROOT_UID,
@@ -201,6 +221,8 @@ def service_monitor(options: DeployOptions) -> dict[str, Any]:
 def documents(options: DeployOptions, tokens: RunbookTokens | None = None) -> list[dict[str, Any]]:
     """The Secret only when tokens are given: a base must never carry one (see deploy/README.md)."""
     docs = [service_account(options)]
+    if not options.incidents_pvc and not options.incidents_emptydir:
+        docs.append(claim(options))
     if tokens is not None:
         docs += secrets(options, tokens)
     return [*docs, deployment(options), service(options), service_monitor(options)]

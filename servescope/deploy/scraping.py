@@ -21,6 +21,7 @@ from servescope.deploy.names import (
     selector_labels,
 )
 from servescope.deploy.options import DeployOptions
+from servescope.deploy.revision import revision_relabeling
 
 NODE_NAME_META = "__meta_kubernetes_pod_node_name"
 OPERATOR_TARGET_LABELS = "namespace|pod|container|service|endpoint"
@@ -102,6 +103,8 @@ def vllm_pod_monitor(options: DeployOptions) -> dict[str, Any]:
                         "replacement": "http://$1/metrics",
                         "action": "replace",
                     },
+                    # The pod's rollout revision: the canary alerts compare revisions of a model.
+                    *revision_relabeling(options.revision_pod_labels),
                 ],
             }
         ],

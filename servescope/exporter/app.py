@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -11,6 +12,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from servescope import __version__
 from servescope.common.head import HeadAsGet
 from servescope.common.html import esc, page
+from servescope.exporter.dcgm_api import dcgm_router
 from servescope.exporter.exposition import CONTENT_TYPE
 from servescope.exporter.memory_api import MemoryApi
 from servescope.exporter.nvlink_api import nvlink_router
@@ -36,7 +38,7 @@ def create_app(
 ) -> FastAPI:
     """Build the app around a runtime; with `manage_runtime` the app starts and stops its sources.
 
-    `routers` are served beside the exporter's own routes (`serve` adds the runbook pages there);
+    `routers` are served beside the exporter's own routes;
     `api_docs` serves /openapi.json, /docs and /redoc.
     """
 
@@ -60,13 +62,31 @@ def create_app(
     )
     app.add_middleware(HeadAsGet)
     app.state.runtime = runtime
-    if runtime.derived is not None:
-        app.include_router(MemoryApi(runtime.history, runtime.derived, runtime.api_rejections).router())
-    app.include_router(nvlink_router(runtime.nvlinks))
+    _add_gpu_api(app, runtime)
     for router in routers:
         app.include_router(router)
     _add_own_routes(app, runtime)
     return app
+
+
+def sources_report(runtime: Runtime) -> dict[str, dict[str, Any]]:
+    """Each source's readiness, errors and last error, and what the source adds of its own (the vLLM
+    source: what discovery found and what it could not reach, with why)."""
+    _, report = runtime.readiness()
+    for runner in runtime.runners:
+        entry = report[runner.health.name]
+        entry["errors"] = dict(runner.health.errors)
+        entry["last_error"] = runner.health.last_error
+        entry.update(runner.health.report or {})
+    return report
+
+
+def _add_gpu_api(app: FastAPI, runtime: Runtime) -> None:
+    """The read-only GPU API: memory curves (with the derived source), NVLink links, DCGM fields."""
+    if runtime.derived is not None:
+        app.include_router(MemoryApi(runtime.history, runtime.derived, runtime.api_rejections).router())
+    app.include_router(nvlink_router(runtime.nvlinks))
+    app.include_router(dcgm_router(runtime.publisher))
 
 
 def _add_own_routes(app: FastAPI, runtime: Runtime) -> None:
@@ -97,11 +117,7 @@ def _add_own_routes(app: FastAPI, runtime: Runtime) -> None:
 
     @app.get("/api/v1/sources")
     async def sources() -> dict[str, object]:
-        _, report = runtime.readiness()
-        for runner in runtime.runners:
-            report[runner.health.name]["errors"] = dict(runner.health.errors)
-            report[runner.health.name]["last_error"] = runner.health.last_error
-        return {"sources": report}
+        return {"sources": sources_report(runtime)}
 
     @app.get("/", include_in_schema=False)
     async def index() -> HTMLResponse:

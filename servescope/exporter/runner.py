@@ -58,8 +58,7 @@ class SourceRunner:
         """One collection cycle; never raises."""
         name = self.source.name
         started = self._monotonic()
-        samples = None
-        raw = None
+        samples = raw = None
         try:
             collection = self.source.collect()
         except SourceError as exc:
@@ -68,8 +67,8 @@ class SourceRunner:
             log.exception("source %s: unexpected error", name)
             self._record_failure("unexpected", f"{type(exc).__name__}: {exc}")
         else:
-            samples = collection.samples
-            raw = collection.raw
+            samples, raw = collection.samples, collection.raw
+            self.health.unready, self.health.report = collection.unready, collection.report
             for problem in collection.problems:
                 self.health.errors[problem.reason] += 1
                 log.debug("source %s: %s: %s", name, problem.reason, problem.message)

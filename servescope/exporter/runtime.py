@@ -23,7 +23,7 @@ from servescope.exporter.gpu_directory import GpuDirectory
 from servescope.exporter.k8s.source import PodResourcesSource
 from servescope.exporter.nvml.collector import NvmlSource
 from servescope.exporter.nvml.library import NvmlLibrary
-from servescope.exporter.nvml.mig import mig_parents
+from servescope.exporter.nvml.mig import mig_slices
 from servescope.exporter.publisher import Publisher
 from servescope.exporter.runner import SourceRunner
 from servescope.exporter.settings import DerivedSettings, Settings
@@ -125,6 +125,9 @@ class Hardware:
     dcgmi: str | None = None
     spawn: Any = spawn_process
     simulated: bool = False
+    # Command-line patterns of engine API servers discovery probes besides vLLM's, SGLang's and TGI's
+    # (--engine-process adds to them): the simulator's engines name themselves here.
+    engine_processes: tuple[str, ...] = ()
 
 
 def build_runtime(settings: Settings, hardware: Hardware | None = None) -> Runtime:
@@ -142,7 +145,7 @@ def build_runtime(settings: Settings, hardware: Hardware | None = None) -> Runti
     pod_resources = _pod_resources_source(settings, lib, hostname, directory)
     if pod_resources is not None:
         runtime.add(pod_resources)
-    runtime.add(_vllm_source(settings, directory, runtime))
+    runtime.add(_vllm_source(settings, directory, runtime, hardware.engine_processes))
     runtime.derived = _derived_source(settings.derived, runtime)
     runtime.add(runtime.derived)
     return runtime
@@ -165,7 +168,9 @@ def _nvml_source(
     )
 
 
-def _vllm_source(settings: Settings, directory: GpuDirectory, runtime: Runtime) -> VllmSource:
+def _vllm_source(
+    settings: Settings, directory: GpuDirectory, runtime: Runtime, engine_processes: tuple[str, ...]
+) -> VllmSource:
     """The engines, configured or discovered, recording into the runtime's serving board."""
     vllm = settings.vllm
     return VllmSource(
@@ -175,7 +180,10 @@ def _vllm_source(settings: Settings, directory: GpuDirectory, runtime: Runtime) 
         scraper=Scraper(vllm.timeout_seconds, vllm.max_bytes),
         interval_seconds=vllm.interval_seconds,
         passthrough=vllm.passthrough,
+        passthrough_families=vllm.passthrough_families,
+        limits=vllm.limits(),
         discovery=vllm.discovery,
+        engine_patterns=[*engine_processes, *vllm.engine_processes],
         board=runtime.board,
     )
 
@@ -224,7 +232,11 @@ def _dcgm_source(
     dcgm = settings.dcgm
     if dcgm.exporter_url:
         return DcgmExporterSource(
-            dcgm.exporter_url, counters, hostname=hostname, interval_seconds=max(dcgm.interval_seconds, 1.0)
+            dcgm.exporter_url,
+            counters,
+            hostname=hostname,
+            directory=directory,
+            interval_seconds=max(dcgm.interval_seconds, 1.0),
         )
     return DmonSource(
         counters,
@@ -252,6 +264,6 @@ def _pod_resources_source(
         k8s.pod_resources_socket,
         directory=directory,
         hostname=hostname,
-        mig_parents=functools.partial(mig_parents, lib) if lib is not None else dict,
+        mig_slices=functools.partial(mig_slices, lib) if lib is not None else dict,
         interval_seconds=k8s.pod_resources_interval_seconds,
     )

@@ -5,15 +5,28 @@ are derived from these fields (same defaults, same environment variables), so th
 from __future__ import annotations
 
 import socket
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import AliasChoices, Field, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from servescope.common.hosts import HOST_PORT_PATTERN
 from servescope.common.listen import ListenSetting
 from servescope.common.settings_cli import ENV_PREFIX, area_config, setting
 from servescope.exporter.k8s.settings import K8sSettings
+from servescope.exporter.vllm.settings import VllmSettings
+
+__all__ = [
+    "AREAS",
+    "DcgmSettings",
+    "DerivedSettings",
+    "K8sSettings",
+    "NodeSettings",
+    "NvmlSettings",
+    "ServerSettings",
+    "Settings",
+    "VllmSettings",
+]
 
 
 class ServerSettings(BaseSettings):
@@ -22,8 +35,9 @@ class ServerSettings(BaseSettings):
     listen: ListenSetting = setting(
         "127.0.0.1:9108",
         "--listen",
-        "Address to serve /metrics, /healthz, /readyz and the APIs on, as HOST:PORT. Use :9108 (all IPv4 "
-        "interfaces) or [::]:9108 in a DaemonSet so Prometheus can reach it.",
+        "Address to serve /metrics, /healthz, /readyz and the APIs on, as HOST:PORT. Use :9108 in a "
+        "DaemonSet so Prometheus can reach it: every interface, IPv4 and IPv6 ([::], dual-stack; 0.0.0.0 "
+        "on a host without IPv6).",
     )
     log_level: Literal["debug", "info", "warning", "error"] = setting("info", "--log-level", "Log verbosity.")
     api_docs: bool = setting(
@@ -115,61 +129,6 @@ class DcgmSettings(BaseSettings):
         "Empty: the local one.",
         pattern=HOST_PORT_PATTERN,
     )
-
-
-class VllmSettings(BaseSettings):
-    model_config = area_config("vllm")
-
-    urls: Annotated[list[str], NoDecode] = Field(
-        default_factory=list,
-        json_schema_extra={"cli": "--vllm-url"},
-        description="Serving endpoints' /metrics URLs (repeat the flag; in the environment, separate with "
-        "spaces or commas). Empty: discover the engines on this node.",
-    )
-    discovery: bool = setting(
-        True,
-        "--discovery/--no-discovery",
-        "With no --vllm-url, find serving engines from NVML's GPU processes and their listening ports, "
-        "every minute.",
-    )
-    interval_seconds: float = setting(5.0, "--vllm-interval", "Seconds between scrapes.", ge=0.5, le=300)
-    timeout_seconds: float = setting(
-        2.0,
-        "--vllm-timeout",
-        "Total seconds one endpoint's scrape may take, however slowly it sends; past it the endpoint is "
-        "down with reason timeout and the others are published without waiting for it.",
-        gt=0,
-        le=60,
-    )
-    max_bytes: int = setting(
-        4 * 1024 * 1024,
-        "--vllm-max-bytes",
-        "Larger responses (counted decompressed) are refused, reason too_large, as soon as they pass it. "
-        "Beyond 256 KiB one page at a time is fetched and parsed; the DaemonSet's memory limit is sized for "
-        "the default.",
-        ge=1024,
-        le=64 * 1024 * 1024,
-    )
-    passthrough: bool = setting(
-        True,
-        "--passthrough/--no-passthrough",
-        "Also re-export each engine's own series (vllm:*, sglang:*) with an `endpoint` label.",
-    )
-    procfs: str = setting(
-        "/proc",
-        "--procfs",
-        "Where /proc is: the engine-GPU join reads listening sockets and process trees there (in a "
-        "container, mount the host's and use hostPID).",
-    )
-
-    @field_validator("urls", mode="before")
-    @classmethod
-    def _split_urls(cls, value: object) -> object:
-        # From the environment (or a flag value) "a,b c" means three URLs.
-        items = [value] if isinstance(value, str) else value
-        if isinstance(items, list):
-            return [part for item in items for part in str(item).replace(",", " ").split()]
-        return value
 
 
 class DerivedSettings(BaseSettings):

@@ -22,6 +22,7 @@ from servescope.load.records import StepResult
 from servescope.load.runner import HttpStepRunner
 from servescope.load.settings import LoadSettings, OutputSettings, TargetSettings, WorkloadSettings
 from servescope.load.summary import render_text, summarise
+from servescope.load.user_ids import UserIdSettings, attach_user_ids
 from servescope.load.validity import ValidityRules
 from servescope.load.workload import Workload
 
@@ -118,13 +119,17 @@ SETTINGS: list[type[BaseModel]] = [TargetSettings, LoadSettings, WorkloadSetting
 def _run(models: dict[type[BaseModel], BaseModel], _: dict[str, Any]) -> None:
     target, load, output, workload = _settings(models)
     runner = build_runner(target, load, output, workload)
+    ids = attach_user_ids(runner, models[UserIdSettings], load.seed)
     offered = load.rate if load.mode == "open" else load.concurrency
-    report(runner.run_step(offered, load.duration_s, seed=load.seed), output)
+    result = runner.run_step(offered, load.duration_s, seed=load.seed)
+    if ids is not None:
+        typer.echo(ids.summary())
+    report(result, output)
 
 
 app.command("run", epilog=EXIT_EPILOG)(
     settings_command(
-        SETTINGS,
+        [*SETTINGS, UserIdSettings],
         _run,
         doc="Run one load step and report it, valid or not.\n\n"
         "Open loop (default): sends go out on a schedule precomputed from --seed (constant, Poisson or "

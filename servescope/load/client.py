@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import aiohttp
 
@@ -20,6 +20,14 @@ PATHS: dict[Api, str] = {"completions": "/v1/completions", "chat": "/v1/chat/com
 # known and different (the chunk count is then discarded and counted as a mismatch).
 TokenSource = Literal["usage", "chunks", "mismatch", "none"]
 Clock = Callable[[], float]
+
+
+class RequestHooks(Protocol):
+    """What a run adds to every request (a header) and reads from every answer (its headers)."""
+
+    def headers(self) -> Mapping[str, str]: ...
+
+    def answered(self, sent: Mapping[str, str], received: Mapping[str, str]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -123,6 +131,8 @@ async def send(
     shape: Shape,
     scheduled_s: float,
     clock: Clock,
+    *,
+    hooks: RequestHooks | None = None,
 ) -> tuple[RequestRecord, TokenSource]:
     """Send one request now; its record (times from `clock`, the step's clock) and the token source."""
     sent_s = clock()
@@ -130,7 +140,7 @@ async def send(
     error: str | None = None
     try:
         async with asyncio.timeout(spec.timeout_s):
-            await _exchange(client, spec, shape, progress, clock)
+            await _exchange(client, spec, shape, progress, clock=clock, hooks=hooks)
     except TimeoutError:
         error = "timeout"
     except _HttpStatusError as exc:
@@ -165,10 +175,19 @@ class _HttpStatusError(Exception):
 
 
 async def _exchange(
-    client: aiohttp.ClientSession, spec: RequestSpec, shape: Shape, progress: _Progress, clock: Clock
+    client: aiohttp.ClientSession,
+    spec: RequestSpec,
+    shape: Shape,
+    progress: _Progress,
+    *,
+    clock: Clock,
+    hooks: RequestHooks | None,
 ) -> None:
     url = spec.base_url.rstrip("/") + PATHS[spec.api]
-    async with client.post(url, json=body_of(spec, shape)) as response:
+    headers = dict(hooks.headers()) if hooks is not None else None
+    async with client.post(url, json=body_of(spec, shape), headers=headers) as response:
+        if hooks is not None:
+            hooks.answered(headers or {}, response.headers)
         if response.status != 200:
             await response.read()
             raise _HttpStatusError(response.status)

@@ -19,7 +19,7 @@ from typing import Protocol
 
 import aiohttp
 
-from servescope.load.client import Clock, RequestSpec, TokenSource, new_client, now_from, send
+from servescope.load.client import Clock, RequestHooks, RequestSpec, TokenSource, new_client, now_from, send
 from servescope.load.engine_metrics import EngineWatch
 from servescope.load.metrics import LoadMetrics
 from servescope.load.pressure import cpu_pressure
@@ -69,6 +69,7 @@ class HttpStepRunner:
     metrics: LoadMetrics | None = None
     warmup_s: float = 0.0
     progress: Callable[[str], None] | None = None  # told how a step goes every PROGRESS_EVERY_S
+    hooks: RequestHooks | None = None  # a header on every request, its answer read (user ids)
 
     def run_step(self, offered: float, duration_s: float, *, seed: int) -> StepResult:
         if self.mode == "closed":
@@ -184,7 +185,7 @@ class HttpStepRunner:
                 tally.sent += 1
                 if self.metrics is not None:
                     self.metrics.sent(sent_at - at)
-                record, source = await send(client, self.spec, shape, at, clock)
+                record, source = await send(client, self.spec, shape, at, clock, hooks=self.hooks)
         except asyncio.CancelledError:
             reason = "not_sent" if sent_at is None else "cancelled"
             tally.add(RequestRecord(at, sent_at, None, None, shape.prompt_tokens, 0, reason), "none")
@@ -212,7 +213,7 @@ class HttpStepRunner:
                 tally.sent += 1
                 if self.metrics is not None:
                     self.metrics.sent(0.0)
-                record, source = await send(client, self.spec, shape, at, clock)
+                record, source = await send(client, self.spec, shape, at, clock, hooks=self.hooks)
                 tally.add(record, source)
 
         await asyncio.gather(*(one_client(i) for i in range(max(1, clients))))

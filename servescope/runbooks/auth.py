@@ -7,6 +7,8 @@ setting; with neither, nobody is let in (change steps are refused, the webhook r
 from __future__ import annotations
 
 import hmac
+import ipaddress
+import re
 from base64 import b64decode
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,9 +46,54 @@ def _resolved(path: Path | None, flag: str, value: str | None) -> str | None:
     return (value or "").strip() or None
 
 
-def change_token(settings: TokenSettings) -> str | None:
-    """The token change steps need: --token-file, else --token (SERVESCOPE_RUNBOOK_TOKEN); None: refused."""
-    return _resolved(settings.token_file, "--token-file", settings.token)
+@dataclass(frozen=True)
+class ChangeTokens:
+    """The change-step tokens and the name each stands for (what the audit trail records as who)."""
+
+    names: tuple[tuple[str, str], ...]  # (name, token)
+
+    def identify(self, presented: str) -> str | None:
+        """The name of the token presented, None when it is none of them (every one compared, in
+        constant time, so the time taken does not tell which came close)."""
+        found = None
+        for name, token in self.names:
+            if same_secret(presented, token) and found is None:
+                found = name
+        return found
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
+
+
+def parse_tokens(text: str, where: str) -> ChangeTokens:
+    """A token file: `name:token` per line (# comments and blank lines skipped), or one bare token (named
+    `token`), as a Secret created with `--from-literal=change-token=...` holds it."""
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+    if len(lines) == 1 and ":" not in lines[0]:
+        return ChangeTokens((("token", lines[0]),))
+    names: dict[str, str] = {}
+    for number, line in enumerate(lines, 1):
+        name, sep, token = line.partition(":")
+        if not sep or _NAME.fullmatch(name.strip()) is None or not token.strip():
+            raise TokenFileError(
+                f"{where}: entry {number}: expected NAME:TOKEN (a name of letters, digits, ._@-)"
+            )
+        if name.strip() in names:
+            raise TokenFileError(f"{where}: the name {name.strip()!r} is given twice")
+        if len(token.strip()) < 16:
+            raise TokenFileError(f"{where}: the token of {name.strip()!r} is shorter than 16 characters")
+        names[name.strip()] = token.strip()
+    return ChangeTokens(tuple(names.items()))
+
+
+def change_tokens(settings: TokenSettings) -> ChangeTokens | None:
+    """The tokens change steps need: --token-file, else --token (SERVESCOPE_RUNBOOK_TOKEN); None: refused."""
+    if settings.token_file is not None:
+        return parse_tokens(
+            read_token_file(settings.token_file, "--token-file"), f"--token-file {settings.token_file}"
+        )
+    value = (settings.token or "").strip()
+    return parse_tokens(value, "--token") if value else None
 
 
 def webhook_token(settings: TokenSettings) -> str | None:
@@ -77,14 +124,15 @@ NOT_CONFIGURED = (
 )
 
 
-def refusal(token: str | None, presented: str | None) -> Refusal | None:
-    """Why a change step may not run with the bearer token `presented` (the server's is `token`); None:
-    it may."""
-    if not token:
-        return "refused_not_configured"
+def refusal(tokens: ChangeTokens | None, presented: str | None) -> tuple[Refusal | None, str | None]:
+    """(why a change step may not run with the bearer token `presented`, None when it may; the name of
+    the token when it may)."""
+    if tokens is None:
+        return "refused_not_configured", None
     if presented is None:
-        return "refused_no_token"
-    return None if same_secret(presented, token) else "refused_bad_token"
+        return "refused_no_token", None
+    name = tokens.identify(presented)
+    return (None, name) if name is not None else ("refused_bad_token", None)
 
 
 @dataclass(frozen=True)
@@ -119,10 +167,38 @@ class WebhookAuth:
         return False
 
 
-def caller_host(peer: str | None, forwarded_for: str | None, trusted_proxies: tuple[str, ...]) -> str | None:
-    """Who made a request: the socket peer, or the client a trusted proxy names (its X-Forwarded-For's
-    last entry); X-Forwarded-For from anyone else is ignored."""
-    if peer is None or peer not in trusted_proxies or not forwarded_for:
+Networks = tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+
+
+def trusted_networks(entries: list[str]) -> Networks:
+    """--trusted-proxy entries (addresses or CIDRs) as networks."""
+    return tuple(ipaddress.ip_network(entry, strict=False) for entry in entries)
+
+
+def _trusted(address: str, trusted: Networks) -> bool:
+    try:
+        parsed = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(parsed.version == net.version and parsed in net for net in trusted)
+
+
+def caller_host(peer: str | None, forwarded_for: list[str], trusted: Networks) -> str | None:
+    """Who made a request: the socket peer, or, when the peer is a trusted proxy, the rightmost address
+    of X-Forwarded-For (all its header lines, in order: a proxy appends its own line) that is not a
+    trusted proxy itself. A client may write anything at the left of the header; only what trusted
+    proxies appended is believed. An entry that is not an IP address stops the walk: the last trusted
+    hop is named, marked so."""
+    if peer is None or not forwarded_for or not _trusted(peer, trusted):
         return peer
-    named = forwarded_for.split(",")[-1].strip()
-    return named[:64] or peer
+    hops = [hop.strip() for value in forwarded_for for hop in value.split(",")]
+    last = peer
+    for hop in reversed(hops):
+        try:
+            ipaddress.ip_address(hop)
+        except ValueError:
+            return f"{last} (X-Forwarded-For entry {hop[:40]!r} is not an address)"
+        if not _trusted(hop, trusted):
+            return hop
+        last = hop
+    return last

@@ -17,6 +17,8 @@ import typer
 from pydantic import BaseModel
 
 from servescope.common.settings_cli import settings_command, usage_error
+from servescope.runbooks.audit_cli import app as audit_app
+from servescope.runbooks.audit_cli import audited_execute
 from servescope.runbooks.cli_output import print_list, print_report, print_runbook, report_json
 from servescope.runbooks.document import is_label_name, load_runbook, load_runbooks
 from servescope.runbooks.model import Runbook, RunbookError, UnknownAlertError
@@ -128,7 +130,17 @@ def _run(models: dict[type[BaseModel], BaseModel], given: dict[str, Any]) -> Non
     ctx = steps.context(execute=given["execute"]).for_labels(labels)
     runbook = _runbook(folder_of(models), given["alert"])
     try:
-        report = run(runbook, labels, ctx, given["step"])
+        if given["execute"]:
+            run(runbook, labels, ctx.model_copy(update={"execute": False}), given["step"], bind_only=True)
+            report = audited_execute(
+                steps.audit_log,
+                runbook.alert,
+                given["step"],
+                labels,
+                lambda: run(runbook, labels, ctx, given["step"]),
+            )
+        else:
+            report = run(runbook, labels, ctx, given["step"])
     except (ParamError, UnknownStepError) as exc:
         usage_error(str(exc))
     if given["as_json"]:
@@ -156,3 +168,4 @@ app.command("run")(
         extra=(ALERT, *RUN_OPTIONS[:1], LABEL, *RUN_OPTIONS[1:]),
     )
 )
+app.add_typer(audit_app, name="audit")

@@ -27,6 +27,8 @@ CREATE TABLE IF NOT EXISTS incidents (
     note TEXT,
     received_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
+    steps_state TEXT,
+    interrupted INTEGER NOT NULL DEFAULT 0,
     UNIQUE (fingerprint, starts_at)
 );
 CREATE INDEX IF NOT EXISTS incidents_alertname ON incidents (alertname, id);
@@ -49,7 +51,10 @@ CREATE TABLE IF NOT EXISTS seen (
     seen_at TEXT NOT NULL,
     PRIMARY KEY (fingerprint, status, starts_at)
 );
+CREATE INDEX IF NOT EXISTS seen_at ON seen (seen_at);
 """
+# Columns added since the first release: a database made by it gets them when it is opened.
+_ADDED_COLUMNS = {"steps_state": "TEXT", "interrupted": "INTEGER NOT NULL DEFAULT 0"}
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -60,6 +65,11 @@ def _connect(path: Path) -> sqlite3.Connection:
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute("PRAGMA foreign_keys=ON")
         db.executescript(_SCHEMA)
+        have = {row[1] for row in db.execute("PRAGMA table_info(incidents)")}
+        for column, kind in _ADDED_COLUMNS.items():
+            if column not in have:
+                db.execute(f"ALTER TABLE incidents ADD COLUMN {column} {kind}")
+        db.execute("CREATE INDEX IF NOT EXISTS incidents_steps ON incidents (steps_state, id)")
     except sqlite3.DatabaseError:
         db.close()
         raise

@@ -23,12 +23,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from servescope.runbooks import caps
 from servescope.runbooks.incident_db import open_db
 
 _INSERTED = (
     "fingerprint, alertname, status, starts_at, ends_at, labels, annotations, note, received_at, updated_at"
 )
-_COLUMNS = "id, " + _INSERTED
+_COLUMNS = "id, " + _INSERTED + ", steps_state, interrupted"
 NEVER = "0001-01-01T00:00:00Z"  # Alertmanager's endsAt while an alert fires
 MAX_ID = 2**63 - 1  # SQLite's largest integer: a larger id names no incident
 
@@ -125,7 +126,7 @@ class IncidentStore:
         return incident_id
 
     def _upsert(self, alert: Mapping[str, Any], status: str, note: str | None) -> tuple[int, bool]:
-        labels = dict(alert.get("labels") or {})
+        labels = caps.cap_labels(alert.get("labels") or {})
         fingerprint = str(alert["fingerprint"])
         starts_at = str(alert["startsAt"])
         ends_at = alert.get("endsAt")
@@ -153,7 +154,7 @@ class IncidentStore:
                     starts_at,
                     ends_at if status == "resolved" else None,
                     _dumps(labels),
-                    _dumps(dict(alert.get("annotations") or {})),
+                    _dumps(caps.cap_annotations(alert.get("annotations") or {})),
                     note,
                     now,
                     now,
@@ -184,8 +185,45 @@ class IncidentStore:
                 "INSERT INTO step_results (incident_id, step_id, title, action, ok, output, data,"
                 " finished_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (incident_id, step_id, title, action, int(ok), output, _dumps(dict(data or {})), _now()),
+                (
+                    incident_id,
+                    step_id,
+                    title,
+                    action,
+                    int(ok),
+                    caps.capped_text(output, caps.MAX_OUTPUT),
+                    caps.data_json(data or {}),
+                    _now(),
+                ),
             )
+
+    # --- the read steps' progress, kept so a restart resumes them --------------------------------------
+    def set_steps(self, incident_id: int, state: str, note: str | None = None) -> None:
+        """Where the incident's read steps are: queued, running, done, or not_resumed."""
+        with self._writing() as db:
+            db.execute(
+                "UPDATE incidents SET steps_state = ?, note = COALESCE(?, note), updated_at = ? WHERE id = ?",
+                (state, note, _now(), incident_id),
+            )
+
+    def unfinished(self) -> builtins.list[dict[str, Any]]:
+        """Incidents whose read steps were queued or running when the service stopped, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, alertname, labels, steps_state FROM incidents"
+                " WHERE steps_state IN ('queued', 'running') ORDER BY id"
+            ).fetchall()
+        return [{**dict(r), "labels": json.loads(r["labels"])} for r in rows]
+
+    def mark_interrupted(self, incident_id: int) -> None:
+        with self._writing() as db:
+            db.execute("UPDATE incidents SET interrupted = interrupted + 1 WHERE id = ?", (incident_id,))
+
+    def finished_steps(self, incident_id: int) -> set[str]:
+        """The ids of the steps whose results are kept."""
+        with self._lock:
+            rows = self._db.execute("SELECT step_id FROM step_results WHERE incident_id = ?", (incident_id,))
+            return {str(r[0]) for r in rows.fetchall()}
 
     @staticmethod
     def _incident(row: sqlite3.Row) -> dict[str, Any]:
@@ -214,16 +252,22 @@ class IncidentStore:
         item["steps"] = [{**dict(s), "ok": bool(s["ok"]), "data": json.loads(s["data"])} for s in steps]
         return item
 
-    def list(self, limit: int = 50, status: str | None = None) -> list[dict[str, Any]]:
-        """The newest incidents first (without step results)."""
-        query = f"SELECT {_COLUMNS} FROM incidents"
-        args: tuple[Any, ...] = ()
+    def list(
+        self, limit: int = 50, status: str | None = None, before: int | None = None
+    ) -> builtins.list[dict[str, Any]]:
+        """The newest incidents first (without step results), older than id `before` when given."""
+        query = f"SELECT {_COLUMNS} FROM incidents WHERE id < ?"
+        args: tuple[Any, ...] = (MAX_ID if before is None else before,)
         if status is not None:
-            query += " WHERE status = ?"
-            args = (status,)
+            query += " AND status = ?"
+            args = (*args, status)
         with self._lock:
             rows = self._db.execute(query + " ORDER BY id DESC LIMIT ?", (*args, limit)).fetchall()
         return [self._incident(r) for r in rows]
+
+    def connection(self) -> Any:
+        """The connection and the lock around it, for the retention policy (`retention.py`)."""
+        return self._writing()
 
     def latest(self, alert: str, limit: int = 5) -> builtins.list[dict[str, Any]]:
         """The newest incidents of one alert: id, status, starts_at, labels and url."""

@@ -24,6 +24,7 @@ from servescope.common.errors import first_reason
 from servescope.common.html import esc
 from servescope.runbooks.actions import ACTIONS, RunContext
 from servescope.runbooks.audit import AuditLog
+from servescope.runbooks.auth import ChangeTokens, Networks
 from servescope.runbooks.document import is_label_name, load_runbook, load_runbooks
 from servescope.runbooks.model import Runbook, RunbookError, UnknownAlertError
 from servescope.runbooks.runbook_html import index_html, runbook_html
@@ -42,16 +43,16 @@ _SVG_HEADERS = {
 
 @dataclass(frozen=True)
 class Pages:
-    """What the /runbooks routes serve from: the folder, the run context, the token and audit log, the
+    """What the /runbooks routes serve from: the folder, the run context, the tokens and audit log, the
     pool step runs take their threads from, and the proxies whose X-Forwarded-For names the caller."""
 
     folder: Path
     ctx_factory: ContextFactory
-    token: str | None
+    tokens: ChangeTokens | None
     audit: AuditLog
     incidents: Incidents | None = None
     pool: StepPool = field(default_factory=StepPool)
-    trusted_proxies: tuple[str, ...] = ()
+    trusted_proxies: Networks = ()
 
     def load(self, alert: str) -> Runbook:
         return load_runbook(self.folder, alert)

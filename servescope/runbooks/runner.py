@@ -138,12 +138,22 @@ def select(runbook: Runbook, step_id: str | None) -> list[Step]:
     return [step]
 
 
-def run(runbook: Runbook, labels: Mapping[str, str], ctx: RunContext, step_id: str | None = None) -> Report:
-    """Every read step (change steps listed), or the one step named; all bound before any runs."""
+def run(
+    runbook: Runbook,
+    labels: Mapping[str, str],
+    ctx: RunContext,
+    step_id: str | None = None,
+    *,
+    bind_only: bool = False,
+) -> Report:
+    """Every read step (change steps listed), or the one step named; all bound before any runs (with
+    `bind_only`, nothing runs: ParamError or UnknownStepError say what would stop it)."""
     if ctx.execute and step_id is None:
         raise ParamError("--execute acts on one change step: name it with --step ID")
     steps = select(runbook, step_id)
     bound = [bind_step(step, labels) for step in steps]
+    if bind_only:
+        return Report(runbook, [], [])
     results = [run_bound(b, ctx) for b in bound]
     not_run = runbook.change_steps if step_id is None else []
     return Report(runbook, results, not_run)

@@ -1,16 +1,18 @@
-"""The runbook service's app: the runbook pages, their step runs, and health; or those routes alone.
+"""The runbook service's app: the runbook pages, their step runs, and health.
 
 The routes live per resource (`runbook_routes`, `step_routes`, and `webhook` for Alertmanager and the
-incidents); this module puts them together for the standalone service and for the exporter's own app.
+incidents); this module puts them together. The runbook service alone serves them: the node exporter
+serves metrics and its read-only API only.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI
 from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp
@@ -18,10 +20,9 @@ from starlette.types import ASGIApp
 from servescope.common.head import HeadAsGet
 from servescope.runbooks.actions import RunContext
 from servescope.runbooks.asgi import DEFAULT_BODY_LIMIT, WEBHOOK_BODY_LIMIT, BodyLimit
-from servescope.runbooks.audit import DEFAULT_AUDIT_LOG, AuditLog
-from servescope.runbooks.document import UnknownAlertError, runbooks_dir
+from servescope.runbooks.audit import AuditLog
+from servescope.runbooks.auth import ChangeTokens, Networks
 from servescope.runbooks.runbook_routes import Incidents, Pages, add_page_routes
-from servescope.runbooks.settings import TokenSettings
 from servescope.runbooks.step_pool import StepPool
 from servescope.runbooks.step_routes import add_step_routes
 from servescope.runbooks.webhook import WEBHOOK_PATH
@@ -31,7 +32,7 @@ Readiness = Callable[[], str | None]  # why the service is not ready, None when 
 
 
 def runbook_router(pages: Pages) -> APIRouter:
-    """The /runbooks routes over what `pages` holds: the folder, the run context, the token and audit log."""
+    """The /runbooks routes over what `pages` holds: the folder, the run context, the tokens and audit log."""
     router = APIRouter()
     add_page_routes(router, pages)
     add_step_routes(router, pages)
@@ -69,23 +70,32 @@ def create_runbook_app(
     runbooks_dir: Path,
     ctx: RunContext,
     *,
-    token: str | None,
+    tokens: ChangeTokens | None,
     audit: AuditLog,
     incidents: Incidents | None = None,
     readiness: Readiness | None = None,
     pool: StepPool | None = None,
-    trusted_proxies: tuple[str, ...] = (),
+    trusted_proxies: Networks = (),
     api_docs: bool = False,
+    on_stop: Callable[[], object] | None = None,
 ) -> FastAPI:
     """The standalone runbook server: the router, health, and `/` sending browsers to the index;
-    /docs and /openapi.json only when `api_docs`."""
+    /docs and /openapi.json only when `api_docs`; `on_stop` runs (on a thread) when the server stops."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        if on_stop is not None:  # before the server returns: uvicorn re-raises the signal after that
+            await run_in_threadpool(on_stop)
+
     app = FastAPI(
+        lifespan=lifespan,
         title="servescope runbooks",
         docs_url="/docs" if api_docs else None,
         redoc_url=None,
         openapi_url="/openapi.json" if api_docs else None,
     )
-    pages = Pages(runbooks_dir, lambda _: ctx, token, audit, incidents, pool or StepPool(), trusted_proxies)
+    pages = Pages(runbooks_dir, lambda _: ctx, tokens, audit, incidents, pool or StepPool(), trusted_proxies)
     app.include_router(runbook_router(pages))
     _health_routes(app, readiness)
     return app
@@ -94,25 +104,3 @@ def create_runbook_app(
 def wrapped(app: ASGIApp) -> ASGIApp:
     """The app as served: HEAD answered wherever GET is, bodies over their route's limit refused."""
     return HeadAsGet(BodyLimit(app, body_limit))
-
-
-def self_context(request: Request) -> RunContext:
-    """For the router mounted in the exporter: read actions ask this very server (its bound socket)."""
-    server = request.scope.get("server")
-    if not server or server[1] is None:
-        return RunContext()
-    host, port = server[0], server[1]
-    shown = f"[{host}]" if ":" in host else host
-    return RunContext(exporter_url=f"http://{shown}:{port}")
-
-
-def mounted_router() -> APIRouter | None:
-    """The router for the exporter's own app: the default runbooks folder (None when there is none), the
-    token from SERVESCOPE_RUNBOOK_TOKEN (no token: change steps refused), the audit log in the working
-    folder, read actions asking the exporter itself."""
-    try:
-        folder = runbooks_dir(None)
-    except UnknownAlertError:
-        return None
-    token = (TokenSettings().token or "").strip() or None
-    return runbook_router(Pages(folder, self_context, token, AuditLog(DEFAULT_AUDIT_LOG)))

@@ -67,8 +67,19 @@ class StepSettings(BaseSettings):
     alertmanager_url: HttpUrl | None = setting(
         None, "--alertmanager-url", "Alertmanager for create_silence steps."
     )
-    kubectl: str = setting("kubectl", "--kubectl", "kubectl to run change steps with.")
-    dcgmi: str = setting("dcgmi", "--dcgmi", "dcgmi for dcgm_sample steps.")
+    kube_api_url: HttpUrl | None = setting(
+        None,
+        "--kube-api-url",
+        "The Kubernetes API server change steps act through. Empty: the pod's ServiceAccount (in a "
+        "cluster), else --kubeconfig, $KUBECONFIG or ~/.kube/config.",
+    )
+    kube_token_file: str | None = setting(
+        None, "--kube-token-file", "With --kube-api-url: the file holding the bearer token to present."
+    )
+    kube_ca_file: str | None = setting(
+        None, "--kube-ca-file", "With --kube-api-url: the CA bundle its https certificate is checked with."
+    )
+    kubeconfig: str | None = setting(None, "--kubeconfig", "A kubeconfig file to reach the API server with.")
     timeout_seconds: float = setting(
         10.0, "--timeout", "Seconds each request or command of a step may take (at most 600).", gt=0, le=600
     )
@@ -95,6 +106,13 @@ class StepSettings(BaseSettings):
         "this says.",
     )
 
+    audit_log: Path = setting(
+        Path(DEFAULT_AUDIT_LOG),
+        "--audit-log",
+        "The audit trail (JSON Lines, append-only, hash-chained): every authenticated change-step request of "
+        "the service, and every `runbook run --execute`, which refuses to act when it cannot write it.",
+    )
+
     @field_validator("exporter_allow")
     @classmethod
     def _allow_entries(cls, value: list[str]) -> list[str]:
@@ -102,7 +120,7 @@ class StepSettings(BaseSettings):
 
     def context(self, *, execute: bool = False) -> RunContext:
         """The RunContext steps run with."""
-        return RunContext(**self.model_dump(), execute=execute)
+        return RunContext(**self.model_dump(exclude={"audit_log"}), execute=execute)
 
 
 class TokenSettings(BaseSettings):
@@ -148,9 +166,6 @@ class ServiceSettings(BaseSettings):
         "--listen",
         "HOST:PORT the runbook service serves on ([IPv6]:PORT, :PORT for all interfaces).",
     )
-    audit_log: Path = setting(
-        Path(DEFAULT_AUDIT_LOG), "--audit-log", "JSON Lines file recording every change-step request."
-    )
     incidents_db: Path = setting(
         Path("servescope-incidents.sqlite"),
         "--incidents-db",
@@ -160,22 +175,27 @@ class ServiceSettings(BaseSettings):
     trusted_proxy: list[str] = setting(
         [],
         "--trusted-proxy",
-        "IP address of a reverse proxy whose X-Forwarded-For names the client in the audit log (repeat for "
-        "more); from anyone else the header is ignored.",
+        "Address or CIDR of a reverse proxy whose X-Forwarded-For names the client in the audit trail "
+        "(repeat for more): the rightmost address not itself a trusted proxy is the client; from anyone "
+        "else the header is ignored. Trusted proxies are not held to --max-connections-per-ip.",
     )
     max_connections: int = setting(
         200,
         "--max-connections",
-        "Open connections at most; one more is closed at once, and past this many requests in flight the "
-        "answer is 503.",
+        "Open connections at most; one more closes the oldest whose request is still arriving (or idle), "
+        "or itself when every one is busy.",
         ge=1,
         le=10_000,
     )
-    header_timeout_seconds: float = setting(
+    max_connections_per_ip: int = setting(
+        32, "--max-connections-per-ip", "Open connections from one address at most.", ge=1, le=10_000
+    )
+    request_timeout_seconds: float = setting(
         10.0,
-        "--header-timeout",
-        "Seconds a client has to send a request's headers (and its body) before the connection is closed; "
-        "idle keep-alive connections are closed after 5 s.",
+        "--request-timeout",
+        "Seconds a client has to send a whole request, head and body together, from its first byte (from "
+        "the connection, for the first); then the connection is closed. Idle keep-alive connections are "
+        "closed after 5 s.",
         gt=0,
         le=300,
     )
@@ -190,12 +210,41 @@ class ServiceSettings(BaseSettings):
     api_docs: bool = setting(
         False, "--api-docs", "Serve /docs and /openapi.json (off: the API is described in docs/runbooks.md)."
     )
+    resume_max: int = setting(
+        200,
+        "--resume-max",
+        "At start, incidents whose read steps did not finish (queued or running when the service stopped) "
+        "are queued again, oldest first, this many at most; the rest are marked not resumed.",
+        ge=0,
+        le=100_000,
+    )
+    retention_days: float = setting(
+        30.0,
+        "--retention-days",
+        "Incidents and their step outputs older than this are deleted (never one whose steps still run).",
+        gt=0,
+        le=3650,
+    )
+    retention_max_mb: int = setting(
+        512,
+        "--retention-max-mb",
+        "Past this many MiB of incidents the oldest are deleted (keep it under the volume's size).",
+        ge=1,
+    )
+    shutdown_grace_seconds: float = setting(
+        20.0,
+        "--shutdown-grace",
+        "Seconds a stop (SIGTERM) gives running read steps to finish; the rest are kept queued and resumed "
+        "at the next start. Keep it under the pod's terminationGracePeriodSeconds.",
+        ge=0,
+        le=600,
+    )
 
     @field_validator("trusted_proxy")
     @classmethod
     def _addresses(cls, value: list[str]) -> list[str]:
         for item in value:
-            ipaddress.ip_address(item)
+            ipaddress.ip_network(item, strict=False)
         return value
 
 

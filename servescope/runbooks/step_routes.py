@@ -4,9 +4,11 @@
 
 Read steps need no token. Change steps need `Authorization: Bearer <token>`; without a configured token
 they are always refused (403), a missing or wrong one is 401, and a valid one runs dry unless `execute`
-is true. Every request that is not a read step's (a change step's, an unknown step's, a malformed one)
-is recorded in the audit log before anything runs; when that record cannot be written nothing runs and
-the answer is 503, naming why. Steps run on the pages' own bounded pool, never the quick routes'.
+is true. A request with a valid token to the run route (a change step's, an unknown step's, a malformed
+one) is recorded in the audit trail before anything runs; when that record cannot be written nothing
+runs and the answer is 503, naming why. A request without a valid token is refused, counted and logged
+(`refusals.py`), never recorded: the trail is only for those who may act. Steps run on the pages' own
+bounded pool, never the quick routes'.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from servescope.runbooks.asgi import DEFAULT_BODY_LIMIT, BodyTimeoutError, BodyT
 from servescope.runbooks.audit import AuditError, Outcome
 from servescope.runbooks.auth import NOT_CONFIGURED, Refusal, bearer, caller_host, refusal
 from servescope.runbooks.document import Runbook, RunbookError, Step, UnknownAlertError
+from servescope.runbooks.refusals import refused
 from servescope.runbooks.runbook_routes import Pages
 from servescope.runbooks.runner import ParamError, bind_step, run_bound
 from servescope.runbooks.step_pool import PoolBusyError
@@ -92,10 +95,12 @@ def _parsed(raw: bytes) -> RunRequest | str:
         return f"invalid request body{' at ' + where if where else ''}: {error['msg']}"[:300]
 
 
-def _record(pages: Pages, call: Call, outcome: Outcome, message: str, **extra: Any) -> None:
-    """One audit line; an outcome after a run leaves the labels out (its `accepted` line has them)."""
+def _record(pages: Pages, call: Call, identity: str, outcome: Outcome, message: str, **extra: Any) -> None:
+    """One audit record of an authenticated request; an outcome after a run leaves the labels out (its
+    `accepted` record has them). AuditError when it cannot be written."""
     pages.audit.record(
         host=call.host,
+        identity=identity,
         token=call.presented,
         alert=call.alert,
         step=call.step_id,
@@ -107,12 +112,23 @@ def _record(pages: Pages, call: Call, outcome: Outcome, message: str, **extra: A
     )
 
 
-def _record_refusal(pages: Pages, call: Call, outcome: Outcome, message: str) -> None:
-    """Record a request that runs nothing; its answer stands even when the record cannot be written."""
+def _record_outcome(pages: Pages, call: Call, identity: str, outcome: Outcome, message: str) -> None:
+    """Record an authenticated request that runs nothing; its answer stands even when the record cannot
+    be written (nothing was done)."""
     try:
-        _record(pages, call, outcome, message)
+        _record(pages, call, identity, outcome, message)
     except AuditError as exc:
         log.error("%s (a %s request to %s/%s)", exc, outcome, call.alert, call.step_id)
+
+
+def _identity(pages: Pages, call: Call) -> str | None:
+    """The name of the valid change token the call presents, None without one."""
+    return refusal(pages.tokens, call.presented)[1]
+
+
+def _not_audited(call: Call, reason: str, message: str) -> None:
+    """A request nobody authenticated: counted and logged (rate-limited), never an audit record."""
+    refused(reason, f"{call.host}: {call.alert[:80]}/{call.step_id[:80]}: {message}")
 
 
 def _find(pages: Pages, alert: str, step_id: str) -> tuple[Runbook, Step] | JSONResponse:
@@ -129,52 +145,55 @@ def _find(pages: Pages, alert: str, step_id: str) -> tuple[Runbook, Step] | JSON
     return runbook, step
 
 
-def _token_refused(pages: Pages, call: Call) -> JSONResponse | None:
-    """The refusal of a change request whose token is missing or wrong (recorded), else None."""
-    refused = refusal(pages.token, call.presented)
-    if refused is None:
-        return None
-    status, message, authenticate = _REFUSALS[refused]
-    _record_refusal(pages, call, refused, message)
+def _token_refused(pages: Pages, call: Call) -> JSONResponse | str:
+    """The refusal of a change request whose token is missing or wrong (counted), else the token's name."""
+    refused_as, identity = refusal(pages.tokens, call.presented)
+    if refused_as is None:
+        assert identity is not None
+        return identity
+    status, message, authenticate = _REFUSALS[refused_as]
+    _not_audited(call, refused_as, message)
     return _detail(message, status, authenticate)
 
 
 def refused_while_busy(pages: Pages, call: Call, message: str) -> JSONResponse:
     """The answer when the step pool is full: a change step's bad token is still 401 (checked first in
-    every state), anything else 503 to retry; both recorded."""
+    every state), an authenticated change request is recorded, anything else counted; 503 to retry."""
     found = _find(pages, call.alert, call.step_id)
     if not isinstance(found, JSONResponse) and found[1].kind == "change":
-        refused = _token_refused(pages, call)
-        if refused is not None:
-            return refused
-    _record_refusal(pages, call, "refused_busy", message)
+        identity = _token_refused(pages, call)
+        if isinstance(identity, JSONResponse):
+            return identity
+        _record_outcome(pages, call, identity, "refused_busy", message)
+    else:
+        _not_audited(call, "refused_busy", message)
     return JSONResponse({"detail": message}, status_code=503, headers={"Retry-After": "5"})
 
 
 def _change(pages: Pages, call: Call, step: Step) -> JSONResponse:
     """Token first (a wrong one is 401 whatever else is wrong), then the body, the parameters, the
     record of the accepted request, and only then the run."""
-    refused = _token_refused(pages, call)
-    if refused is not None:
-        return refused
+    identity = _token_refused(pages, call)
+    if isinstance(identity, JSONResponse):
+        return identity
     if not isinstance(call.body, RunRequest):
-        _record_refusal(pages, call, "malformed", call.body)
+        _record_outcome(pages, call, identity, "malformed", call.body)
         return _detail(call.body, call.body_status)
     try:
         bound = bind_step(step, call.body.labels)
     except ParamError as exc:
-        _record_refusal(pages, call, "failed", f"invalid parameters: {exc}")
+        _record_outcome(pages, call, identity, "failed", f"invalid parameters: {exc}")
         return _detail(str(exc), 422)
     parameters = bound.params.model_dump(mode="json")
     try:
-        _record(pages, call, "accepted", "about to run", parameters=parameters)
+        _record(pages, call, identity, "accepted", "about to run", parameters=parameters)
     except AuditError as exc:
         log.error("%s: change step %s/%s not run", exc, call.alert, call.step_id)
         return _detail(f"not run: {exc}", 503)
     result = run_bound(bound, call.ctx.model_copy(update={"execute": call.body.execute}))
     outcome: Outcome = ("executed" if call.body.execute else "dry_run") if result.ok else "failed"
     try:
-        _record(pages, call, outcome, result.output, parameters=parameters, after_run=True)
+        _record(pages, call, identity, outcome, result.output, parameters=parameters, after_run=True)
     except AuditError as exc:
         log.error("%s: the outcome of change step %s/%s is not recorded", exc, call.alert, call.step_id)
     return JSONResponse(result.model_dump(mode="json"))
@@ -184,12 +203,18 @@ def handle(pages: Pages, call: Call) -> JSONResponse:
     """One run request, on a pool thread (loading the runbook, writing the audit log and running block)."""
     found = _find(pages, call.alert, call.step_id)
     if isinstance(found, JSONResponse):
-        _record_refusal(pages, call, "unknown_step", bytes(found.body).decode()[:300])
+        message = bytes(found.body).decode()[:300]
+        identity = _identity(pages, call)
+        if identity is None:
+            _not_audited(call, "unknown_step", message)
+        else:
+            _record_outcome(pages, call, identity, "unknown_step", message)
         return found
     _, step = found
     if step.kind == "change":
         return _change(pages, call, step)
     if not isinstance(call.body, RunRequest):
+        _not_audited(call, "too_large" if call.body_status == 413 else "malformed", call.body)
         return _detail(call.body, call.body_status)
     try:
         bound = bind_step(step, call.body.labels)
@@ -197,7 +222,7 @@ def handle(pages: Pages, call: Call) -> JSONResponse:
         return _detail(str(exc), 422)
     result = run_bound(bound, call.ctx)
     if result.data.get("refused"):
-        _record_refusal(pages, call, "refused_target", result.output)
+        _not_audited(call, "refused_target", result.output)
     return JSONResponse(result.model_dump(mode="json"))
 
 
@@ -218,7 +243,7 @@ async def _call(pages: Pages, alert: str, step_id: str, request: Request) -> Cal
     return Call(
         alert=alert,
         step_id=step_id,
-        host=caller_host(peer, request.headers.get("x-forwarded-for"), pages.trusted_proxies),
+        host=caller_host(peer, request.headers.getlist("x-forwarded-for"), pages.trusted_proxies),
         presented=bearer(request.headers.get("authorization")),
         body=body,
         ctx=ctx,

@@ -1,7 +1,8 @@
 """The Alertmanager webhook receiver and the incident routes.
 
     POST /alertmanager/webhook   an Alertmanager (0.25+) version "4" notification
-    GET  /incidents              the incidents (JSON, or a page for a browser), newest first
+    GET  /incidents              the incidents (JSON, streamed, or a page for a browser), newest first,
+                                 at most 200 a page (?limit=, older ones with ?before=<id>)
     GET  /incidents/{id}         one incident with its read steps' results
     GET  /incidents/metrics      the webhook's own series
 
@@ -19,24 +20,24 @@ Labels are untrusted: they are stored as data, shown escaped, and reach actions 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import ValidationError
 
 from servescope.runbooks.actions import RunContext
 from servescope.runbooks.actions.trust import REGISTRY as TRUST_REGISTRY
 from servescope.runbooks.asgi import BodyTimeoutError, BodyTooLargeError, read_body
-from servescope.runbooks.audit import AuditLog
 from servescope.runbooks.auth import REALM, WebhookAuth
 from servescope.runbooks.incident_html import incident_html, incidents_html, wants_html
 from servescope.runbooks.incident_service import IncidentService, QueueFullError, WebhookMetrics
 from servescope.runbooks.incidents import MAX_ID, IncidentStore, StoreError
 from servescope.runbooks.payload import AlertmanagerPayload, payload_error
+from servescope.runbooks.refusals import REGISTRY as REFUSALS_REGISTRY
 from servescope.runbooks.shell import not_found
 from servescope.runbooks.step_pool import PoolBusyError, StepPool
 
@@ -122,17 +123,19 @@ def _add_incident_routes(router: APIRouter, service: IncidentService) -> None:
 
     @router.get("/incidents/metrics")
     def incident_metrics() -> Response:
-        text = service.metrics.text() + generate_latest(TRUST_REGISTRY)
+        text = service.metrics.text() + generate_latest(TRUST_REGISTRY) + generate_latest(REFUSALS_REGISTRY)
         return Response(text, media_type=CONTENT_TYPE_LATEST)
 
     @router.get("/incidents", response_model=None)
     def list_incidents(
         request: Request,
-        limit: int = Query(50, ge=1, le=1000),
+        limit: int = Query(50, ge=1, le=MAX_PAGE),
         status: Literal["firing", "resolved"] | None = None,
+        before: int | None = Query(None, ge=1, le=MAX_ID),
     ) -> Response:
-        found = store.list(limit, status)
-        return incidents_html(found) if wants_html(request) else JSONResponse(found)
+        if wants_html(request):
+            return incidents_html(store.list(limit, status, before))
+        return StreamingResponse(_streamed(store, limit, status, before), media_type="application/json")
 
     @router.get("/incidents/{incident_id}", response_model=None)
     def show_incident(request: Request, incident_id: str) -> Response:
@@ -144,6 +147,26 @@ def _add_incident_routes(router: APIRouter, service: IncidentService) -> None:
                 return not_found(message)
             return JSONResponse({"error": message}, status_code=404)
         return incident_html(found) if wants_html(request) else JSONResponse(found)
+
+
+MAX_PAGE = 200  # incidents per /incidents page; older ones with ?before=<the last id>
+_BATCH = 25
+
+
+def _streamed(store: IncidentStore, limit: int, status: str | None, before: int | None) -> Iterator[bytes]:
+    """The page as a JSON array, read from the store a few incidents at a time: a reader holds one
+    batch in memory, not the page, and never the store's lock while it is sent."""
+    yield b"["
+    sent = 0
+    while sent < limit:
+        rows = store.list(min(_BATCH, limit - sent), status, before)
+        for row in rows:
+            yield (b"," if sent else b"") + json.dumps(row, ensure_ascii=False).encode()
+            sent += 1
+        if len(rows) < _BATCH:
+            break
+        before = int(rows[-1]["id"])
+    yield b"]"
 
 
 class IncidentRouter(APIRouter):
@@ -162,7 +185,6 @@ def incident_router(
     workers: int = 4,
     queue_size: int = 64,
     registry: CollectorRegistry | None = None,
-    audit: AuditLog | None = None,
 ) -> IncidentRouter:
     """The routes: POST /alertmanager/webhook, GET /incidents, /incidents/{id}, /incidents/metrics."""
     metrics = WebhookMetrics(registry)
@@ -173,7 +195,6 @@ def incident_router(
         workers=workers,
         queue_size=queue_size,
         metrics=metrics,
-        audit=audit,
     )
     router = IncidentRouter()
     router.service = service

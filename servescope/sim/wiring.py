@@ -28,6 +28,11 @@ from servescope.sim.scenarios import Scenario
 log = logging.getLogger(__name__)
 
 
+# The simulated engines' command line (`python -m servescope.sim.vllm_server`): discovery probes only
+# serving engines, and these are not titled as vLLM's. No space in it: the environment splits on spaces.
+SIMULATED_ENGINE_PROCESS = r"(?:^|\s)servescope\.sim\.vllm_server(?:\s|$)"
+
+
 class SimulationSettings(Protocol):
     """What `serve` was asked to simulate (its simulation options, read here by name)."""
 
@@ -135,6 +140,7 @@ def simulated_runtime(settings: Settings, simulation: SimulationSettings) -> Run
         dcgmi=fake_dcgmi_path(),
         spawn=functools.partial(spawn_process, env=env),
         simulated=True,
+        engine_processes=(SIMULATED_ENGINE_PROCESS,),
     )
     log.warning(
         "serving a SIMULATED node of %d %s GPUs (seed %d): not real data",

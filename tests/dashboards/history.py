@@ -144,27 +144,37 @@ def backfill(work: Path) -> Path:
     for rule_pass in range(RULE_PASSES):
         records = work / f"records-{rule_pass}"
         with Prometheus(tsdb) as raw:
-            _backfill_rules(raw.port, records)
+            backfill_rules(raw.port, records)
         for block in records.iterdir():
             if block.is_dir():
                 shutil.move(block, tsdb / block.name)
     return tsdb
 
 
-def _backfill_rules(port: int, records: Path) -> None:
+def backfill_rules(
+    port: int,
+    records: Path,
+    *,
+    rules: Path = RULES,
+    start: float = START,
+    # Past the last scrape by the longest group interval (5 min), so that group has a point at END.
+    end: float = END + LONGEST_GROUP_INTERVAL_SECONDS,
+    interval: str = RULES_EVAL_INTERVAL,
+) -> None:
+    """The blocks of `rules` evaluated by promtool over [start, end] (against the Prometheus on `port`),
+    into `records`."""
     done = subprocess.run(
         [
             shutil.which("promtool") or "promtool",
             "tsdb",
             "create-blocks-from",
             "rules",
-            f"--start={START:.0f}",
-            # Past the last scrape by the longest group interval (5 min), so that group has a point at END.
-            f"--end={END + LONGEST_GROUP_INTERVAL_SECONDS:.0f}",
+            f"--start={start:.0f}",
+            f"--end={end:.0f}",
             f"--url=http://127.0.0.1:{port}",
             f"--output-dir={records}",
-            f"--eval-interval={RULES_EVAL_INTERVAL}",
-            str(RULES),
+            f"--eval-interval={interval}",
+            str(rules),
         ],
         capture_output=True,
         text=True,

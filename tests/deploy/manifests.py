@@ -46,6 +46,32 @@ VARIANTS: dict[str, DeployOptions] = {
         capacity_slo=["ttft:0.5", "e2e:20"],
         capacity_args="--start-qps 8 --prompt-tokens 512 --output-tokens 128",
     ),
+    # A GPU Operator cluster as its operators change it: own taints and affinity, k0s's kubelet root, an
+    # AppArmor profile of their own.
+    "gpu-operator": DeployOptions(
+        tolerations=["nvidia.com/gpu:NoSchedule", "dedicated=inference:NoExecute", "*"],
+        node_affinity=["nvidia.com/gpu.product In NVIDIA-H200,NVIDIA-B200", "example.com/pool NotIn cpu"],
+        gpu_deploy_label="nvidia.com/gpu.deploy.dcgm-exporter",
+        kubelet_root="/var/lib/k0s/kubelet",
+        apparmor_profile="localhost/servescope-exporter",
+    ),
+    # An agent writing to Mimir: the rules for Mimir's ruler, the runbook service on Mimir's query API.
+    "agent-mimir": DeployOptions(
+        agent=True,
+        agent_shards=3,
+        remote_write_url="https://mimir.example.com/api/v1/push",
+        rules_for="mimir",
+        prometheus_url="https://mimir.example.com/prometheus",
+    ),
+    # An agent writing to Thanos Receive, the rules for a ThanosRuler selecting them by label.
+    "agent-ruler": DeployOptions(
+        agent=True,
+        remote_write_url="http://thanos-receive.thanos.svc:19291/api/v1/receive",
+        rules_for="prometheusrule",
+        rule_labels={"thanos-ruler": "servescope"},
+        rule_namespace="thanos",
+        prometheus_url="http://thanos-query.thanos.svc:9090",
+    ),
     "elsewhere": DeployOptions(
         namespace="observability",
         release="prom",

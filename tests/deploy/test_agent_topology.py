@@ -1,18 +1,22 @@
 """The agent topology for real: Prometheus in agent mode scrapes the exporter and remote-writes into a
-second Prometheus (remote-write receiver on), which evaluates the alert bundle and fires its alerts.
+second Prometheus (remote-write receiver on), which evaluates the alert bundle as `deploy render --agent
+--rules-for thanos` renders it for a receiver, and fires its alerts, the agent's own silence included.
 
 The exporter runs with the DaemonSet's settings (`deploy render` defaults; the simulated dcgmi stands in
 for the GPU Operator's dcgm-exporter) on a simulated node whose GPU 2 falls off the bus 20 s in (scenario
 `gpu-lost` at the real pace). The agent's scrape job carries the target labels prometheus-operator gives
 an exporter pod and the rendered ServiceMonitor's relabelings, so what reaches the receiver is what a
-cluster would store. The rules are the bundle at the demo profile with a 5 s `for` on the lost GPU.
-Everything is on loopback, ports chosen free; each process is stopped also when a check fails.
+cluster would store, and the external labels the operator gives a PrometheusAgent's shard. The rules are
+the receiver's rule file from `deploy render`, with an --alerts-config of short windows (a 5 s `for` on
+the lost GPU, a shard silent after 10 s). Everything is on loopback, ports chosen free; each process is
+stopped also when a check fails.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -25,9 +29,6 @@ import httpx
 import pytest
 import yaml
 
-from servescope.alerts.bundle import rule_file
-from servescope.alerts.config import AlertsConfig
-from servescope.alerts.profiles import with_profile
 from servescope.deploy.dcgm import exporter_env
 from servescope.deploy.exporter import exporter_settings
 from servescope.deploy.options import DeployOptions
@@ -43,6 +44,12 @@ pytestmark = [
 SERVESCOPE = str(Path(sys.executable).with_name("servescope"))
 NODE = "gpu-node-a"
 LOST_GPU = "2"  # scenario gpu-lost: GPU 2 reports XID 79 and falls off the bus
+# What prometheus-operator gives a PrometheusAgent's shard as external labels: the agent, and the pod.
+SHARD_LABELS = {
+    "prometheus": "servescope/servescope-agent",
+    "prometheus_replica": "prom-agent-servescope-agent-0",
+}
+THRESHOLDS = {"gpu_lost_for": "5s", "agent_silence_window": "10s", "agent_silent_for": "5s"}
 # What prometheus-operator puts on an exporter target before the ServiceMonitor's relabelings.
 OPERATOR_TARGET_LABELS = {
     "__meta_kubernetes_pod_node_name": NODE,
@@ -74,7 +81,7 @@ def _relabel_config(rule: dict[str, Any]) -> dict[str, Any]:
 def agent_config(exporter_port: int, receiver_port: int) -> dict[str, Any]:
     (endpoint,) = service_monitor(DeployOptions())["spec"]["endpoints"]
     return {
-        "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
+        "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "external_labels": SHARD_LABELS},
         "scrape_configs": [
             {
                 "job_name": "servescope",  # the operator names the job after the Service
@@ -96,6 +103,20 @@ def agent_config(exporter_port: int, receiver_port: int) -> dict[str, Any]:
 
 def receiver_config(rules: Path) -> dict[str, Any]:
     return {"global": {"evaluation_interval": "1s"}, "rule_files": [str(rules)]}
+
+
+def receiver_rules(state: Path, receiver_port: int) -> Path:
+    """The rules `deploy render` renders for this receiver (a Thanos-style rule file), short windows."""
+    thresholds = _write(state / "alerts.yaml", THRESHOLDS)
+    receiver = f"http://127.0.0.1:{receiver_port}"
+    argv = [SERVESCOPE, "deploy", "render", "--agent", "--remote-write-url", f"{receiver}/api/v1/write"]
+    argv += ["--rules-for", "thanos", "--prometheus-url", receiver, "--alerts-config", str(thresholds)]
+    rendered = subprocess.run(
+        [*argv, "--receiver-rules"], capture_output=True, text=True, timeout=60, check=True
+    )
+    path = state / "rules.yaml"
+    path.write_text(rendered.stdout)
+    return path
 
 
 def _write(path: Path, data: dict[str, Any]) -> Path:
@@ -123,7 +144,7 @@ def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
     state = tmp_path_factory.mktemp("agent-topology")
     exporter, exporter_port = _exporter(state)
     receiver_port, agent_port = free_port(), free_port()
-    rules = _write(state / "rules.yaml", rule_file(with_profile(AlertsConfig(), "demo", gpu_lost_for="5s")))
+    rules = receiver_rules(state, receiver_port)
     receiver = _prometheus(
         "receiver",
         state,
@@ -215,3 +236,33 @@ def test_the_receiver_evaluates_the_bundle_and_fires_the_lost_gpu(topology: Topo
     # Only the lost GPU: the three others are still answering.
     assert len(query(topology.receiver_url, 'servescope_gpu_up{job="servescope"} == 1')) == 3
     print(f"agent topology timings (s after start): {topology.timings}")
+
+
+def test_the_receiver_fires_nothing_for_absent_series(topology: Topology) -> None:
+    # In-cluster, these fired forever where the agent wrote elsewhere; here the series are present.
+    for name in ("ServescopeGpuMetricsAbsent", "ServescopeServingMetricsAbsent"):
+        assert firing(topology.receiver_url, name) == []
+
+
+def test_a_silent_agent_fires_on_the_receiver_naming_the_shard(topology: Topology) -> None:
+    # Runs last: the agent stops here, as a shard's pod OOM-killed or evicted would; once the receiver
+    # holds what the shard sent (this test may run first on a worker of its own).
+    shard = f'up{{job="servescope",prometheus_replica="{SHARD_LABELS["prometheus_replica"]}"}}'
+    wait_for("the shard's series on the receiver", lambda: query(topology.receiver_url, shard), 30, 0.5)
+    assert firing(topology.receiver_url, "ServescopeAgentShardSilent") == []
+    stopped = time.monotonic()
+    topology.agent.stop()
+    silent = wait_for(
+        "ServescopeAgentShardSilent",
+        lambda: firing(topology.receiver_url, "ServescopeAgentShardSilent"),
+        timeout=90,
+        every=0.5,
+    )
+    (alert,) = silent
+    assert alert["labels"]["prometheus_replica"] == SHARD_LABELS["prometheus_replica"]
+    assert alert["labels"]["severity"] == "warning"
+    assert urlsplit(alert["annotations"]["runbook_url"]).path == "/runbooks/ServescopeAgentShardSilent"
+    assert alert["annotations"]["description"].startswith(
+        f"Agent {SHARD_LABELS['prometheus_replica']} has sent nothing for 10s, and 1 node(s) it scraped"
+    )
+    print(f"ServescopeAgentShardSilent firing {time.monotonic() - stopped:.1f} s after the agent stopped")

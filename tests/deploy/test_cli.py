@@ -37,8 +37,20 @@ def test_namespace_moves_every_namespaced_object_and_the_urls_that_name_it() -> 
     elsewhere = {
         (d["kind"], d["metadata"]["name"]) for d in docs if d["metadata"].get("namespace") != "other"
     }
-    # The one object outside it: the Service over the GPU Operator's dcgm-exporter, in the Operator's.
-    assert elsewhere == {("Namespace", "other"), ("Service", "servescope-dcgm-exporter")}
+    # Outside it: the Service over the GPU Operator's dcgm-exporter, in the Operator's namespace, and the
+    # runbook service's cluster-scoped role (nodes, evictions), bound to its ServiceAccount in `other`.
+    assert elsewhere == {
+        ("Namespace", "other"),
+        ("Service", "servescope-dcgm-exporter"),
+        ("ClusterRole", "servescope-runbooks"),
+        ("ClusterRoleBinding", "servescope-runbooks"),
+    }
+    binding = next(
+        d for d in docs if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"].endswith("runbooks")
+    )
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "servescope-runbooks", "namespace": "other"}
+    ]
     for monitor in (d for d in docs if d["kind"] == "ServiceMonitor"):
         assert monitor["spec"]["namespaceSelector"]["matchNames"] == ["other"]
     assert "servescope-runbooks.other.svc:9110/runbooks/" in result.stdout
@@ -221,5 +233,6 @@ def test_the_mapping_options_are_the_ones_expected() -> None:
             "alertmanager_pod_labels",
             "node_selector",
             "vllm_pod_labels",
+            "rule_labels",
         ]
     )

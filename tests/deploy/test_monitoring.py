@@ -15,7 +15,7 @@ import yaml
 from servescope.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.alerts.config import AlertsConfig
 from servescope.dashboards import BUILD_DIR as DASHBOARDS_BUILD
-from servescope.deploy.monitoring import alertmanager_receiver
+from servescope.deploy.monitoring import alertmanager_receiver, receiver_rules
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.render import RECEIVER, documents
 from servescope.deploy.runbooks import ALERTMANAGER_TOKEN_FILE
@@ -75,11 +75,21 @@ def test_the_runbook_service_reads_each_alerts_own_exporter() -> None:
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_prometheus_rule_shape_labels_and_runbook_links(variant: str) -> None:
     options = VARIANTS[variant]
-    rule = find(rendered(variant), "PrometheusRule", "servescope")
-    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
-    assert rule["metadata"]["namespace"] == options.namespace
-    assert rule["metadata"]["labels"]["release"] == options.release
-    groups = rule["spec"]["groups"]
+    if options.rule_file_for_ruler:  # the rules go to Mimir's or Thanos's ruler: nothing in the cluster
+        assert not [d for d in rendered(variant) if d["kind"] == "PrometheusRule"]
+        groups = receiver_rules(options)["groups"]
+    else:
+        rule = find(rendered(variant), "PrometheusRule", "servescope")
+        assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+        assert rule["metadata"]["namespace"] == (options.rule_namespace or options.namespace)
+        labels = rule["metadata"]["labels"]
+        if (
+            options.rules_for == "prometheusrule"
+        ):  # the receiver's ruler's labels, not kube-prometheus-stack's
+            assert options.rule_labels.items() <= labels.items() and "release" not in labels
+        else:
+            assert labels["release"] == options.release
+        groups = rule["spec"]["groups"]
     assert groups and len({g["name"] for g in groups}) == len(groups)
     alerts = 0
     for group in groups:

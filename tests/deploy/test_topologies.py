@@ -58,7 +58,8 @@ def test_engine_targets_keep_their_pod_labels_gain_the_node_instance_job_and_url
 
 def test_without_the_agent_nothing_but_the_central_prometheus_scrapes() -> None:
     for kind in ("PrometheusAgent", "ClusterRole", "ClusterRoleBinding"):
-        assert _kinds("default", kind) == []
+        assert [d for d in _kinds("default", kind) if d["metadata"]["name"] == AGENT] == []
+    assert _kinds("default", "PrometheusAgent") == []
 
 
 def test_the_agent_selects_every_servescope_monitor_and_the_central_prometheus_none() -> None:

@@ -8,7 +8,8 @@ to answer and scrape once, then stopped. The few the documents name as the user'
 (`config.json`, `my-alerts.yaml`, `rules.yaml`) are laid in the clone first. `runbook run` reads from
 a simulated exporter and a Prometheus this module starts, named by the runbook commands' environment
 variables (SERVESCOPE_RUNBOOK_*_URL), as the documents' default port 9108 may be taken here; the reads
-of a change step's dry run (a drain's pods and budgets) ask a fake kubectl over a small cluster. What
+of a change step's dry run (a drain's pods and budgets) ask the fake Kubernetes API server over a small
+cluster. What
 cannot run on this machine (a real drain, a Grafana push, the demo, which tests/docs/test_readme_demo.py
 runs) is listed in NOT_HERE with the reason, and a test keeps that list exact.
 """
@@ -29,8 +30,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from servescope.sim.wiring import fake_dcgmi_path
-from tests.runbook.kube_fakes import budget, fake_cluster_kubectl, listing, pod
+from tests.runbook.kube_fakes import budget, cluster, node, pod
 from tests.support import Child, Served, free_port, start_child, stop, wait_for
 from tests.support.servers import LISTENING
 
@@ -56,6 +56,8 @@ NOT_HERE = {
     "servescope load mock-server": "a server until stopped: tests/load starts it for every load test",
     "servescope load locust": "loads the user's engine: tests/load/test_against_mock.py scales out",
     "servescope load replay": "needs the user's Prometheus: tests/load/test_replay.py backfills one",
+    "servescope canary analyze": "needs the user's Prometheus: tests/canary/test_backfilled.py backfills one",
+    "servescope runbook audit verify": "the trail in the service's pod: tests/runbook/test_audit_trail.py",
 }
 NEVER_HERE = {"--execute": "really changes a cluster (a drain)"}
 # What the documents must keep showing, so an extraction that finds nothing cannot pass.
@@ -165,8 +167,13 @@ def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backends]:
     exporter = _serve(["servescope", "serve", "--simulate", "--hostname", "node-a"], ROOT)
     base = exporter.base
     prom, prom_url = _prometheus_scraping(prometheus, folder, base.rsplit(":", 1)[1])
-    cluster = {"pods": listing(pod("vllm-a", gpus=8)), "poddisruptionbudgets.policy": listing(budget(1))}
-    kubectl, _, _ = fake_cluster_kubectl(folder, cluster)
+    objects = [
+        node("node-a"),
+        pod("vllm-a", "node-a", gpus=8),
+        budget("vllm-pdb", {"app": "vllm"}, minAvailable=1),
+    ]
+    kube = cluster(folder, *objects)
+    api = kube.__enter__()
     try:
         wait_for(
             "Prometheus ready", lambda: httpx.get(prom_url + "/-/ready").status_code == 200, 30, every=0.5
@@ -175,12 +182,13 @@ def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backends]:
             {
                 "SERVESCOPE_RUNBOOK_EXPORTER_URL": base,
                 "SERVESCOPE_RUNBOOK_PROMETHEUS_URL": prom_url,
-                "SERVESCOPE_RUNBOOK_DCGMI": str(fake_dcgmi_path()),
-                # The reads of a change step's dry run (a drain's pods and budgets) meet a fake cluster.
-                "SERVESCOPE_RUNBOOK_KUBECTL": str(kubectl),
+                # The reads of a change step's dry run (a drain's pods and budgets) meet a fake API server.
+                "SERVESCOPE_RUNBOOK_KUBE_API_URL": api.url,
+                "SERVESCOPE_RUNBOOK_KUBE_TOKEN_FILE": str(api.token_file),
             }
         )
     finally:
+        kube.__exit__(None, None, None)
         prom.stop()
         stop(exporter)
 

@@ -42,7 +42,15 @@ def settled_exposition(base: str) -> str:
         # in servescope_dcgm_field_supported instead; on the simulated H200s there are none).
         fields = len(DCGM_FIELD_SERIES.findall(text))
         derived = text.count("\nservescope_gpu_process_memory_used_peak_bytes{")
-        if text.count("\nservescope_dcgm_sm_active_ratio{") == 8 and fields == 8 * 28 and derived == 8:
+        # Discovery has looked at the 8 GPU processes NVML lists (its source runs on its own clock).
+        outcomes = sum(
+            int(n) for n in re.findall(r"^servescope_vllm_discovery_gpu_processes\{.*\} (\d+)$", text, re.M)
+        )
+        if (
+            text.count("\nservescope_dcgm_sm_active_ratio{") == 8
+            and fields == 8 * 28
+            and derived == outcomes == 8
+        ):
             return text
         assert time.monotonic() < deadline, "DCGM series did not settle"
         time.sleep(0.2)

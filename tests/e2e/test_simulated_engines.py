@@ -17,9 +17,9 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def with_engines() -> Iterator[Served]:
-    with servescope_serving(
-        "--simulate", "--gpus", "4", "--engines", "2", "--vllm-interval", "1", "--hostname", "sim-node"
-    ) as served:
+    # --passthrough: off by default, asked for here to check the engines' own series re-exported too.
+    args = ("--simulate", "--gpus", "4", "--engines", "2", "--vllm-interval", "1", "--hostname", "sim-node")
+    with servescope_serving(*args, "--passthrough") as served:
         yield served
 
 

@@ -65,7 +65,7 @@ def test_memory_leak_grows_until_the_engine_dies_of_oom() -> None:
 
 LISTEN_ADDRESSES = [
     ("127.0.0.1:9108", ListenAddress("127.0.0.1", 9108)),
-    (":9108", ListenAddress("0.0.0.0", 9108)),
+    (":9108", ListenAddress("0.0.0.0", 9108, any_interface=True)),
     ("[::]:9108", ListenAddress("::", 9108)),
     ("localhost:0", ListenAddress("localhost", 0)),
 ]

@@ -13,14 +13,16 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
+from servescope.common.processes import stop_process
 from tests.runbook.fakes import step, write_runbook
+from tests.runbook.kube_fakes import Cluster
 from tests.support import SERVESCOPE
 from tests.support.servers import RUNBOOK_LISTENING, announced_base
 
@@ -70,7 +72,7 @@ def secret(path: Path, text: str, mode: int = 0o600) -> Path:
 
 @contextmanager
 def runbook_server(
-    folder: Path, *args: str, kubectl: Path | None = None, token_mode: int = 0o600
+    folder: Path, *args: str, kube: Cluster | None = None, token_mode: int = 0o600
 ) -> Iterator[RunbookServer]:
     """`servescope runbook-server` on a free loopback port over `fault_runbooks`, tokens in files
     (`token_mode`, 0600 unless told)."""
@@ -81,7 +83,9 @@ def runbook_server(
         "--token-file", str(secret(folder / "token", TOKEN, token_mode)),
         "--webhook-token-file", str(secret(folder / "webhook-token", WEBHOOK_TOKEN)),
         "--audit-log", str(folder / "audit.jsonl"), "--incidents-db", str(folder / "incidents.sqlite"),
-        "--kubectl", str(kubectl or "/bin/false"), *args,
+        # Without a cluster the API is an address nothing answers at: no test acts on a real one.
+        "--kube-api-url", kube.url if kube else "http://127.0.0.1:1",
+        *(["--kube-token-file", str(kube.token_file)] if kube else []), *args,
     ]  # fmt: skip
     process = subprocess.Popen(
         argv,
@@ -98,12 +102,7 @@ def runbook_server(
     try:
         yield RunbookServer(base, process, folder)
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+        stop_process(process, 10)
         for pipe in (process.stdout, process.stderr):
             if pipe is not None:
                 pipe.close()
@@ -141,44 +140,66 @@ def _trickle(conn: socket.socket, stop: threading.Event) -> None:
 
 
 def _prometheus(instances: list[str]) -> bytes:
+    """One answer for every question: an instant query's `up` rows and /api/v1/targets' active targets."""
     rows = [{"metric": {"instance": i, "job": "servescope"}, "value": [0, "1"]} for i in instances]
-    body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": rows}}).encode()
+    targets = [
+        {"labels": {"instance": i, "job": "servescope"}, "scrapeUrl": f"http://{i}/metrics", "health": "up"}
+        for i in instances
+    ]
+    data = {"resultType": "vector", "result": rows, "activeTargets": targets}
+    body = json.dumps({"status": "success", "data": data}).encode()
     head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
     return head.encode() + body
 
 
+def accept_each(
+    listener: socket.socket, stop: threading.Event, handle: Callable[[socket.socket], None]
+) -> None:
+    """Hand each connection to `handle` on a thread of its own, until `stop` or the listener closes."""
+    while not stop.is_set():
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+
+_TRICKLED_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Padding: " + b"x" * 10_000
+
+
+def _answer(mode: str, conn: socket.socket, stop: threading.Event, answer: bytes, delay: list[float]) -> None:
+    if mode == "endless":
+        _endless(conn, stop)
+    elif mode == "trickle":
+        _trickle(conn, stop)
+    elif mode == "head-trickle":  # the response head itself, one byte a second
+        for byte in _TRICKLED_HEAD:
+            if stop.wait(1.0):
+                return
+            conn.sendall(bytes([byte]))
+    elif not stop.wait(delay[0] if mode == "slow" else 0):
+        conn.sendall(answer)
+
+
 @contextmanager
-def hostile_peer(mode: str, host: str = "127.0.0.1", port: int = 0, answer: bytes = b"") -> Iterator[Peer]:
-    """A peer that streams endlessly (`endless`), sends one byte every 1.5 s (`trickle`), or sends
-    `answer` and closes (`fixed`); every connection is counted."""
+def hostile_peer(
+    mode: str, host: str = "127.0.0.1", port: int = 0, answer: bytes = b"", delay: list[float] | None = None
+) -> Iterator[Peer]:
+    """A peer that streams endlessly (`endless`), sends one body byte every 1.5 s (`trickle`) or its
+    response head one byte a second (`head-trickle`), or sends `answer` and closes (`fixed`; `slow`: after
+    `delay[0]` seconds, which the test may change while it runs); every connection is counted."""
     listener = socket.create_server((host, port))
     peer = Peer(host, listener.getsockname()[1])
     stop = threading.Event()
 
     def serve(conn: socket.socket) -> None:
-        with conn:
-            try:
-                conn.settimeout(5)
-                conn.recv(65_536)
-                if mode == "endless":
-                    _endless(conn, stop)
-                elif mode == "trickle":
-                    _trickle(conn, stop)
-                else:
-                    conn.sendall(answer)
-            except OSError:
-                pass
+        peer.connections += 1
+        with conn, suppress(OSError):
+            conn.settimeout(30 if mode == "slow" else 5)
+            conn.recv(65_536)
+            _answer(mode, conn, stop, answer, delay or [0.0])
 
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            peer.connections += 1
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
+    threading.Thread(target=accept_each, args=(listener, stop, serve), daemon=True).start()
     try:
         yield peer
     finally:
@@ -188,7 +209,8 @@ def hostile_peer(mode: str, host: str = "127.0.0.1", port: int = 0, answer: byte
 
 @contextmanager
 def fake_prometheus(instances: list[str]) -> Iterator[Peer]:
-    """A Prometheus answering every instant query with `up{job="servescope"}` for these instances."""
+    """A Prometheus answering every instant query with `up{job="servescope"}` for these instances, and
+    /api/v1/targets with them as the exporter job's active targets."""
     with hostile_peer("fixed", answer=_prometheus(instances)) as peer:
         yield peer
 

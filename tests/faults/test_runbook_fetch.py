@@ -86,16 +86,20 @@ def test_only_prometheus_targets_and_the_allowlist_are_asked(tmp_path: Path) -> 
         also = run_step(server.base, "snapshot", {"gpu": "0", "instance": f"127.0.0.4:{port}"}).json()
         metrics = httpx.get(f"{server.base}/incidents/metrics").text
         audit = server.audit()
-    assert refused["ok"] is False and "is not a target of job 'servescope'" in refused["output"]
+    assert refused["ok"] is False and "has no active target of job 'servescope'" in refused["output"]
     assert stranger.connections == 0
     assert target.connections == 1 and "HTTP 404" in asked["output"]
     assert allowed.connections == 1 and "HTTP 404" in also["output"]
     assert 'servescope_runbook_instance_refused_total{reason="untrusted"} 1.0' in metrics
-    assert [r["outcome"] for r in audit] == ["refused_target"]
-    assert audit[0]["labels"] == {"gpu": "0", "instance": f"127.0.0.2:{port}"}
+    # A read step anyone may run is no audit record: its refusal is counted (and logged, rate-limited).
+    assert audit == []
+    assert 'servescope_runbook_refused_requests_total{reason="refused_target"} 1.0' in metrics
 
 
-@pytest.mark.parametrize("host", ["169.254.169.254", "[fe80::1]", "metadata.google.internal"])
+@pytest.mark.parametrize(
+    "host",
+    ["169.254.169.254", "[fe80::1]", "metadata.google.internal", "[::ffff:169.254.169.254]", "2852039166"],
+)
 def test_link_local_and_metadata_are_refused_before_any_connection(tmp_path: Path, host: str) -> None:
     with runbook_server(
         tmp_path,
@@ -106,7 +110,9 @@ def test_link_local_and_metadata_are_refused_before_any_connection(tmp_path: Pat
         answer = run_step(server.base, "snapshot", {"gpu": "0", "instance": f"{host}:9108"}).json()
         elapsed = time.monotonic() - started
         metrics = httpx.get(f"{server.base}/incidents/metrics").text
-    assert "link-local or metadata address is never asked" in answer["output"], answer["output"]
+    assert ": never asked" in answer["output"] and (
+        "link-local" in answer["output"] or "metadata" in answer["output"]
+    )
     # A connection to a black-holed 169.254.169.254 would wait for the 20 s timeout.
     assert elapsed < 2, elapsed
     assert 'servescope_runbook_instance_refused_total{reason="link_local"} 1.0' in metrics

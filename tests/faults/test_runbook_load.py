@@ -45,7 +45,10 @@ def test_forty_trickling_read_steps_leave_health_pages_and_webhook_answering(tmp
     hook = {"Authorization": f"Bearer {WEBHOOK_TOKEN}"}
     with (
         hostile_peer("trickle") as peer,
-        runbook_server(tmp_path, "--exporter-url", peer.url, "--timeout", "3") as server,
+        # 41 clients from one address: this test is about the step pool, not the per-address cap.
+        runbook_server(
+            tmp_path, "--exporter-url", peer.url, "--timeout", "3", "--max-connections-per-ip", "100"
+        ) as server,
         httpx.Client(base_url=server.base, timeout=10) as client,
     ):
         runs = ParallelRuns(server.base, 40)
@@ -107,20 +110,21 @@ def test_large_bodies_are_refused_before_they_are_read(tmp_path: Path) -> None:
         json_type = {"Content-Type": "application/json"}
         many = [httpx.post(f"{server.base}{run}", content=labels, headers=json_type) for _ in range(3)]
         peak = server.vm_hwm_kib()
-        audit = (tmp_path / "audit.jsonl").stat().st_size if (tmp_path / "audit.jsonl").exists() else 0
+        audit = (tmp_path / "audit.jsonl").stat().st_size
+        outcomes = [r["outcome"] for r in server.audit()]
     for status, sent, seconds in results:
         print(f"{status}: after {sent / 2**20:.0f} MiB sent, {seconds * 1000:.0f} ms")
-    print(f"VmHWM {before // MIB} -> {peak // MIB} MiB; audit log {audit} bytes after 3 x 50 000 labels")
+    print(f"VmHWM {before // MIB} -> {peak // MIB} MiB; audit trail {audit} bytes after 3 x 50 000 labels")
     assert all(status == "HTTP/1.1 413 Request Entity Too Large" for status, _, _ in results), results
-    assert [answer.status_code for answer in many] == [401] * 3  # no token: refused, one small record each
+    assert [answer.status_code for answer in many] == [401] * 3  # no token: refused, counted, not recorded
     assert peak - before < 32 * MIB
-    # The 8 large bodies and the 3 with 50 000 labels are each one bounded record (refused, malformed).
-    assert audit < 11 * 2_048
+    # The 8 large bodies carried the valid token: each one bounded record; the 3 token-less ones none.
+    assert outcomes == ["malformed"] * 8 and audit < 8 * 2_048
 
 
 def test_three_hundred_half_sent_connections_leave_health_answering(tmp_path: Path) -> None:
     half = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
-    with runbook_server(tmp_path, "--max-connections", "100", "--header-timeout", "3") as server:
+    with runbook_server(tmp_path, "--max-connections", "100", "--request-timeout", "3") as server:
         host, port = server.base.removeprefix("http://").split(":")
         baseline = server.fds()
         sockets = []
@@ -132,14 +136,14 @@ def test_three_hundred_half_sent_connections_leave_health_answering(tmp_path: Pa
         held = server.fds()
         seconds, status = _timed(lambda: httpx.get(f"{server.base}/healthz", timeout=5))
         pages = httpx.get(f"{server.base}/runbooks", timeout=5).status_code
-        time.sleep(4)  # past the header timeout
+        time.sleep(4)  # past the request timeout
         after = server.fds()
         peak = server.vm_hwm_kib()
         for sock in sockets:
             sock.close()
     print(
         f"300 half-sent connections: fds {baseline} -> {held} (cap 100), /healthz {seconds * 1000:.0f} ms, "
-        f"fds {after} after the header timeout; VmHWM {peak // MIB} MiB"
+        f"fds {after} after the request timeout; VmHWM {peak // MIB} MiB"
     )
     assert status == 200 and pages == 200 and seconds < 1
     assert held <= baseline + 100 + 5
@@ -147,7 +151,11 @@ def test_three_hundred_half_sent_connections_leave_health_answering(tmp_path: Pa
 
 
 def test_two_hundred_concurrent_page_requests_leave_health_quick(tmp_path: Path) -> None:
-    with runbook_server(tmp_path) as server, httpx.Client(base_url=server.base, timeout=30) as probe:
+    # 201 clients from one address: this test is about the thread pools, not the per-address cap.
+    with (
+        runbook_server(tmp_path, "--max-connections-per-ip", "1000", "--max-connections", "1000") as server,
+        httpx.Client(base_url=server.base, timeout=30) as probe,
+    ):
         statuses: list[int] = []
 
         def pages() -> None:
@@ -179,15 +187,20 @@ def test_a_body_sent_too_slowly_is_cut_off(tmp_path: Path) -> None:
         started = time.monotonic()
         with socket.create_connection((host, int(port)), timeout=30) as sock:
             sock.sendall(head.encode() + b'{"labels": ')
-            answer = sock.recv(4096).decode(errors="replace")
+            try:
+                answer = sock.recv(4096).decode(errors="replace")
+            except ConnectionResetError:
+                answer = ""
         elapsed = time.monotonic() - started
         outcomes = [r["outcome"] for r in server.audit()]
-    print(f"a body stalled after 11 bytes: {answer.splitlines()[0]} after {elapsed:.1f} s")
-    assert answer.startswith("HTTP/1.1 401")  # no token: refused, and the connection closed
-    assert 9 < elapsed < 15 and outcomes == ["refused_no_token"]
+    print(f"a body stalled after 11 bytes: {answer.splitlines()[:1] or 'closed'} after {elapsed:.1f} s")
+    # Head and body must arrive within --request-timeout (10 s) of the first byte: the connection is
+    # closed then (or refused with the answer a missing token gets, if the app's own read timer wins).
+    assert answer == "" or answer.startswith("HTTP/1.1 401")
+    assert 9 < elapsed < 15 and outcomes == []
 
 
-def test_a_full_step_pool_answers_503_and_records_it(tmp_path: Path) -> None:
+def test_a_full_step_pool_answers_503_and_counts_it(tmp_path: Path) -> None:
     one_worker = ("--timeout", "2", "--step-workers", "1")
     with (
         hostile_peer("trickle") as peer,
@@ -195,7 +208,9 @@ def test_a_full_step_pool_answers_503_and_records_it(tmp_path: Path) -> None:
     ):
         answers = ParallelRuns(server.base, 8).join()
         outcomes = [r["outcome"] for r in server.audit()]
+        metrics = httpx.get(f"{server.base}/incidents/metrics").text
     statuses = sorted(answer.status_code for answer in answers)
     # One running and four waiting (4 x --step-workers); the other three are refused at once.
     assert statuses == [200] * 5 + [503] * 3, statuses
-    assert outcomes == ["refused_busy"] * 3
+    assert outcomes == []  # read steps anyone may run: counted, not recorded
+    assert 'servescope_runbook_refused_requests_total{reason="refused_busy"} 3.0' in metrics

@@ -50,7 +50,7 @@ def _service(tmp_path: Path, db: Path) -> tuple[TestClient, IncidentStore, Incid
     folder = fault_runbooks(tmp_path / "runbooks")
     router = incident_router(store, folder, lambda: ctx, auth=WebhookAuth(token=WEBHOOK_TOKEN))
     audit = AuditLog(tmp_path / "audit.jsonl")
-    app = create_runbook_app(folder, ctx, token=None, audit=audit, readiness=store.health)
+    app = create_runbook_app(folder, ctx, tokens=None, audit=audit, readiness=store.health)
     app.include_router(router)
     return TestClient(app, raise_server_exceptions=False), store, router
 

@@ -3,10 +3,15 @@ real vLLM 0.32 data-parallel tree rebuilt from its capture (shared/samples)."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from servescope.exporter.gpu_directory import GpuDirectory
+from servescope.exporter.vllm.discovery import Discovery, discover
+from servescope.exporter.vllm.probing import settle
+from servescope.exporter.vllm.procfs import ProcFs
 from tests.helpers import SAMPLES
 
 TCP_HEADER = (
@@ -16,7 +21,42 @@ DP2_PROCESSES = SAMPLES / "vllm-0.32-cpu-dp2-processes.txt"
 
 
 def hex_address(address: str) -> str:
-    return "".join(f"{int(part):02X}" for part in reversed(address.split(".")))
+    """An address as /proc/net/tcp and tcp6 print it: 32-bit words, each little-endian."""
+    packed = ipaddress.ip_address(address).packed
+    return "".join(packed[i : i + 4][::-1].hex().upper() for i in range(0, len(packed), 4))
+
+
+def route_table(routes: list[tuple[str, str, str]]) -> str:
+    """/proc/net/route for (interface, "default" or a.b.c.d/n, gateway or "")."""
+    lines = ["Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT"]
+    for iface, destination, gateway in routes:
+        net = ipaddress.IPv4Network("0.0.0.0/0" if destination == "default" else destination)
+        flags = 0x0003 if gateway else 0x0001
+        hops = hex_address(gateway or "0.0.0.0")
+        lines.append(
+            f"{iface}\t{hex_address(str(net.network_address))}\t{hops}\t{flags:04X}\t0\t0\t0\t"
+            f"{hex_address(str(net.netmask))}\t0\t0\t0"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def if_inet6(addresses: list[tuple[str, str, int, int]]) -> str:
+    """/proc/net/if_inet6 for (address, interface, scope, flags), prefix /64."""
+    rows = []
+    for i, (address, iface, scope, flags) in enumerate(addresses):
+        digits = ipaddress.IPv6Address(address).exploded.replace(":", "")
+        rows.append(f"{digits} {i + 2:02x} 40 {scope:02x} {flags:02x} {iface:>8}\n")
+    return "".join(rows)
+
+
+def ipv6_route(default_iface: str | None) -> str:
+    """/proc/net/ipv6_route: the kernel's unreachable default on lo, and a default route if given."""
+    zero = "0" * 32
+    rows = [f"{zero} 00 {zero} 00 {zero} ffffffff 00000001 00000000 00200200       lo"]
+    if default_iface:
+        hop = "fe80" + "0" * 27 + "1"
+        rows.insert(0, f"{zero} 00 {zero} 00 {hop} 00000400 00000001 00000000 00000003 {default_iface:>8}")
+    return "\n".join(rows) + "\n"
 
 
 def fib_trie(addresses: list[str]) -> str:
@@ -39,11 +79,16 @@ class Netns:
     ident: str
     addresses: list[str] = field(default_factory=list)
     listeners: list[tuple[str, int, int]] = field(default_factory=list)
+    routes: list[tuple[str, str, str]] = field(default_factory=list)  # (iface, default | a.b.c.d/n, gateway)
+    v6: list[tuple[str, str, int, int]] = field(default_factory=list)  # (address, iface, scope, flags)
+    v6_default: str | None = None  # the interface of the IPv6 default route
 
-    def tcp(self) -> str:
+    def tcp(self, v6: bool = False) -> str:
         rest = "00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0"
         rows = [
-            f"   {i}: {hex_address(a)}:{p:04X} {rest} {n} 1" for i, (a, p, n) in enumerate(self.listeners)
+            f"   {i}: {hex_address(a)}:{p:04X} {rest} {n} 1"
+            for i, (a, p, n) in enumerate(self.listeners)
+            if (":" in a) == v6
         ]
         return TCP_HEADER + "".join(f"{row}\n" for row in rows)
 
@@ -84,8 +129,11 @@ class ProcTree:
         (base / "ns" / "net").symlink_to(ns.ident)
         (base / "net").mkdir()
         (base / "net" / "tcp").write_text(ns.tcp())
-        (base / "net" / "tcp6").write_text(TCP_HEADER)
+        (base / "net" / "tcp6").write_text(ns.tcp(v6=True))
         (base / "net" / "fib_trie").write_text(fib_trie(ns.addresses))
+        (base / "net" / "route").write_text(route_table(ns.routes))
+        (base / "net" / "if_inet6").write_text(if_inet6(ns.v6))
+        (base / "net" / "ipv6_route").write_text(ipv6_route(ns.v6_default))
 
 
 @dataclass(frozen=True)
@@ -136,3 +184,13 @@ def dp2_tree(
         sockets = tuple(inode[port] for port, _ in sorted(listening.get(p.pid, []), key=lambda x: x[1]))
         tree.process(p.pid, p.ppid, p.title, sockets=sockets, netns=ns)
     return tree
+
+
+def reachable(host: str, port: int) -> str | None:
+    """A probe's TCP connect that always succeeds: fixture trees have no real listeners."""
+    return None
+
+
+def settled(procfs: ProcFs, directory: GpuDirectory, exclude: frozenset[int] = frozenset()) -> Discovery:
+    """Discovery on a fixture tree, every candidate's first address taken as answering."""
+    return settle(discover(procfs, directory, exclude), reachable, lambda url: None)

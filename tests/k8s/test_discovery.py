@@ -6,13 +6,23 @@ from pathlib import Path
 
 from servescope.exporter.gpu_directory import GpuDirectory
 from servescope.exporter.vllm.aliases import is_engine_family
-from servescope.exporter.vllm.discovery import Role, classify, discover
+from servescope.exporter.vllm.discovery import Role, classify
 from servescope.exporter.vllm.normalise import normalise
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.source import VllmSource
 from servescope.exporter.vllm.text_parser import parse_exposition
 from tests.helpers import SAMPLES, values
-from tests.k8s.procfs_tree import API_PORT, ROOT_PID, WORKERS, Netns, ProcTree, dp2_capture, dp2_tree
+from tests.k8s.procfs_tree import (
+    API_PORT,
+    ROOT_PID,
+    WORKERS,
+    Netns,
+    ProcTree,
+    dp2_capture,
+    dp2_tree,
+    reachable,
+    settled,
+)
 
 DP2_METRICS = SAMPLES / "vllm-0.32-cpu-dp2.txt"
 
@@ -51,7 +61,7 @@ def test_titles_classify_api_servers_and_internals(tmp_path: Path) -> None:
 def test_only_the_api_port_is_a_candidate_with_or_without_port_flag(tmp_path: Path) -> None:
     for flag in (True, False):
         procfs = ProcFs(dp2_tree(tmp_path / f"proc-{flag}", with_port_flag=flag).root)
-        found = discover(procfs, gpus_of_workers())
+        found = settled(procfs, gpus_of_workers())
         assert found.urls == [f"http://127.0.0.1:{API_PORT}/metrics"], flag
         assert found.owners[found.urls[0]] == {ROOT_PID, 9506, 9507, *WORKERS.values()}
         assert found.reports() == []
@@ -75,7 +85,11 @@ class RecordingScraper:
 def test_a_discovery_cycle_sends_nothing_to_worker_ports(tmp_path: Path) -> None:
     scraper = RecordingScraper()
     source = VllmSource(
-        [], directory=gpus_of_workers(), procfs=ProcFs(dp2_tree(tmp_path / "proc").root), scraper=scraper
+        [],
+        directory=gpus_of_workers(),
+        procfs=ProcFs(dp2_tree(tmp_path / "proc").root),
+        scraper=scraper,
+        connect=reachable,
     )  # type: ignore[arg-type]
     samples = source.collect().samples
     source.close()
@@ -90,13 +104,13 @@ def test_the_dp2_exposition_is_two_engines() -> None:
 
 def test_an_engine_in_another_pod_is_scraped_at_the_pod_address(tmp_path: Path) -> None:
     pod = Netns("net:[4026532999]", ["198.18.4.7"])
-    found = discover(ProcFs(dp2_tree(tmp_path / "proc", pod=pod, api_bind="0.0.0.0").root), gpus_of_workers())
+    found = settled(ProcFs(dp2_tree(tmp_path / "proc", pod=pod, api_bind="0.0.0.0").root), gpus_of_workers())
     assert found.urls == [f"http://198.18.4.7:{API_PORT}/metrics"]
 
 
 def test_an_engine_on_its_pod_loopback_only_is_reported(tmp_path: Path) -> None:
     pod = Netns("net:[4026532999]", ["198.18.4.7"])
-    found = discover(ProcFs(dp2_tree(tmp_path / "proc", pod=pod).root), gpus_of_workers())
+    found = settled(ProcFs(dp2_tree(tmp_path / "proc", pod=pod).root), gpus_of_workers())
     assert found.urls == []
     ((reason, what),) = found.reports()  # one listener, held by the root and both API servers
     assert reason == "loopback_only"
@@ -108,7 +122,7 @@ def test_the_source_counts_loopback_only_once_a_discovery_cycle(tmp_path: Path) 
     pod = Netns("net:[4026532999]", ["198.18.4.7"])
     procfs = ProcFs(dp2_tree(tmp_path / "proc", pod=pod).root)
     scraper = RecordingScraper()
-    source = VllmSource([], directory=gpus_of_workers(), procfs=procfs, scraper=scraper)  # type: ignore[arg-type]
+    source = VllmSource([], directory=gpus_of_workers(), procfs=procfs, scraper=scraper, connect=reachable)  # type: ignore[arg-type]
     first, second = source.collect(), source.collect()
     source.close()
     assert [p.reason for p in first.problems] == ["loopback_only"] and second.problems == []
@@ -128,7 +142,7 @@ def test_two_servers_started_from_one_shell_keep_their_own_gpus(tmp_path: Path) 
     d.update({"0": "GPU-a", "1": "GPU-b"})
     d.set_processes("GPU-a", frozenset({102}))
     d.set_processes("GPU-b", frozenset({202}))
-    found = discover(ProcFs(tree.root), d)
+    found = settled(ProcFs(tree.root), d)
     assert found.owners == {
         "http://127.0.0.1:8000/metrics": {100, 102},
         "http://127.0.0.1:8001/metrics": {200, 202},

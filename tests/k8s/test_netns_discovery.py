@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import os
+import re
 
 import httpx
 import pytest
 
 from servescope.exporter.gpu_directory import GpuDirectory
 from servescope.exporter.vllm.discovery import discover
+from servescope.exporter.vllm.probing import settle, tcp_connect
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.scrape import Scraper
 from servescope.exporter.vllm.source import VllmSource
+from servescope.sim.wiring import SIMULATED_ENGINE_PROCESS
 from tests.helpers import values
 from tests.k8s.netns import ip, pod_namespace
 
@@ -30,12 +33,16 @@ def test_an_engine_in_a_pod_is_found_at_the_pod_address_and_a_loopback_one_repor
         directory.set_processes("GPU-a", frozenset({reachable.pid}))
         directory.set_processes("GPU-b", frozenset({hidden.pid}))
 
-        found = discover(procfs, directory, exporter)
+        patterns = [re.compile(SIMULATED_ENGINE_PROCESS)]
+        found = settle(discover(procfs, directory, exporter, patterns), tcp_connect, lambda url: None)
         url = f"http://{pod.address}:{port}/metrics"
         answer = httpx.get(url, timeout=5)
         netns = procfs.netns(hidden.pid)
 
-        source = VllmSource([], directory=directory, procfs=procfs, scraper=Scraper(2.0))
+        engines = [SIMULATED_ENGINE_PROCESS]
+        source = VllmSource(
+            [], directory=directory, procfs=procfs, scraper=Scraper(2.0), engine_patterns=engines
+        )
         collection = source.collect()
         source.close()
         names = ip("netns", "list").stdout

@@ -17,10 +17,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from servescope.exporter.k8s.settings import K8sSettings
 from servescope.exporter.nvml.library import NvmlLibrary
 from servescope.exporter.runtime import Hardware, build_runtime
-from servescope.exporter.settings import DcgmSettings, NodeSettings, NvmlSettings, Settings
+from servescope.exporter.settings import DcgmSettings, NodeSettings, NvmlSettings, Settings, VllmSettings
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.pynvml_module import SimulatedPynvml
+from servescope.sim.wiring import SIMULATED_ENGINE_PROCESS
 from tests.helpers import SAMPLES
 from tests.k8s.kubelet import FakeKubelet, container, pod
 from tests.k8s.netns import pod_namespace
@@ -69,6 +70,7 @@ def node_settings(socket: Path) -> Settings:
         nvml=NvmlSettings(xid_events=False),
         dcgm=DcgmSettings(enabled=False),
         k8s=K8sSettings(pod_resources_socket=str(socket)),
+        vllm=VllmSettings(engine_processes=[SIMULATED_ENGINE_PROCESS]),
     )
 
 

@@ -10,10 +10,10 @@ import pynvml
 import pytest
 
 from servescope.exporter.gpu_directory import GpuDirectory
-from servescope.exporter.k8s.devices import GpuNaming, claim_gpu, device_gpu
+from servescope.exporter.k8s.devices import GpuNaming, claim_gpu, device_gpu, device_slice
 from servescope.exporter.k8s.source import PodResourcesSource
 from servescope.exporter.nvml.library import NvmlLibrary
-from servescope.exporter.nvml.mig import mig_parents
+from servescope.exporter.nvml.mig import mig_parents, mig_slices
 from servescope.exporter.sources.base import SourceError
 from tests.k8s.kubelet import FakeKubelet, container, dra_claim, pod
 
@@ -72,9 +72,25 @@ class MigPynvml:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
         return SimpleNamespace(uuid=MIG_UUID)
 
+    def nvmlDeviceGetGpuInstanceId(self, h: Any) -> int:
+        return 7
 
-def test_mig_uuids_map_to_their_parent_through_nvml() -> None:
+    def nvmlDeviceGetComputeInstanceId(self, h: Any) -> int:
+        return 0
+
+
+def test_mig_uuids_map_to_their_parent_and_instances_through_nvml() -> None:
     assert mig_parents(NvmlLibrary(MigPynvml())) == {MIG_UUID: UUIDS[1]}
+    assert mig_slices(NvmlLibrary(MigPynvml())) == {MIG_UUID: (UUIDS[1], "7", "0")}
+
+
+def test_a_mig_device_id_names_its_slice() -> None:
+    n = GpuNaming({}, lambda _: None, {MIG_UUID: (UUIDS[3], "7", "0")}.get)
+    assert device_slice("nvidia.com/mig-1g.18gb", MIG_UUID, n) == (MIG_UUID, "7", "0")
+    legacy = f"MIG-{UUIDS[4]}/3/1"
+    assert device_slice("nvidia.com/mig-1g.18gb", legacy, n) == (legacy, "3", "1")
+    assert device_slice("nvidia.com/mig-1g.18gb", f"{MIG_UUID}::2", n) == (MIG_UUID, "7", "0")  # time-sliced
+    assert device_slice(GPU, UUIDS[0], n) is None  # a whole GPU is no slice
 
 
 def node_directory() -> GpuDirectory:
@@ -92,6 +108,7 @@ def serving_pods() -> list[Any]:
         pod("serving", "llama-1", container("vllm", (GPU, [f"{UUIDS[2]}::0"]))),
         pod("chat", "chat-0", container("engine", (GPU, [f"{UUIDS[2]}::1"]), ("example.com/nic", ["eth1"]))),
         pod("batch", "train-0", container("train", ("nvidia.com/mig-1g.18gb", [MIG_UUID]))),
+        pod("batch", "train-1", container("train", ("nvidia.com/mig-2g.35gb", [f"MIG-{UUIDS[3]}/2/0"]))),
         pod("serving", "dra-0", container("main", claims=[dra_claim("gpu", "gpu.nvidia.com", "gpu-4")])),
     ]
 
@@ -109,7 +126,7 @@ def test_source_attributes_gpus_and_processes_to_pods(tmp_path: Path) -> None:
             str(socket),
             directory=node_directory(),
             hostname="node-a",
-            mig_parents=lambda: {MIG_UUID: UUIDS[3]},
+            mig_slices=lambda: {MIG_UUID: (UUIDS[3], "7", "0")},
         )
         collection = source.collect()
         source.close()
@@ -119,7 +136,13 @@ def test_source_attributes_gpus_and_processes_to_pods(tmp_path: Path) -> None:
         ("2", UUIDS[2], "node-a", "serving", "llama-1", "vllm"),
         ("2", UUIDS[2], "node-a", "chat", "chat-0", "engine"),
         ("3", UUIDS[3], "node-a", "batch", "train-0", "train"),
+        ("3", UUIDS[3], "node-a", "batch", "train-1", "train"),
         ("4", UUIDS[4], "node-a", "serving", "dra-0", "main"),
+    }
+    # Mixed MIG strategy: each slice's pod, with the slice and its parent GPU.
+    assert info(collection.samples, "servescope_gpu_mig_pod_info") == {
+        ("3", UUIDS[3], "node-a", MIG_UUID, "7", "0", "batch", "train-0", "train"),
+        ("3", UUIDS[3], "node-a", f"MIG-{UUIDS[3]}/2/0", "2", "0", "batch", "train-1", "train"),
     }
     # A process is labelled only where one container holds its GPU (GPU 2 is shared by two pods).
     assert info(collection.samples, "servescope_gpu_process_pod_info") == {

@@ -9,7 +9,7 @@ from servescope.exporter.stores.signals import GpuProcess
 from servescope.exporter.vllm.join import EndpointGpus, engine_gpus, join_endpoint
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.source import VllmSource
-from tests.k8s.procfs_tree import API_PORT, ROOT_PID, WORKERS, Netns, ProcTree, dp2_tree
+from tests.k8s.procfs_tree import API_PORT, ROOT_PID, WORKERS, Netns, ProcTree, dp2_tree, reachable
 from tests.k8s.test_discovery import DP2_METRICS, RecordingScraper
 
 URL = f"http://127.0.0.1:{API_PORT}/metrics"
@@ -28,7 +28,7 @@ def engine_gpu_info(procfs: ProcFs, d: GpuDirectory, metrics: str) -> tuple[set[
     """(engine, uuid) pairs of servescope_engine_gpu_info, and the problems' reasons, after one cycle."""
     scraper = RecordingScraper()
     scraper.text = metrics
-    source = VllmSource([], directory=d, procfs=procfs, scraper=scraper)  # type: ignore[arg-type]
+    source = VllmSource([], directory=d, procfs=procfs, scraper=scraper, connect=reachable)  # type: ignore[arg-type]
     collection = source.collect()
     source.close()
     pairs = {
@@ -107,7 +107,7 @@ def test_engine_gpus_decides_per_engine_or_not_at_all() -> None:
 
 def endpoint_pods(procfs: ProcFs, d: GpuDirectory) -> set[tuple[str, ...]]:
     scraper = RecordingScraper()
-    source = VllmSource([], directory=d, procfs=procfs, scraper=scraper)  # type: ignore[arg-type]
+    source = VllmSource([], directory=d, procfs=procfs, scraper=scraper, connect=reachable)  # type: ignore[arg-type]
     samples = source.collect().samples
     source.close()
     return {s.label_values for s in samples if s.spec.name == "servescope_serving_endpoint_pod_info"}
@@ -126,7 +126,7 @@ def test_an_endpoint_gets_the_pod_that_holds_all_its_gpus(tmp_path: Path) -> Non
 def serving_pods(procfs: ProcFs, d: GpuDirectory) -> set[tuple[str, str, str]]:
     """The (namespace, pod, container) values on the endpoint's normalised serving series."""
     scraper = RecordingScraper()
-    source = VllmSource([], directory=d, procfs=procfs, scraper=scraper)  # type: ignore[arg-type]
+    source = VllmSource([], directory=d, procfs=procfs, scraper=scraper, connect=reachable)  # type: ignore[arg-type]
     samples = source.collect().samples
     source.close()
     engine = ("model_name", "engine", "endpoint")

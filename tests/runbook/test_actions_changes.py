@@ -1,10 +1,10 @@
-"""Change actions (kubectl, Alertmanager silences) print what they would do and act only when executed."""
+"""Change actions (Alertmanager silences, engine settings) print what they would do and act only when
+executed; the Kubernetes ones are in test_kube_actions.py."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,38 +18,10 @@ from servescope.runbooks.actions.changes import SilenceParams
 from tests.runbook.fakes import (
     Recorded,
     fake_http,
-    fake_kubectl,
-    recorded,
     run,
 )
 
-# --- change actions: dry run unless executed -------------------------------------------------------
-
-
-@pytest.mark.e2e
-@pytest.mark.parametrize(
-    ("name", "params", "argv"),
-    [
-        ("cordon_node", {"node": "gpu-node-07"}, ["cordon", "gpu-node-07"]),
-    ],
-)
-def test_kubectl_actions_print_the_argv_and_run_it_only_when_executed(
-    tmp_path: Path, name: str, params: dict[str, Any], argv: list[str]
-) -> None:
-    kubectl, marker = fake_kubectl(tmp_path)
-    dry = run(name, RunContext(kubectl=str(kubectl)), **params)
-    assert dry.ok and dry.dry_run and dry.command == [str(kubectl), *argv]
-    assert f"would run\n  {kubectl} {' '.join(argv)}" in dry.output
-    assert not marker.exists()
-    done = run(name, RunContext(kubectl=str(kubectl), execute=True), **params)
-    assert done.ok and not done.dry_run and done.command == [str(kubectl), *argv]
-    assert recorded(marker) == [argv] and "done" in done.output
-
-
-@pytest.mark.e2e
-def test_a_missing_kubectl_is_a_failed_result(tmp_path: Path) -> None:
-    result = run("cordon_node", RunContext(kubectl=str(tmp_path / "kubectl"), execute=True), node="n1")
-    assert not result.ok and "not found: install kubectl or pass --kubectl PATH" in result.output
+# --- change actions: dry run unless executed (cordon, drain, scale: tests/runbook/test_kube_actions.py) ---
 
 
 def test_lower_max_num_seqs_prints_the_patch_and_never_runs_anything(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,14 +1,15 @@
-"""dcgm_sample against the bundled fake dcgmi, promql against a fake Prometheus: fixed argv, escaped
+"""dcgm_sample against the node's own exporter (simulated), promql against a fake Prometheus: escaped
 literals, failures as results."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
+from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
+from servescope.exporter.app import create_app
+from servescope.exporter.publisher import Publisher
+from servescope.exporter.runtime import Runtime
 from servescope.runbooks.actions import (
     ACTIONS,
     RunContext,
@@ -20,43 +21,40 @@ from tests.runbook.fakes import (
     go_unquote,
     run,
 )
+from tests.support import Served
 
-FAKE_DCGMI = str(Path(sys.executable).with_name("servescope-fake-dcgmi"))
 
-
-# --- dcgm_sample against the bundled fake dcgmi ---------------------------------------------------
+# --- dcgm_sample from the node's own exporter (its DCGM source runs the simulator's dcgmi) ---------------
 @pytest.mark.e2e
-def test_dcgm_sample_runs_dmon_with_a_fixed_argv(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SERVESCOPE_FAKE_DCGMI_GPUS", "4")
-    result = run("dcgm_sample", RunContext(dcgmi=FAKE_DCGMI), gpu="1", count=2)
+def test_dcgm_sample_reads_the_fields_from_the_exporter(simulated_exporter: Served) -> None:
+    result = run("dcgm_sample", RunContext(exporter_url=simulated_exporter.base), gpu="1", count=2)
     assert result.ok, result.output
-    assert result.command == [
-        FAKE_DCGMI,
-        "dmon",
-        "-i",
-        "1",
-        "-e",
-        "409,419,429,439,1009,1010,1011,1012",
-        "-c",
-        "2",
-    ]
-    assert result.data["columns"] == ["NFELT", "NDELT", "NRELT", "NRCLT", "PCITX", "PCIRX", "NVLTX", "NVLRX"]
+    assert result.data["fields"] == [409, 419, 429, 439, 1009, 1010, 1011, 1012]
     assert len(result.data["rows"]) == 2 and all(len(row) == 8 for row in result.data["rows"])
+    assert all(value is not None for value in result.data["rows"][-1]), result.data
+    assert result.data["uuid"].startswith("GPU-")
     assert "409 NVLink CRC flit errors" in result.output and "1009/1010 are PCIe bytes" in result.output
 
 
 @pytest.mark.e2e
-def test_dcgm_sample_without_dcgmi_or_host_engine_is_a_clear_failure(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    missing = run("dcgm_sample", RunContext(dcgmi=str(tmp_path / "dcgmi")), gpu=0, fields=[409], count=1)
-    assert not missing.ok and "not found: install DCGM" in missing.output
-    monkeypatch.setenv("SERVESCOPE_FAKE_DCGMI_MODE", "unreachable")
-    down = run("dcgm_sample", RunContext(dcgmi=FAKE_DCGMI), gpu=0, fields=[409], count=1)
-    assert not down.ok and "host_engine_unreachable" in down.output
+def test_dcgm_sample_of_an_unknown_gpu_or_field_is_a_clear_failure(simulated_exporter: Served) -> None:
+    ctx = RunContext(exporter_url=simulated_exporter.base)
+    missing = run("dcgm_sample", ctx, gpu=7, fields=[409], count=1)
+    assert not missing.ok and "GPU '7': no DCGM series" in missing.output, missing.output
+    unknown = run("dcgm_sample", ctx, gpu=0, fields=[65000], count=1)
+    assert not unknown.ok and "exports none of the fields [65000]" in unknown.output, unknown.output
 
 
-# --- promql against a fake Prometheus -------------------------------------------------------------
+def test_the_exporter_serves_no_runbooks_and_one_read_only_dcgm_route() -> None:
+    with TestClient(create_app(Runtime(Publisher()), manage_runtime=False)) as client:
+        dcgm = client.get("/api/v1/gpus/0/dcgm")
+        assert dcgm.status_code == 404 and "no DCGM series" in dcgm.json()["error"]
+        assert client.post("/api/v1/gpus/0/dcgm").status_code == 405  # read-only
+        for path in ("/runbooks", "/runbooks/ServescopeGpuLost"):
+            assert client.get(path).status_code == 404
+        assert client.post("/runbooks/ServescopeGpuLost/steps/drain/run", json={}).status_code == 404
+
+
 def test_promql_string_escapes_quotes_backslashes_and_newlines() -> None:
     assert promql_string('a"b') == '"a\\"b"'
     assert promql_string("a\\b") == '"a\\\\b"'

@@ -28,11 +28,10 @@ from tests.runbook.fakes import (
     VECTOR,
     corpus,
     fake_http,
-    fake_kubectl,
     go_unquote,
-    recorded,
     run,
 )
+from tests.runbook.kube_fakes import cluster, node
 
 PACKAGE = Path(runbooks_package.__file__).resolve().parent
 
@@ -95,36 +94,35 @@ def test_free_text_values_are_bounded_and_otherwise_inert(tmp_path: Path) -> Non
 
 
 @pytest.mark.e2e
-def test_hostile_values_never_reach_kubectl(tmp_path: Path) -> None:
-    kubectl, marker = fake_kubectl(tmp_path)
+def test_hostile_values_never_reach_the_kubernetes_api(tmp_path: Path) -> None:
     sentinel = tmp_path / "SENTINEL"
-    ctx = RunContext(kubectl=str(kubectl), execute=True)
-    for payload in corpus(sentinel):
-        for name, params in (
-            ("cordon_node", {"node": payload}),
-            ("drain_node", {"node": payload}),
-            ("scale_deployment", {"namespace": payload, "deployment": "vllm", "add": 1}),
-            ("scale_deployment", {"namespace": "serving", "deployment": payload, "add": 1}),
-        ):
-            with pytest.raises(ValidationError):
-                ACTIONS[name].params.model_validate(params)
-    assert not marker.exists() and not sentinel.exists()
-    # a valid name goes to kubectl as one argv element, unexpanded
-    run("cordon_node", ctx, node="n1")
-    assert recorded(marker) == [["cordon", "n1"]]
+    with cluster(tmp_path, node("n1")) as kube:
+        for payload in corpus(sentinel):
+            for name, params in (
+                ("cordon_node", {"node": payload}),
+                ("drain_node", {"node": payload}),
+                ("scale_deployment", {"namespace": payload, "deployment": "vllm", "add": 1}),
+                ("scale_deployment", {"namespace": "serving", "deployment": payload, "add": 1}),
+            ):
+                with pytest.raises(ValidationError):
+                    ACTIONS[name].params.model_validate(params)
+        assert kube.api.requests == [] and not sentinel.exists()
+        # a valid name is one path segment of the request, unexpanded
+        run("cordon_node", kube.ctx(execute=True), node="n1")
+        assert kube.changes() == [("PATCH", "/api/v1/nodes/n1")]
 
 
 def test_no_shell_anywhere_in_the_runbook_package() -> None:
     for path in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(path.read_text(), str(path))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call):
-                assert not any(k.arg == "shell" for k in node.keywords), f"{path}:{node.lineno}: shell="
-                func = ast.unparse(node.func)
+        for item in ast.walk(tree):
+            if isinstance(item, ast.Call):
+                assert not any(k.arg == "shell" for k in item.keywords), f"{path}:{item.lineno}: shell="
+                func = ast.unparse(item.func)
                 assert func not in {"os.system", "os.popen", "eval", "exec", "os.execl", "os.spawnl"}, (
-                    f"{path}:{node.lineno}: {func}"
+                    f"{path}:{item.lineno}: {func}"
                 )
                 if func in {"subprocess.run", "subprocess.Popen", "run_argv"}:
-                    assert isinstance(node.args[0], ast.Name | ast.List), (
-                        f"{path}:{node.lineno}: argv not a list"
+                    assert isinstance(item.args[0], ast.Name | ast.List), (
+                        f"{path}:{item.lineno}: argv not a list"
                     )

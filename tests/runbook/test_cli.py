@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +14,8 @@ from typer.testing import CliRunner
 from servescope.cli import app
 from servescope.runbooks.document import ENV_RUNBOOKS, SHIPPED_RUNBOOKS
 from tests.runbook.cli_peers import invoke, label_args
-from tests.runbook.fakes import corpus, fake_http, fake_kubectl, step, write_runbook
+from tests.runbook.fakes import corpus, fake_http, step, write_runbook
+from tests.runbook.kube_fakes import Cluster, cluster, deployment, node
 from tests.support import Served
 
 REAL_RUNBOOKS = SHIPPED_RUNBOOKS
@@ -47,8 +49,8 @@ MITIGATION = (
 @dataclass
 class Env:
     runbooks: Path
-    kubectl: Path
-    marker: Path
+    kube: Cluster
+    audit: Path
     exporter: str
     labels: dict[str, str]
 
@@ -59,10 +61,9 @@ def exporter(simulated_exporter: Served) -> str:
 
 
 @pytest.fixture
-def env(tmp_path: Path, exporter: str) -> Env:
+def env(tmp_path: Path, exporter: str) -> Iterator[Env]:
     folder = tmp_path / "runbooks"
     write_runbook(folder, "TestAlert", steps=DIAGNOSIS, mitigation=MITIGATION)
-    kubectl, marker = fake_kubectl(tmp_path)
     gpus = httpx.get(f"{exporter}/api/v1/gpus").json()["gpus"]
     labels = {
         "gpu": "0",
@@ -72,7 +73,8 @@ def env(tmp_path: Path, exporter: str) -> Env:
         "deployment": "vllm-deepseek",
         "comment": "mitigating",
     }
-    return Env(folder, kubectl, marker, exporter, labels)
+    with cluster(tmp_path, node("gpu-node-07"), deployment(1, "vllm-deepseek")) as kube:
+        yield Env(folder, kube, tmp_path / "audit.jsonl", exporter, labels)
 
 
 def run_args(env: Env, *args: str) -> list[str]:
@@ -83,10 +85,15 @@ def run_args(env: Env, *args: str) -> list[str]:
         str(env.runbooks),
         "--exporter-url",
         env.exporter,
-        "--kubectl",
-        str(env.kubectl),
+        *kube_args(env.kube),
+        "--audit-log",
+        str(env.audit),
         *args,
     ]
+
+
+def kube_args(kube: Cluster) -> list[str]:
+    return ["--kube-api-url", kube.url, "--kube-token-file", str(kube.token_file)]
 
 
 # --- list and show ---------------------------------------------------------------------------------
@@ -166,19 +173,16 @@ USAGE_ERRORS = [
 @pytest.mark.parametrize(("args", "message"), USAGE_ERRORS)
 def test_run_usage_errors_exit_2_and_read_nothing(tmp_path: Path, args: list[str], message: str) -> None:
     write_runbook(tmp_path, "TestAlert", steps=DIAGNOSIS, mitigation=MITIGATION)
-    kubectl, marker = fake_kubectl(tmp_path)
-    with fake_http(lambda r: (200, {})) as exporter:
+    with fake_http(lambda r: (200, {})) as exporter, cluster(tmp_path) as kube:
         result = (
-            invoke(
-                *args, "--runbooks", str(tmp_path), "--kubectl", str(kubectl), "--exporter-url", exporter.base
-            )
+            invoke(*args, "--runbooks", str(tmp_path), *kube_args(kube), "--exporter-url", exporter.base)
             if "--exporter-url" not in args
             else invoke(*args, "--runbooks", str(tmp_path))
         )
         assert result.exit_code == 2, result.output
         assert message in result.stderr, result.stderr
         assert result.stderr.startswith("servescope: error: ")
-        assert not exporter.requests and not marker.exists()
+        assert not exporter.requests and kube.api.requests == []
 
 
 # --- run: read steps, change steps ------------------------------------------------------------------
@@ -197,7 +201,7 @@ def test_run_runs_every_read_step_and_lists_change_steps(env: Env) -> None:
     assert "(SVG of " in out
     assert "Change steps (not run; run one with --step ID, dry unless --execute):" in out
     assert "  [change] cordon: Cordon the node\n      cordon_node(node='gpu-node-07')" in out
-    assert "== [change]" not in out and not env.marker.exists()
+    assert "== [change]" not in out and env.kube.api.requests == []
 
 
 @pytest.mark.e2e
@@ -221,25 +225,32 @@ def test_run_json_prints_the_step_results(env: Env, tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
-def test_a_change_step_is_a_dry_run_unless_executed(env: Env) -> None:
+def test_a_change_step_is_a_dry_run_unless_executed_and_executing_is_audited(env: Env) -> None:
     labels = label_args(env.labels)
     dry = invoke(*run_args(env, *labels, "--step", "scale"))
     assert dry.exit_code == 0, dry.output
     assert "== [change] scale: Add a worker (scale_deployment) OK (dry run)" in dry.stdout
-    assert (
-        f"{env.kubectl} scale deployment/vllm-deepseek --namespace=serving --current-replicas=1 --replicas=3"
-        in dry.stdout
-    )
-    assert not env.marker.exists()
+    assert "PATCH /apis/apps/v1/namespaces/serving/deployments/vllm-deepseek/scale" in dry.stdout
+    assert '"spec": {"replicas": 3}' in dry.stdout
+    assert env.kube.api.changes() == [] and not env.audit.exists()  # a dry run is no audit record
     done = invoke(*run_args(env, *labels, "--step", "scale", "--execute"))
     assert done.exit_code == 0, done.output
     assert "(dry run)" not in done.stdout
-    assert [json.loads(line) for line in env.marker.read_text().splitlines()] == [
-        ["scale", "deployment/vllm-deepseek", "--namespace=serving", "--current-replicas=1", "--replicas=3"]
+    assert env.kube.changes() == [
+        ("PATCH", "/apis/apps/v1/namespaces/serving/deployments/vllm-deepseek/scale")
     ]
+    records = [json.loads(line) for line in env.audit.read_text().splitlines()]
+    assert [(r["seq"], r["outcome"], r["step"], r["execute"]) for r in records] == [
+        (1, "accepted", "scale", True),
+        (2, "executed", "scale", True),
+    ]
+    assert (
+        records[0]["caller"]["identity"].startswith("cli:")
+        and records[0]["labels"]["hostname"] == "gpu-node-07"
+    )
     as_json = json.loads(invoke(*run_args(env, *labels, "--step", "cordon", "--json")).stdout)
-    assert as_json["results"][0]["command"] == [str(env.kubectl), "cordon", "gpu-node-07"]
-    assert as_json["results"][0]["dry_run"] is True and len(env.marker.read_text().splitlines()) == 1
+    assert as_json["results"][0]["data"]["api_calls"][0]["path"] == "/api/v1/nodes/gpu-node-07"
+    assert as_json["results"][0]["dry_run"] is True and len(env.kube.api.changes()) == 1
 
 
 @pytest.mark.e2e
@@ -283,4 +294,4 @@ def test_hostile_labels_are_refused_before_anything_runs(env: Env, tmp_path: Pat
             r for r in exporter.requests if not r.headers.get("User-Agent", "").startswith("Prometheus/")
         ]
         assert not from_the_cli, from_the_cli
-    assert not env.marker.exists() and not sentinel.exists()
+    assert env.kube.api.changes() == [] and not sentinel.exists()

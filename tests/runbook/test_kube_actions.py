@@ -1,7 +1,9 @@
-"""scale_deployment and drain_node against a fake kubectl on PATH that answers from a cluster state file.
+"""cordon_node, drain_node and scale_deployment against the fake Kubernetes API server, through the RBAC
+`deploy render` emits.
 
-The reads (deployment, autoscalers, pods, budgets) run in the dry run too; the change runs only when
-executed, and never when a read says it must not.
+The reads run in the dry run too; the change runs only when executed, and never when a read says it must
+not. What a dry run prints as the API calls is what the execution sends (compared with the server's
+record of the requests).
 """
 
 from __future__ import annotations
@@ -12,176 +14,165 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from servescope.runbooks.actions import ACTIONS, RunContext, StepResult
+from servescope.runbooks.actions import ACTIONS, StepResult
 from servescope.runbooks.document import RunbookError, parse_runbook
-from tests.runbook.fakes import recorded, step, write_runbook
-from tests.runbook.fakes import run as run_action
-from tests.runbook.kube_fakes import autoscaler, budget, deployment, fake_cluster_kubectl, listing, pod
+from tests.runbook.fakes import step, write_runbook
+from tests.runbook.kube_fakes import Cluster, autoscaler, budget, cluster, deployment, node, pod
 
-pytestmark = pytest.mark.e2e
-DEPLOYMENT_GET = ["get", "deployment/vllm", "--namespace=serving", "--output=json"]
-HPA_GET = ["get", "horizontalpodautoscalers.autoscaling", "--namespace=serving", "--output=json"]
-KEDA_GET = ["get", "scaledobjects.keda.sh", "--namespace=serving", "--output=json"]
-PODS_GET = ["get", "pods", "--all-namespaces", "--field-selector=spec.nodeName=gpu-node-07", "--output=json"]
-PDB_GET = ["get", "poddisruptionbudgets.policy", "--namespace=serving", "--output=json"]
+pytestmark = pytest.mark.e2e  # a server on loopback
 
 
-def run(name: str, execute: bool, **params: Any) -> StepResult:
-    return run_action(name, RunContext(execute=execute), **params)
+def run(kube: Cluster, name: str, execute: bool, **params: Any) -> StepResult:
+    action = ACTIONS[name]
+    return action.run(action.params.model_validate(params), kube.ctx(execute=execute, timeout_seconds=5))
 
 
-def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **state: Any) -> Path:
-    """A fake kubectl over `state`, first on PATH (the context's default `kubectl`); its argv marker."""
-    program, marker, _ = fake_cluster_kubectl(tmp_path, state)
-    monkeypatch.setenv("PATH", f"{program.parent}:{Path('/usr/bin')}")
-    return marker
+def _sent(kube: Cluster) -> list[dict[str, Any]]:
+    return [
+        {"method": r["method"], "path": r["path"], "content_type": r["content_type"], "body": r["body"]}
+        for r in kube.api.changes()
+    ]
 
 
-def scalable(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, replicas: int, hpas: dict[str, Any], **state: Any
-) -> Path:
-    """A cluster with the Deployment serving/vllm at `replicas` and the HPA list `hpas`, without KEDA."""
-    return cluster(
-        tmp_path,
-        monkeypatch,
-        **{"deployment/vllm": deployment(replicas), "horizontalpodautoscalers.autoscaling": hpas, **state},
-    )
+def test_cordon_prints_the_patch_and_sends_exactly_it_when_executed(tmp_path: Path) -> None:
+    with cluster(tmp_path, node("gpu-node-07")) as kube:
+        dry = run(kube, "cordon_node", False, node="gpu-node-07")
+        assert dry.ok and dry.dry_run, dry.output
+        assert "PATCH /api/v1/nodes/gpu-node-07 (application/strategic-merge-patch+json)" in dry.output
+        assert '{"spec": {"unschedulable": true}}' in dry.output
+        assert kube.api.changes() == []  # the dry run read the node, changed nothing
+        done = run(kube, "cordon_node", True, node="gpu-node-07")
+        assert done.ok, done.output
+        assert _sent(kube) == dry.data["api_calls"]
+        assert kube.api.store.get(("", "nodes"), None, "gpu-node-07")["spec"]["unschedulable"] is True
 
 
-def test_scale_adds_to_the_current_count_and_passes_it_as_the_precondition(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    marker = scalable(tmp_path, monkeypatch, 4, listing(autoscaler("other-hpa", "vllm-other")))
-    scale = ["scale", "deployment/vllm", "--namespace=serving", "--current-replicas=4", "--replicas=6"]
-    dry = run("scale_deployment", False, namespace="serving", deployment="vllm", add=2)
-    assert dry.ok and dry.dry_run and dry.command == ["kubectl", *scale], dry.output
-    assert "4 replica(s) now, no autoscaler owns it; +2 -> 6" in dry.output
-    # no KEDA in this cluster: its missing resource type is no error
-    assert recorded(marker) == [HPA_GET, KEDA_GET, DEPLOYMENT_GET]
-    done = run("scale_deployment", True, namespace="serving", deployment="vllm", add=2)
-    assert done.ok and not done.dry_run and done.data["target"] == 6, done.output
-    assert recorded(marker)[-1] == scale and "deployment.apps/vllm scaled" in done.output
+def test_scale_adds_to_the_current_count_with_the_read_version_as_precondition(tmp_path: Path) -> None:
+    with cluster(tmp_path, deployment(4), autoscaler("other-hpa", "vllm-other")) as kube:
+        dry = run(kube, "scale_deployment", False, namespace="serving", deployment="vllm", add=2)
+        assert dry.ok and dry.dry_run, dry.output
+        assert "4 replica(s) now" in dry.output and "+2 -> 6" in dry.output
+        (call,) = dry.data["api_calls"]
+        assert (
+            call["method"] == "PATCH"
+            and call["path"] == "/apis/apps/v1/namespaces/serving/deployments/vllm/scale"
+        )
+        assert call["body"]["spec"] == {"replicas": 6} and call["body"]["metadata"]["resourceVersion"]
+        done = run(kube, "scale_deployment", True, namespace="serving", deployment="vllm", add=2)
+        assert done.ok, done.output
+        assert _sent(kube) == done.data["api_calls"]
+        assert kube.api.store.get(("apps", "deployments"), "serving", "vllm")["spec"]["replicas"] == 6
 
 
-def test_a_count_changed_meanwhile_makes_the_scale_fail_not_clobber(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    marker = scalable(tmp_path, monkeypatch, 4, listing(), replicas_now=9)
-    done = run("scale_deployment", True, namespace="serving", deployment="vllm", add=1)
-    assert not done.ok and "Expected replicas to be 4, was 9" in done.output and "exited 1" in done.output
-    assert "--current-replicas=4" in recorded(marker)[-1]
+def test_a_count_changed_meanwhile_makes_the_scale_fail_not_clobber(tmp_path: Path) -> None:
+    with cluster(tmp_path, deployment(4)) as kube:
+        store = kube.api.store
+        original = store.patch
+
+        def changed_meanwhile(key: Any, namespace: Any, name: str, body: dict[str, Any]) -> Any:
+            if "spec" in body:  # someone else scaled it between our read and our patch
+                original(key, namespace, name, {"spec": {"replicas": 5}})
+            return original(key, namespace, name, body)
+
+        store.patch = changed_meanwhile  # type: ignore[method-assign]
+        done = run(kube, "scale_deployment", True, namespace="serving", deployment="vllm", add=2)
+        store.patch = original  # type: ignore[method-assign]
+        assert not done.ok and "changed since it was read" in done.output and "409" in done.output, (
+            done.output
+        )
+        assert store.get(("apps", "deployments"), "serving", "vllm")["spec"]["replicas"] == 5
 
 
-@pytest.mark.parametrize(
-    ("state", "owner"),
-    [
-        (
-            {"horizontalpodautoscalers.autoscaling": listing(autoscaler("vllm-hpa", "vllm"))},
-            "HorizontalPodAutoscaler serving/vllm-hpa",
-        ),
-        (
-            {
-                "horizontalpodautoscalers.autoscaling": listing(),
-                "scaledobjects.keda.sh": listing(autoscaler("vllm-keda", "vllm")),
-            },
-            "KEDA ScaledObject serving/vllm-keda",
-        ),
-    ],
-)
-def test_an_autoscaled_deployment_is_left_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state: dict[str, Any], owner: str
-) -> None:
-    marker = cluster(tmp_path, monkeypatch, **{"deployment/vllm": deployment(4), **state})
-    for execute in (False, True):
-        result = run("scale_deployment", execute, namespace="serving", deployment="vllm", add=2)
-        assert not result.ok and f"is scaled by {owner}" in result.output, result.output
-        assert "Nothing was changed" in result.output
-    assert not any(argv[0] == "scale" for argv in recorded(marker))
+def test_an_autoscaled_deployment_is_left_alone(tmp_path: Path) -> None:
+    with cluster(tmp_path, deployment(4), autoscaler("vllm-hpa", "vllm")) as kube:
+        result = run(kube, "scale_deployment", True, namespace="serving", deployment="vllm", add=1)
+        assert not result.ok and "HorizontalPodAutoscaler serving/vllm-hpa" in result.output
+        assert kube.api.changes() == []
 
 
-def test_decrease_and_zero_only_when_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    params = {"namespace": "serving", "deployment": "vllm"}
-    with pytest.raises(ValidationError, match="write allow_decrease: true to mean it"):
-        ACTIONS["scale_deployment"].params.model_validate({**params, "add": -1})
-    with pytest.raises(ValidationError, match="add: 0 changes nothing"):
-        ACTIONS["scale_deployment"].params.model_validate({**params, "add": 0})
-    with pytest.raises(ValidationError):  # labels bind strings: "true" is no boolean here
-        ACTIONS["scale_deployment"].params.model_validate({**params, "add": -1, "allow_decrease": "true"})
-    marker = scalable(tmp_path, monkeypatch, 2, listing())
-    fewer = run("scale_deployment", True, **params, add=-1, allow_decrease=True)
-    assert fewer.ok and recorded(marker)[-1][-1] == "--replicas=1", fewer.output
-    zero = run("scale_deployment", True, **params, add=-2, allow_decrease=True)
-    assert not zero.ok and "would scale it to 0 (the model stops serving)" in zero.output
-    below = run("scale_deployment", True, **params, add=-3, allow_decrease=True, allow_zero=True)
-    assert not below.ok and "would leave -1" in below.output
-    assert sum(argv[0] == "scale" for argv in recorded(marker)) == 1
-    stopped = run("scale_deployment", True, **params, add=-2, allow_decrease=True, allow_zero=True)
-    assert stopped.ok and recorded(marker)[-1][-1] == "--replicas=0"
+def test_decrease_and_zero_only_when_asked(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match="allow_decrease"):
+        ACTIONS["scale_deployment"].params.model_validate(
+            {"namespace": "serving", "deployment": "vllm", "add": -1}
+        )
+    with cluster(tmp_path, deployment(1)) as kube:
+        result = run(
+            kube,
+            "scale_deployment",
+            True,
+            namespace="serving",
+            deployment="vllm",
+            add=-1,
+            allow_decrease=True,
+        )
+        assert not result.ok and "allow_zero" in result.output
+        assert kube.api.changes() == []
 
 
 @pytest.mark.parametrize("name", ["allow_decrease", "allow_zero"])
 def test_the_scale_permissions_are_never_bound_from_labels(tmp_path: Path, name: str) -> None:
-    params = f'namespace: serving\ndeployment: vllm\nadd: -1\n{name}: "{{{{ labels.x }}}}"'
-    path = write_runbook(tmp_path, steps=step("scale", "change", "scale_deployment", params))
-    with pytest.raises(RunbookError, match="must be written literally, not bound from a label"):
+    body = f'namespace: serving\ndeployment: vllm\nadd: -1\n{name}: "{{{{ labels.x }}}}"'
+    path = write_runbook(
+        tmp_path, "ServescopeGpuLost", steps=step("scale", "change", "scale_deployment", body)
+    )
+    with pytest.raises(RunbookError, match="must be written literally"):
         parse_runbook(path)
 
 
-def test_drain_checks_pods_and_budgets_in_the_dry_run_and_keeps_emptydirs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    pods = listing(pod("vllm-a", gpus=4), pod("vllm-b", gpus=4), pod("dcgm-exporter", daemonset=True))
-    marker = cluster(tmp_path, monkeypatch, pods=pods, **{"poddisruptionbudgets.policy": listing(budget(1))})
-    drain = ["drain", "gpu-node-07", "--ignore-daemonsets", "--timeout=300s"]
-    dry = run("drain_node", False, node="gpu-node-07", timeout="5m")
-    assert dry.ok and dry.dry_run and dry.command == ["kubectl", *drain], dry.output
-    assert recorded(marker) == [PODS_GET, PDB_GET]
-    assert "2 pod(s) to evict from gpu-node-07, requesting 8 GPU(s)" in dry.output
-    assert "PodDisruptionBudget serving/vllm-pdb allows 1 disruption(s) now and covers 2 pod(s)" in dry.output
-    done = run("drain_node", True, node="gpu-node-07", timeout="5m")
-    assert done.ok and recorded(marker)[-1] == drain and "node/gpu-node-07 drained" in done.output
-
-
-def test_drain_stops_on_an_emptydir_unless_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pods = listing(pod("vllm-a", emptydir=True), pod("vllm-b"))
-    marker = cluster(tmp_path, monkeypatch, pods=pods, **{"poddisruptionbudgets.policy": listing()})
-    for execute in (False, True):
-        stopped = run("drain_node", execute, node="gpu-node-07")
+def test_drain_evicts_through_the_api_and_reports_the_pod_a_budget_protects(tmp_path: Path) -> None:
+    pods = [
+        pod("vllm-a", labels={"app": "vllm"}),
+        pod("vllm-b", labels={"app": "vllm"}),
+        pod("cache-warm", labels={"app": "warm"}),  # no budget covers it
+        pod("node-exporter", daemonset=True, labels={"app": "exporter"}),
+        pod("kube-proxy-static", mirror=True, labels={"app": "proxy"}),
+        pod("elsewhere", node_name="gpu-node-08", labels={"app": "other"}),
+    ]
+    guarded = budget("vllm-pdb", {"app": "vllm"}, minAvailable=1)  # one of the two may go, not both
+    with cluster(tmp_path, node("gpu-node-07"), guarded, *pods) as kube:
+        dry = run(kube, "drain_node", False, node="gpu-node-07", timeout="1s")
+        assert dry.ok and dry.dry_run, dry.output
+        assert "3 pod(s) to evict from gpu-node-07" in dry.output
+        assert "serving/node-exporter (DaemonSet pod)" in dry.output and "mirror (static) pod" in dry.output
         assert (
-            not stopped.ok and "keep emptyDir volumes (often a model cache): serving/vllm-a" in stopped.output
+            "PodDisruptionBudget serving/vllm-pdb allows 1 disruption(s) now and covers 2 pod(s)"
+            in dry.output
         )
-    assert not any(argv[0] == "drain" for argv in recorded(marker))
-    done = run("drain_node", True, node="gpu-node-07", delete_emptydir_data=True)
-    assert done.ok and "--delete-emptydir-data" in recorded(marker)[-1], done.output
-    assert "emptyDir data of serving/vllm-a is deleted" in done.output
+        assert kube.api.changes() == []
+        done = run(kube, "drain_node", True, node="gpu-node-07", timeout="1s")
+        sent = _sent(kube)
+    assert not done.ok, done.output  # one pod stayed: the step says so
+    assert done.data["not_evicted"] == {
+        "serving/vllm-b": "blocked by a PodDisruptionBudget (HTTP 429 TooManyRequests: Cannot evict pod as "
+        "it would violate the pod's disruption budget.)"
+    }
+    assert sorted(done.data["evicted"]) == ["serving/cache-warm", "serving/vllm-a"]
+    assert sent == dry.data["api_calls"]  # exactly what the dry run printed, once each (no retry in 1s)
+    assert "NOT evicted serving/vllm-b: blocked by a PodDisruptionBudget" in done.output
 
 
-@pytest.mark.parametrize(
-    "selector",
-    [
-        {"matchLabels": {"app": "vllm"}},
-        {},
-        {"matchExpressions": [{"key": "app", "operator": "In", "values": ["vllm"]}]},
-    ],
-)
-def test_drain_stops_on_a_budget_that_allows_no_disruption(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, selector: dict[str, Any]
-) -> None:
-    pods = listing(pod("vllm-a"))
-    budgets = listing(budget(0, selector), budget(0, {"matchLabels": {"app": "other"}}))
-    marker = cluster(tmp_path, monkeypatch, pods=pods, **{"poddisruptionbudgets.policy": budgets})
-    result = run("drain_node", True, node="gpu-node-07")
-    assert not result.ok, result.output
-    assert "allows 0 disruption(s) now and covers 1 pod(s) here (serving/vllm-a)" in result.output
-    assert "the drain would wait until its timeout" in result.output and result.output.count("vllm-pdb") == 1
-    assert not any(argv[0] == "drain" for argv in recorded(marker))
+def test_drain_stops_on_an_emptydir_unless_asked(tmp_path: Path) -> None:
+    with cluster(tmp_path, node("gpu-node-07"), pod("vllm-a", emptydir=True)) as kube:
+        refused = run(kube, "drain_node", True, node="gpu-node-07")
+        assert not refused.ok and "emptyDir" in refused.output and "Nothing was changed" in refused.output
+        assert kube.api.changes() == []
+        done = run(kube, "drain_node", True, node="gpu-node-07", delete_emptydir_data=True, timeout="1s")
+        assert done.ok and "emptyDir data of serving/vllm-a is deleted" in done.output, done.output
 
 
-def test_a_failed_read_is_a_failed_step_naming_the_command(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    marker = cluster(tmp_path, monkeypatch)  # no pods type at all: kubectl's error
-    result = run("drain_node", True, node="gpu-node-07")
-    assert not result.ok and "kubectl get pods --all-namespaces" in result.output
-    assert "doesn't have a resource type" in result.output
-    assert recorded(marker) == [PODS_GET]
+def test_a_verb_the_role_lacks_is_the_api_servers_403_naming_it(tmp_path: Path) -> None:
+    # No --serving-namespace: the rendered RBAC grants no scale in `serving`.
+    with cluster(tmp_path, deployment(4), serving=()) as kube:
+        result = run(kube, "scale_deployment", True, namespace="serving", deployment="vllm", add=1)
+    assert not result.ok
+    assert "HTTP 403 Forbidden" in result.output, result.output
+    assert 'cannot list resource "horizontalpodautoscalers" in API group "autoscaling"' in result.output
+
+
+def test_an_unreachable_api_server_is_a_failed_step_naming_it(tmp_path: Path) -> None:
+    with cluster(tmp_path) as kube:
+        url = kube.url
+    ctx = kube.ctx(execute=False, timeout_seconds=2)
+    action = ACTIONS["cordon_node"]
+    result = action.run(action.params.model_validate({"node": "n1"}), ctx)
+    assert not result.ok and f"cannot reach the API server at {url}" in result.output, result.output

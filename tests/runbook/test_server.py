@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,14 +13,17 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from servescope.runbooks.actions import RunContext
-from servescope.runbooks.audit import AuditLog, fingerprint
+from servescope.runbooks.audit import AuditLog, fingerprint, verify
+from servescope.runbooks.auth import ChangeTokens
 from servescope.runbooks.document import load_runbooks, runbooks_dir
 from servescope.runbooks.markdown import markdown
+from servescope.runbooks.refusals import REFUSED
 from servescope.runbooks.runbook_routes import Pages
 from servescope.runbooks.server import create_runbook_app, runbook_router
 from tests.support import Served, servescope_serving
 
-from .fakes import corpus, fake_kubectl, step, write_runbook
+from .fakes import corpus, step, write_runbook
+from .kube_fakes import Cluster, cluster, deployment
 
 TOKEN = "s3cret-Token-value-4242"
 ALERT = "TestAlert"
@@ -46,14 +50,26 @@ def folder(tmp_path: Path) -> Path:
     return runbooks
 
 
+@pytest.fixture
+def kube(tmp_path: Path) -> Iterator[Cluster]:
+    with cluster(tmp_path, deployment(1)) as found:
+        yield found
+
+
 def _client(
-    folder: Path, tmp_path: Path, exporter_url: str, token: str | None, **kwargs: Any
-) -> tuple[TestClient, AuditLog, Path]:
-    program, marker = fake_kubectl(tmp_path)
-    audit = AuditLog(tmp_path / "audit.jsonl")
-    ctx = RunContext(exporter_url=exporter_url, kubectl=str(program), timeout_seconds=5)
-    app = create_runbook_app(folder, ctx, token=token, audit=audit, **kwargs)
-    return TestClient(app), audit, marker
+    folder: Path,
+    tmp_path: Path,
+    exporter_url: str,
+    token: str | None,
+    kube: Cluster | None = None,
+    **kwargs: Any,
+) -> tuple[TestClient, AuditLog, Cluster | None]:
+    audit = AuditLog(tmp_path / "audit.jsonl", echo=io.StringIO())
+    values = {"exporter_url": exporter_url, "timeout_seconds": 5}
+    ctx = kube.ctx(**values) if kube is not None else RunContext(**values)
+    tokens = ChangeTokens((("alice", token),)) if token else None
+    app = create_runbook_app(folder, ctx, tokens=tokens, audit=audit, **kwargs)
+    return TestClient(app), audit, kube
 
 
 def _run(client: TestClient, step_id: str, labels: dict[str, str], **kwargs: Any) -> Any:
@@ -136,49 +152,42 @@ def test_memory_svg_is_proxied(folder: Path, tmp_path: Path, exporter: Served) -
     assert client.get(f"/runbooks/{ALERT}/memory.svg", params={"gpu": "$(id)"}).status_code == 422
 
 
-def test_change_step_refused_without_configured_token(folder: Path, tmp_path: Path) -> None:
-    client, audit, marker = _client(folder, tmp_path, "http://127.0.0.1:9", None)
+def test_change_step_refused_without_configured_token(folder: Path, tmp_path: Path, kube: Cluster) -> None:
+    client, audit, _ = _client(folder, tmp_path, "http://127.0.0.1:9", None, kube)
     answer = _run(client, "scale-out", {"namespace": "serving"}, execute=True, headers=_bearer(TOKEN))
     assert answer.status_code == 403
     assert "--token-file" in answer.json()["detail"] and "SERVESCOPE_RUNBOOK_TOKEN" in answer.json()["detail"]
-    assert not marker.exists()
-    (record,) = audit.records()
-    assert record["outcome"] == "refused_not_configured" and record["execute"] is True
+    assert kube.api.requests == []
+    assert audit.records() == []  # refused: counted, never an audit record
 
 
-def test_change_step_missing_or_wrong_token(folder: Path, tmp_path: Path) -> None:
-    client, audit, marker = _client(folder, tmp_path, "http://127.0.0.1:9", TOKEN)
+def test_change_step_missing_or_wrong_token(folder: Path, tmp_path: Path, kube: Cluster) -> None:
+    client, audit, _ = _client(folder, tmp_path, "http://127.0.0.1:9", TOKEN, kube)
+    before = REFUSED.labels("refused_bad_token")._value.get()
     assert _run(client, "scale-out", {"namespace": "serving"}, execute=True).status_code == 401
     wrong = _run(client, "scale-out", {"namespace": "serving"}, execute=True, headers=_bearer("guess"))
     assert wrong.status_code == 401
     basic = _run(client, "scale-out", {"namespace": "serving"}, headers={"Authorization": f"Basic {TOKEN}"})
     assert basic.status_code == 401
-    assert not marker.exists()
-    outcomes = [r["outcome"] for r in audit.records()]
-    assert outcomes == ["refused_no_token", "refused_bad_token", "refused_no_token"]
-    assert audit.records()[1]["caller"]["token"] == fingerprint("guess")
+    assert kube.api.requests == [] and audit.records() == []
+    assert REFUSED.labels("refused_bad_token")._value.get() == before + 1
 
 
 @pytest.mark.e2e
-def test_change_step_dry_run_then_execute(folder: Path, tmp_path: Path) -> None:
-    client, audit, marker = _client(folder, tmp_path, "http://127.0.0.1:9", TOKEN)
+def test_change_step_dry_run_then_execute(folder: Path, tmp_path: Path, kube: Cluster) -> None:
+    client, audit, _ = _client(folder, tmp_path, "http://127.0.0.1:9", TOKEN, kube)
     dry = _run(client, "scale-out", {"namespace": "serving"}, headers=_bearer(TOKEN))
     assert dry.status_code == 200, dry.text
     assert dry.json()["ok"] is True and dry.json()["dry_run"] is True
-    assert "--replicas=5" in dry.json()["output"]
-    assert not marker.exists()
+    assert '"replicas": 5' in dry.json()["output"]
+    assert kube.api.changes() == []
     done = _run(client, "scale-out", {"namespace": "serving"}, execute=True, headers=_bearer(TOKEN))
     assert done.status_code == 200, done.text
     assert done.json()["ok"] is True and done.json()["dry_run"] is False
-    assert json.loads(marker.read_text().splitlines()[0]) == [
-        "scale",
-        "deployment/vllm",
-        "--namespace=serving",
-        "--current-replicas=1",
-        "--replicas=5",
-    ]
+    assert kube.changes() == [("PATCH", "/apis/apps/v1/namespaces/serving/deployments/vllm/scale")]
     records = audit.records()
     assert [r["outcome"] for r in records] == ["accepted", "dry_run", "accepted", "executed"]
+    assert [r["seq"] for r in records] == [1, 2, 3, 4]
     assert records[1]["parameters"] == {
         "namespace": "serving",
         "deployment": "vllm",
@@ -186,29 +195,30 @@ def test_change_step_dry_run_then_execute(folder: Path, tmp_path: Path) -> None:
         "allow_decrease": False,
         "allow_zero": False,
     }
-    assert records[1]["caller"] == {"host": "testclient", "token": fingerprint(TOKEN)}
+    assert records[1]["caller"] == {"identity": "alice", "host": "testclient", "token": fingerprint(TOKEN)}
 
 
-def test_audit_lines_are_json_without_the_token(folder: Path, tmp_path: Path) -> None:
-    client, audit, _ = _client(folder, tmp_path, "http://127.0.0.1:9", TOKEN)
+def test_audit_lines_are_chained_json_without_the_token(folder: Path, tmp_path: Path, kube: Cluster) -> None:
+    client, audit, _ = _client(folder, tmp_path, "http://127.0.0.1:9", TOKEN, kube)
     _run(client, "scale-out", {"namespace": "serving"}, headers=_bearer(TOKEN))
     _run(client, "scale-out", {"namespace": "serving"}, headers=_bearer(TOKEN + "x"))
     _run(client, "scale-out", {"namespace": "serving"})
     _run(client, "scale-out", {"namespace": "serving", "note": TOKEN}, headers=_bearer(TOKEN))
     raw = audit.path.read_text()
     lines = raw.splitlines()
-    assert len(lines) == 6  # an accepted request: `accepted` before the run, its outcome after
-    fields = {"time", "caller", "alert", "step", "parameters", "execute", "outcome", "message"}
+    assert len(lines) == 4  # two accepted requests: `accepted` before each run, its outcome after
+    fields = {"seq", "prev", "time", "caller", "alert", "step", "parameters", "execute", "outcome", "message"}
     for line in lines:
         record = json.loads(line)
         assert fields <= set(record)
         assert record["time"].endswith("Z") and record["alert"] == ALERT and record["step"] == "scale-out"
+    assert verify(lines)[0] == []
     # the token only appears where the caller put it into a label, never from the Authorization header
     assert raw.count(TOKEN) == 1 and '"note": "' + TOKEN in raw
 
 
-def test_injection_labels_are_refused(folder: Path, tmp_path: Path) -> None:
-    client, audit, marker = _client(folder, tmp_path, "http://127.0.0.1:9", TOKEN)
+def test_injection_labels_are_refused(folder: Path, tmp_path: Path, kube: Cluster) -> None:
+    client, audit, _ = _client(folder, tmp_path, "http://127.0.0.1:9", TOKEN, kube)
     sentinel = tmp_path / "SENTINEL"
     for value in corpus(sentinel):
         if value == "-rf":  # a valid Kubernetes name would be scaled (dry run): not an injection
@@ -218,7 +228,7 @@ def test_injection_labels_are_refused(folder: Path, tmp_path: Path) -> None:
             assert answer.status_code == 422, (value[:40], answer.text)
         read = _run(client, "snapshot", {"gpu": value})
         assert read.status_code == 422, (value[:40], read.text)
-    assert not sentinel.exists() and not marker.exists()
+    assert not sentinel.exists() and kube.api.requests == []
     # The 10 000-character value is over the label size limit: a malformed request, refused before binding.
     records = audit.records()
     assert {r["outcome"] for r in records} == {"failed", "malformed"}
@@ -236,17 +246,14 @@ def test_router_mounts_in_another_app(folder: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
-def test_exporter_serves_runbooks(exporter: Served) -> None:
+def test_the_exporter_serves_no_runbooks(exporter: Served) -> None:
     import httpx
 
-    index = httpx.get(f"{exporter.base}/runbooks")
-    assert index.status_code == 200 and "ServescopeGpuSaturated" in index.text
-    svg = httpx.get(f"{exporter.base}/runbooks/ServescopeGpuMemoryLeakSuspected/memory.svg?gpu=0", timeout=20)
-    assert svg.status_code == 200 and "<svg" in svg.text
-    # read steps ask the exporter itself (a change step is not tried here: its audit log is the cwd's)
+    assert httpx.get(f"{exporter.base}/runbooks").status_code == 404
+    assert httpx.get(f"{exporter.base}/runbooks/ServescopeGpuSaturated").status_code == 404
     answer = httpx.post(
         f"{exporter.base}/runbooks/ServescopeGpuSaturated/steps/gpu-snapshot/run",
         json={"labels": {"gpu": "0"}, "execute": False},
         timeout=20,
     )
-    assert answer.status_code == 200 and answer.json()["ok"] is True, answer.text
+    assert answer.status_code == 404, answer.text

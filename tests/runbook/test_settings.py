@@ -8,16 +8,13 @@ from typing import Any
 
 import pytest
 import typer
-from fastapi import FastAPI
-from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from servescope.cli import app, register_subcommands
 from servescope.common.settings_cli import cli_flag, env_names
 from servescope.docs import settings_table
-from servescope.runbooks.auth import TokenFileError, change_token
+from servescope.runbooks.auth import ChangeTokens, TokenFileError, change_tokens
 from servescope.runbooks.document import runbooks_dir
-from servescope.runbooks.server import mounted_router
 from servescope.runbooks.settings import (
     RUNBOOK_AREAS,
     SHIPPED_RUNBOOKS,
@@ -25,7 +22,7 @@ from servescope.runbooks.settings import (
     StepSettings,
     TokenSettings,
 )
-from tests.runbook.fakes import step, write_runbook
+from tests.runbook.fakes import write_runbook
 
 register_subcommands()
 
@@ -37,8 +34,8 @@ EARLIER_NAMES = {
     "SERVESCOPE_RUNBOOK_EXPORTER_URL",
     "SERVESCOPE_RUNBOOK_PROMETHEUS_URL",
     "SERVESCOPE_RUNBOOK_ALERTMANAGER_URL",
-    "SERVESCOPE_RUNBOOK_KUBECTL",
-    "SERVESCOPE_RUNBOOK_DCGMI",
+    # SERVESCOPE_RUNBOOK_KUBECTL and _DCGMI went with the binaries: changes act through the Kubernetes API,
+    # DCGM samples come from the node's exporter.
     "SERVESCOPE_RUNBOOK_EXPORTER_PER_INSTANCE",
 }
 # The flags of earlier releases, per command.
@@ -47,12 +44,12 @@ EARLIER_FLAGS = {
     ("runbook", "show"): {"--runbooks", "--label"},
     ("runbook", "run"): {
         "--step", "--label", "--execute", "--json", "--exporter-url", "--prometheus-url",
-        "--alertmanager-url", "--kubectl", "--dcgmi", "--timeout", "--exporter-per-instance", "--svg-dir",
+        "--alertmanager-url", "--timeout", "--exporter-per-instance", "--svg-dir",
         "--runbooks",
     },
     ("runbook-server",): {
         "--listen", "--runbooks", "--exporter-url", "--prometheus-url", "--alertmanager-url", "--token-file",
-        "--audit-log", "--incidents-db", "--webhook-token-file", "--kubectl", "--dcgmi", "--timeout",
+        "--audit-log", "--incidents-db", "--webhook-token-file", "--timeout",
         "--exporter-per-instance",
     },
 }  # fmt: skip
@@ -101,12 +98,14 @@ def test_the_configuration_reference_lists_every_runbook_setting() -> None:
 def test_variables_set_the_step_context(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("SERVESCOPE_RUNBOOK_EXPORTER_URL", "http://exporter.example:9108")
     monkeypatch.setenv("SERVESCOPE_RUNBOOK_PROMETHEUS_URL", "http://prometheus.example:9090")
-    monkeypatch.setenv("SERVESCOPE_RUNBOOK_KUBECTL", "/opt/kubectl")
+    monkeypatch.setenv("SERVESCOPE_RUNBOOK_KUBE_API_URL", "https://10.0.0.1:6443")
     monkeypatch.setenv("SERVESCOPE_RUNBOOK_EXPORTER_PER_INSTANCE", "true")
     monkeypatch.setenv("SERVESCOPE_RUNBOOKS", str(tmp_path))
     ctx = StepSettings().context()
     assert ctx.exporter_url == "http://exporter.example:9108" and ctx.exporter_per_instance
-    assert ctx.prometheus_url == "http://prometheus.example:9090" and ctx.kubectl == "/opt/kubectl"
+    assert (
+        ctx.prometheus_url == "http://prometheus.example:9090" and ctx.kube_api_url == "https://10.0.0.1:6443"
+    )
     assert not ctx.execute and StepSettings().context(execute=True).execute
     assert FolderSettings().folder() == tmp_path
 
@@ -127,16 +126,31 @@ def test_a_bad_variable_is_refused_naming_its_flag(monkeypatch: pytest.MonkeyPat
 
 def test_the_change_token_file_wins_over_the_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SERVESCOPE_RUNBOOK_TOKEN", "  from-the-variable ")
-    assert change_token(TokenSettings()) == "from-the-variable"
+    assert change_tokens(TokenSettings()) == ChangeTokens((("token", "from-the-variable"),))
     path = tmp_path / "token"
     path.write_text("from-the-file\n")
     path.chmod(0o600)
-    assert change_token(TokenSettings(token_file=path)) == "from-the-file"
+    assert change_tokens(TokenSettings(token_file=path)) == ChangeTokens((("token", "from-the-file"),))
     path.write_text("\n")
     with pytest.raises(TokenFileError, match=r"--token-file .*: the file is empty"):
-        change_token(TokenSettings(token_file=path))
+        change_tokens(TokenSettings(token_file=path))
     monkeypatch.delenv("SERVESCOPE_RUNBOOK_TOKEN")
-    assert change_token(TokenSettings()) is None
+    assert change_tokens(TokenSettings()) is None
+
+
+def test_a_token_file_names_its_tokens(tmp_path: Path) -> None:
+    path = tmp_path / "tokens"
+    path.write_text("# who may act\nalice:0123456789abcdef0123\nci-bot:fedcba9876543210fedc\n")
+    path.chmod(0o600)
+    tokens = change_tokens(TokenSettings(token_file=path))
+    assert tokens is not None
+    assert tokens.identify("fedcba9876543210fedc") == "ci-bot" and tokens.identify("nope") is None
+    path.write_text("alice:0123456789abcdef0123\nalice:fedcba9876543210fedc\n")
+    with pytest.raises(TokenFileError, match="the name 'alice' is given twice"):
+        change_tokens(TokenSettings(token_file=path))
+    path.write_text("alice:short\nbob:fedcba9876543210fedc\n")
+    with pytest.raises(TokenFileError, match="shorter than 16 characters"):
+        change_tokens(TokenSettings(token_file=path))
 
 
 BAD_OPTIONS = [
@@ -155,25 +169,3 @@ def test_runbook_server_usage_errors_exit_2(tmp_path: Path, args: list[str], mes
     result = CliRunner().invoke(app, ["runbook-server", "--listen", "127.0.0.1:0", *given])
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("servescope: error: ") and message.format(tmp=tmp_path) in result.stderr
-
-
-def test_the_exporters_runbook_pages_take_the_token_variable(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    change = step("cordon", "change", "cordon_node", "node: gpu-node-1", title="Cordon")
-    write_runbook(tmp_path, "TestAlert", mitigation=change)
-    monkeypatch.setenv("SERVESCOPE_RUNBOOKS", str(tmp_path))
-    monkeypatch.chdir(tmp_path)  # the audit log is written in the working folder
-
-    def post() -> int:
-        router = mounted_router()
-        assert router is not None
-        exporter = FastAPI()
-        exporter.include_router(router)
-        with TestClient(exporter) as client:
-            return client.post("/runbooks/TestAlert/steps/cordon/run", json={"labels": {}}).status_code
-
-    monkeypatch.delenv("SERVESCOPE_RUNBOOK_TOKEN", raising=False)
-    assert post() == 403  # no token configured: change steps are refused
-    monkeypatch.setenv("SERVESCOPE_RUNBOOK_TOKEN", "t0ken")
-    assert post() == 401  # a token configured, none presented

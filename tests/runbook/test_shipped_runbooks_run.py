@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
-from servescope.runbooks.actions import RunContext
+from servescope.runbooks.actions import RunContext, dcgm
 from servescope.runbooks.document import SHIPPED_RUNBOOKS, load_runbooks
 from servescope.runbooks.runner import run
 from tests.runbook.cli_peers import invoke, label_args
@@ -17,17 +16,6 @@ from tests.runbook.fakes import fake_http
 from tests.support import Served
 
 REAL_RUNBOOKS = SHIPPED_RUNBOOKS
-
-
-def fake_dcgmi(folder: Path) -> Path:
-    """The bundled fake dcgmi, paced at 1 ms so `count: 5` takes no time."""
-    dcgmi = folder / "dcgmi"
-    dcgmi.write_text(
-        f"#!{sys.executable}\nimport sys\nfrom servescope.sim.fake_dcgmi import main\n"
-        "sys.exit(main(sys.argv[1:] + ['-d', '1']))\n"
-    )
-    dcgmi.chmod(0o755)
-    return dcgmi
 
 
 def alert_labels(exporter: str) -> dict[str, str]:
@@ -48,6 +36,12 @@ def alert_labels(exporter: str) -> dict[str, str]:
         "engine": "0",
         "endpoint": endpoint,
         "source": "nvml",
+        "revision": "6d4cf56db9",
+        "stable_revision": "7f8b9c0d1e",
+        "sli": "ttft_p99_ratio",
+        "reason": "series_limit",
+        "prometheus": "servescope/servescope-agent",
+        "prometheus_replica": "prom-agent-servescope-agent-0",
     }
 
 
@@ -57,17 +51,16 @@ def test_every_read_step_of_the_real_runbooks_runs_green(
     simulated_exporter: Served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Bound from labels as the simulated node's alerts would carry them; PromQL answered by a fake
-    Prometheus, dcgmi by the bundled fake (paced at 1 ms so `count: 5` takes no time)."""
-    monkeypatch.setenv("SERVESCOPE_FAKE_DCGMI_GPUS", "4")
+    Prometheus, DCGM fields by the exporter (sampled 10 ms apart so `count: 5` takes no time)."""
+    monkeypatch.setattr(dcgm, "SAMPLE_SECONDS", 0.01)
     exporter = simulated_exporter.base
-    dcgmi = fake_dcgmi(tmp_path)
     labels = alert_labels(exporter)
     found, errors = load_runbooks(REAL_RUNBOOKS)
     assert not errors, errors
     empty = {"status": "success", "data": {"resultType": "vector", "result": []}}
     failures = []
     with fake_http(lambda r: (200, empty)) as prometheus:
-        ctx = RunContext(exporter_url=exporter, prometheus_url=prometheus.base, dcgmi=str(dcgmi))
+        ctx = RunContext(exporter_url=exporter, prometheus_url=prometheus.base)
         for runbook in found:
             for result in run(runbook, labels, ctx).results:
                 if not result.ok:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from servescope.exporter.gpu_directory import GpuDirectory
-from servescope.exporter.vllm import source as source_module
+from servescope.exporter.vllm import finding
 from servescope.exporter.vllm.discovery import Discovery
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.scrape import ScrapeError
@@ -61,7 +61,7 @@ class Node:
 def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
     listening = [URL]
     monkeypatch.setattr(
-        source_module, "discover", lambda *args: Discovery(owners={url: set() for url in listening})
+        finding, "discover", lambda *args: Discovery(owners={url: set() for url in listening})
     )
     engine, mono, wall = Engine(), FakeClock(), FakeClock(1.7e9)
     source = VllmSource(

@@ -6,8 +6,9 @@ from pathlib import Path
 
 from servescope.exporter.gpu_directory import GpuDirectory
 from servescope.exporter.stores.signals import GpuProcess
-from servescope.exporter.vllm.join import candidate_urls, gpus_of_endpoint
+from servescope.exporter.vllm.join import gpus_of_endpoint
 from servescope.exporter.vllm.procfs import ProcFs
+from tests.k8s.procfs_tree import settled
 
 TCP_HEADER = (
     "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
@@ -98,9 +99,11 @@ def test_a_url_of_another_host_is_never_joined_by_its_port_alone(tmp_path: Path)
     ]  # one of this exporter's own addresses
 
 
-def test_discovery_walks_from_gpu_processes_to_listening_ancestors(tmp_path: Path) -> None:
-    urls = candidate_urls(ProcFs(vllm_tree(tmp_path)), directory())
-    assert urls == ["http://127.0.0.1:8000/metrics", "http://127.0.0.1:8001/metrics"]  # not node_exporter
+def test_discovery_walks_from_gpu_processes_to_their_engines_api_servers(tmp_path: Path) -> None:
+    found = settled(ProcFs(vllm_tree(tmp_path)), directory())
+    # The lone [::] listener is tried on IPv6 loopback first (it may be IPV6_V6ONLY); not node_exporter.
+    assert found.urls == ["http://127.0.0.1:8000/metrics", "http://[::1]:8001/metrics"]
+    assert found.tally() == {"pid_not_visible": 1, "scraped": 3}  # 4242: not in this PID namespace
 
 
 def test_missing_proc_is_empty_not_an_error(tmp_path: Path) -> None:
@@ -111,5 +114,5 @@ def test_missing_proc_is_empty_not_an_error(tmp_path: Path) -> None:
 
 def test_discovery_never_returns_an_excluded_process_such_as_the_exporter(tmp_path: Path) -> None:
     # The exporter (pid 100 here) can be an ancestor of GPU processes: it must not discover itself.
-    urls = candidate_urls(ProcFs(vllm_tree(tmp_path)), directory(), exclude=frozenset({100}))
-    assert urls == ["http://127.0.0.1:8001/metrics"]
+    found = settled(ProcFs(vllm_tree(tmp_path)), directory(), exclude=frozenset({100}))
+    assert found.urls == ["http://[::1]:8001/metrics"]

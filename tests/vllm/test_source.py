@@ -81,8 +81,14 @@ def refused_url() -> str:
         return f"http://127.0.0.1:{s.getsockname()[1]}/metrics"
 
 
-def source_for(urls: list[str], tmp_path: Path) -> VllmSource:
-    return VllmSource(urls, directory=GpuDirectory(), procfs=ProcFs(tmp_path), scraper=Scraper(timeout=0.5))
+def source_for(urls: list[str], tmp_path: Path, *, passthrough: bool = False) -> VllmSource:
+    return VllmSource(
+        urls,
+        directory=GpuDirectory(),
+        procfs=ProcFs(tmp_path),
+        scraper=Scraper(timeout=0.5),
+        passthrough=passthrough,
+    )
 
 
 @pytest.mark.e2e
@@ -103,7 +109,7 @@ def test_each_failure_has_its_reason_and_the_good_endpoint_is_unaffected(
 ) -> None:
     bad = refused_url() if path == "refused" else f"{base}/{path}/metrics"
     good = f"{base}/ok/metrics"
-    source = source_for([bad, good], tmp_path)
+    source = source_for([bad, good], tmp_path, passthrough=True)
     try:
         collection = source.collect()
     finally:
@@ -133,7 +139,7 @@ def test_gzip_and_both_content_types(base: str, tmp_path: Path, path: str) -> No
 
 def test_normalised_histograms_and_passthrough(base: str, tmp_path: Path) -> None:
     url = f"{base}/ok/metrics"
-    source = source_for([url], tmp_path)
+    source = source_for([url], tmp_path, passthrough=True)
     try:
         collection = source.collect()
     finally:

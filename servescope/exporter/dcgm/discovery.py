@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import re
+import subprocess
+
+log = logging.getLogger(__name__)
 
 _ROW_ID = re.compile(r"^\|\s*(\d+)\s*\|")
 _UUID = re.compile(r"Device UUID:\s*(GPU-[0-9a-fA-F-]+)")
@@ -20,3 +24,15 @@ def parse_discovery(text: str) -> dict[str, str]:
         if uuid and current is not None:
             found[current] = uuid.group(1)
     return found
+
+
+def discover_uuids(dcgmi: str, host: list[str]) -> dict[str, str]:
+    """Ask `dcgmi discovery -l` (on the host engine `host`'s `--host` names, if any); {} when it fails."""
+    try:
+        done = subprocess.run(
+            [dcgmi, "discovery", *host, "-l"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.info("dcgmi discovery -l failed: %s", exc)
+        return {}
+    return parse_discovery(done.stdout)

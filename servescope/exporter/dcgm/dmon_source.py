@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import logging
-import subprocess
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 
 from servescope import catalog as c
+from servescope.catalog import bounds
 from servescope.exporter.dcgm.counters import CounterField
-from servescope.exporter.dcgm.discovery import parse_discovery
+from servescope.exporter.dcgm.discovery import discover_uuids
 from servescope.exporter.dcgm.dmon_format import ErrorKind, ErrorLine, Event, Header, Row, Unparseable
 from servescope.exporter.dcgm.supervisor import Child, DmonSupervisor, spawn_process
 from servescope.exporter.exposition import Sample
@@ -21,6 +21,11 @@ from servescope.exporter.sources.base import Collection, Problem, SourceError
 log = logging.getLogger(__name__)
 
 PROFILING_IDS = range(1001, 1013)
+# GPUs taken from dmon's rows while NVML has named none (NVML off, or not enumerated yet): a node has
+# at most a few dozen; rows for more entities are a host engine's (or a fake's) garbage.
+MAX_GPUS_WITHOUT_NVML = 64
+# An entity with no row for this long is forgotten with everything known of it (N/A streaks, support).
+FORGET_AFTER_SECONDS = 300.0
 # Blank sentinels DCGM uses for "no value"; they must never be exported as numbers.
 _INT64_BLANK = float(0x7FFFFFFFFFFFFFF0)
 _DOUBLE_BLANK = 140737488355328.0
@@ -62,6 +67,9 @@ class DmonSource:
         self._dropped: dict[int, str] = {}  # field id -> why the host engine will not watch it
         self._active: list[int] = []
         self._latest: dict[str, tuple[float, dict[int, float | None]]] = {}
+        # The GPU indexes rows are accepted for: NVML's, refreshed each collection (None: NVML named none).
+        self._known: frozenset[str] | None = None
+        self._entity_drops: Counter[str] = Counter()
         self._na_streak: Counter[tuple[str, int]] = Counter()
         self._support: dict[tuple[str, int], bool] = {}
         self._problems: list[Problem] = []
@@ -128,12 +136,27 @@ class DmonSource:
         elif isinstance(event, Unparseable):
             self._problem("parse", f"dcgmi line {event.line_no}: {event.reason}: {event.text[:120]!r}")
 
+    def _admit(self, entity_id: str) -> bool:
+        """Whether a GPU row is kept: NVML knows the GPU, or (NVML naming none) there is room for it."""
+        known = self._known
+        if known is not None:
+            if entity_id in known:
+                return True
+            self._entity_drops["unknown_gpu"] += 1
+            return False
+        if entity_id in self._latest or len(self._latest) < MAX_GPUS_WITHOUT_NVML:
+            return True
+        self._entity_drops["over_cap"] += 1
+        return False
+
     def _on_row(self, row: Row) -> None:
         if row.entity != "GPU" or row.link is not None or len(row.values) != len(self._active):
             return
         self._first_row.set()
         newly_unsupported = False
         with self._lock:
+            if not self._admit(row.entity_id):
+                return
             cells = dict(zip(self._active, row.values, strict=True))
             self._latest[row.entity_id] = (self._clock(), cells)
             for fid, value in cells.items():
@@ -188,8 +211,11 @@ class DmonSource:
             self.supervisor.start()
             self._first_row.wait(max(self.supervisor.hang_after, 2.0) + 1.0)
             time.sleep(min(0.2, self.interval_seconds / 2))  # the rest of that iteration's rows
+        known = frozenset(self._directory.known())
         with self._lock:
             problems, self._problems = self._problems, []
+            self._known = known or None
+            self._forget_gone()
         status = self.supervisor.status
         if status.down_reason is not None:
             raise SourceError(
@@ -205,6 +231,23 @@ class DmonSource:
     def close(self) -> None:
         self.supervisor.stop()
 
+    def _forget_gone(self) -> None:
+        """Drop what is known of GPUs NVML no longer lists or that sent no row for a long time (held lock)."""
+        now = self._clock()
+        gone = {
+            gpu
+            for gpu, (seen, _) in self._latest.items()
+            if (self._known is not None and gpu not in self._known) or now - seen > FORGET_AFTER_SECONDS
+        }
+        if not gone:
+            return
+        for gpu in gone:
+            del self._latest[gpu]
+        for table in (self._na_streak, self._support):
+            for key in [key for key in table if key[0] in gone]:
+                del table[key]
+        log.info("DCGM: forgot GPU(s) %s (gone from NVML, or silent for long)", ", ".join(sorted(gone)))
+
     def _labels(self, index: str) -> tuple[str, str, str]:
         uuid = self._directory.uuid(index) or self._discovered.get(index)
         if uuid is None and self._clock() - self._discovery_at > DISCOVERY_RETRY_SECONDS:
@@ -214,18 +257,7 @@ class DmonSource:
         return (index, uuid or "", self._hostname)
 
     def _discover(self) -> dict[str, str]:
-        try:
-            done = subprocess.run(
-                [self._dcgmi, "discovery", *self._host, "-l"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            log.info("dcgmi discovery -l failed: %s", exc)
-            return {}
-        return parse_discovery(done.stdout)
+        return discover_uuids(self._dcgmi, self._host)
 
     def _samples(self) -> list[Sample]:
         now = self._clock()
@@ -260,5 +292,8 @@ class DmonSource:
                 if not ok:  # a supported field shows in its own series: only the missing ones are listed
                     samples.append(Sample(c.DCGM_FIELD_SUPPORTED, (*labels, str(fid)), 0))
         samples += [Sample(c.DCGM_RESTARTS, (reason,), n) for reason, n in sorted(restarts.items())]
+        samples += [
+            Sample(bounds.DCGM_ENTITIES_DROPPED, (r,), n) for r, n in sorted(self._entity_drops.items())
+        ]
         samples.append(Sample(c.DCGM_WATCHED_FIELDS, (), watched))
         return samples

@@ -12,10 +12,12 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from servescope.catalog import bounds
 from servescope.exporter.dcgm.counters import CounterField
 from servescope.exporter.dcgm.dmon_source import is_blank
 from servescope.exporter.dcgm.field_table import BY_NAME, LINK_OF
 from servescope.exporter.exposition import Sample
+from servescope.exporter.gpu_directory import GpuDirectory
 from servescope.exporter.sources.base import Collection, Problem, SourceError
 from servescope.exporter.sources.bounded_http import LARGE_BODIES, BoundedClient
 
@@ -64,19 +66,35 @@ def read_exporter(text: str) -> tuple[list[ExporterValue], Counter[str]]:
     return values, skipped
 
 
-def to_samples(values: list[ExporterValue], fields: dict[int, CounterField], hostname: str) -> list[Sample]:
-    """Whole-GPU values of configured fields as servescope samples; MIG-instance rows are not mapped."""
+def to_samples(
+    values: list[ExporterValue],
+    fields: dict[int, CounterField],
+    hostname: str,
+    known: frozenset[str] | None = None,
+    dropped: Counter[str] | None = None,
+) -> list[Sample]:
+    """Whole-GPU values of configured fields as servescope samples; MIG-instance rows are not mapped.
+
+    With `known` (the GPU indexes NVML lists), values of other GPUs are dropped and counted in `dropped`
+    (once per GPU): a dcgm-exporter of another node, or a page made up, adds no series here.
+    """
     samples = []
     seen: set[tuple[str, int]] = set()
+    strangers: set[str] = set()
     for v in values:
         field = fields.get(v.field_id)
         if field is None or v.mig_instance is not None or (v.gpu, v.field_id) in seen:
+            continue
+        if known is not None and v.gpu not in known:
+            strangers.add(v.gpu)
             continue
         seen.add((v.gpu, v.field_id))
         labels: tuple[str, ...] = (v.gpu, v.uuid, hostname or v.hostname)
         if field.link is not None:
             labels = (*labels, str(LINK_OF.get(v.field_id, field.link)))
         samples.append(Sample(field.spec, labels, v.value * field.scale))
+    if dropped is not None and strangers:
+        dropped["unknown_gpu"] += len(strangers)
     return samples
 
 
@@ -91,10 +109,13 @@ class DcgmExporterSource:
         counters: list[CounterField],
         *,
         hostname: str,
+        directory: GpuDirectory | None = None,
         interval_seconds: float = 5.0,
         timeout: float = 2.0,
     ) -> None:
         self.interval_seconds = interval_seconds
+        self._directory = directory or GpuDirectory()
+        self._dropped: Counter[str] = Counter()  # GPUs of the page NVML does not know, per page
         self._url = url
         self._fields = {f.field_id: f for f in counters}
         self._hostname = hostname
@@ -116,7 +137,10 @@ class DcgmExporterSource:
             for reason, n in skipped.items()
             if reason == "blank_sentinel"
         ]
-        return Collection(to_samples(values, self._fields, self._hostname), problems)
+        known = frozenset(self._directory.known()) or None  # NVML naming none: every GPU of the page
+        samples = to_samples(values, self._fields, self._hostname, known, self._dropped)
+        samples += [Sample(bounds.DCGM_ENTITIES_DROPPED, (r,), n) for r, n in sorted(self._dropped.items())]
+        return Collection(samples, problems)
 
     def close(self) -> None:
         self._client.close()

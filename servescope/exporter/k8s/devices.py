@@ -24,12 +24,23 @@ _DRA_DEVICE = re.compile(r"^gpu-(\d+)(?:-mig-.*)?$")
 _MAX_ID = 256  # longer IDs are no GPU's and are not parsed
 
 
+# A MIG device as the kubelet names it: (MIG UUID or the legacy device ID, GPU instance, compute instance).
+MigSlice = tuple[str, str, str]
+_LEGACY_MIG = re.compile(r"^MIG-(GPU-[0-9a-fA-F-]{36})/(\d+)/(\d+)$")
+
+
+def _no_slice(_: str) -> tuple[str, str, str] | None:
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class GpuNaming:
-    """What resolving needs from NVML: index -> UUID, and (on demand) MIG UUID -> parent UUID."""
+    """What resolving needs from NVML: index -> UUID, and (on demand) MIG UUID -> parent UUID, and
+    MIG UUID -> (parent UUID, GPU instance, compute instance)."""
 
     uuids_by_index: Mapping[str, str]
     mig_parent: Callable[[str], str | None]
+    mig_slice: Callable[[str], tuple[str, str, str] | None] = _no_slice
 
 
 def is_gpu_resource(resource: str) -> bool:
@@ -49,6 +60,19 @@ def device_gpu(resource: str, device_id: str, naming: GpuNaming) -> str | None:
     if base.isdigit():
         return naming.uuids_by_index.get(base)
     return base if _GPU_UUID.fullmatch(base) else None
+
+
+def device_slice(resource: str, device_id: str, naming: GpuNaming) -> MigSlice | None:
+    """The MIG slice one device-plugin device ID names (mixed strategy: nvidia.com/mig-<profile>), None
+    for a whole GPU or a slice NVML does not describe."""
+    if not resource.startswith(MIG_RESOURCE_PREFIX) or len(device_id) > _MAX_ID:
+        return None
+    base = device_id.split("::", 1)[0]
+    legacy = _LEGACY_MIG.match(base)
+    if legacy is not None:
+        return base, legacy.group(2), legacy.group(3)
+    described = naming.mig_slice(base) if base.startswith("MIG-") else None
+    return None if described is None else (base, described[1], described[2])
 
 
 def claim_gpu(driver: str, device_name: str, cdi_names: Iterable[str], naming: GpuNaming) -> str | None:

@@ -13,7 +13,14 @@ from servescope.exporter.exposition import Sample
 from servescope.exporter.gpu_directory import GpuDirectory
 from servescope.exporter.k8s import podresources_pb2 as pb
 from servescope.exporter.k8s.client import PodResourcesClient, PodResourcesError
-from servescope.exporter.k8s.devices import GpuNaming, claim_gpu, device_gpu, is_gpu_resource
+from servescope.exporter.k8s.devices import (
+    GpuNaming,
+    MigSlice,
+    claim_gpu,
+    device_gpu,
+    device_slice,
+    is_gpu_resource,
+)
 from servescope.exporter.sources.base import Collection, Problem, SourceError
 
 log = logging.getLogger(__name__)
@@ -28,22 +35,39 @@ class Holder:
     container: str
 
 
-class MigParents:
-    """MIG UUID -> parent GPU UUID, asked of NVML when an unknown MIG UUID shows up (rate-limited)."""
+Slices = Mapping[str, tuple[str, str, str]]  # MIG UUID -> (parent GPU UUID, GPU instance, compute instance)
 
-    def __init__(self, lookup: Callable[[], Mapping[str, str]], monotonic: Callable[[], float]) -> None:
+
+class MigTable:
+    """What NVML says of MIG UUIDs, asked again when an unknown one shows up (rate-limited)."""
+
+    def __init__(self, lookup: Callable[[], Slices], monotonic: Callable[[], float]) -> None:
         self._lookup, self._monotonic = lookup, monotonic
-        self._parents: Mapping[str, str] = {}
+        self._slices: Slices = {}
         self._asked_at = float("-inf")
 
-    def __call__(self, mig_uuid: str) -> str | None:
-        if mig_uuid not in self._parents and self._monotonic() - self._asked_at >= MIG_REFRESH_SECONDS:
+    def slice(self, mig_uuid: str) -> tuple[str, str, str] | None:
+        if mig_uuid not in self._slices and self._monotonic() - self._asked_at >= MIG_REFRESH_SECONDS:
             self._asked_at = self._monotonic()
-            self._parents = dict(self._lookup())
-        return self._parents.get(mig_uuid)
+            self._slices = dict(self._lookup())
+        return self._slices.get(mig_uuid)
+
+    def parent(self, mig_uuid: str) -> str | None:
+        found = self.slice(mig_uuid)
+        return None if found is None else found[0]
 
 
-def _container_gpus(container: pb.ContainerResources, naming: GpuNaming, unresolved: list[str]) -> set[str]:
+def _parents_only(lookup: Callable[[], Mapping[str, str]]) -> Callable[[], Slices]:
+    return lambda: {mig: (parent, "", "") for mig, parent in lookup().items()}
+
+
+def _container_gpus(
+    container: pb.ContainerResources,
+    naming: GpuNaming,
+    unresolved: list[str],
+    slices: set[tuple[str, MigSlice]] | None = None,
+) -> set[str]:
+    """The physical GPUs a container holds; the MIG slices among them added to `slices` (with parent)."""
     gpus: set[str] = set()
     for devices in container.devices:
         if not is_gpu_resource(devices.resource_name):
@@ -52,6 +76,9 @@ def _container_gpus(container: pb.ContainerResources, naming: GpuNaming, unresol
             uuid = device_gpu(devices.resource_name, device_id, naming)
             if uuid:
                 gpus.add(uuid)
+                carved = device_slice(devices.resource_name, device_id, naming)
+                if carved is not None and slices is not None:
+                    slices.add((uuid, carved))
             else:
                 unresolved.append(f"{devices.resource_name}={device_id[:80]}")
     for claim in container.dynamic_resources:
@@ -64,14 +91,23 @@ def _container_gpus(container: pb.ContainerResources, naming: GpuNaming, unresol
 
 
 def holders_by_gpu(
-    listing: pb.ListPodResourcesResponse, naming: GpuNaming, unresolved: list[str]
+    listing: pb.ListPodResourcesResponse,
+    naming: GpuNaming,
+    unresolved: list[str],
+    slices: dict[tuple[str, MigSlice], set[Holder]] | None = None,
 ) -> dict[str, set[Holder]]:
-    """GPU UUID -> the containers holding it (several for a time-sliced or MIG-partitioned GPU)."""
+    """GPU UUID -> the containers holding it (several for a time-sliced or MIG-partitioned GPU); each
+    MIG slice's holders, keyed by (parent UUID, slice), into `slices`."""
     found: dict[str, set[Holder]] = {}
     for pod in listing.pod_resources:
         for container in pod.containers:
-            for uuid in _container_gpus(container, naming, unresolved):
-                found.setdefault(uuid, set()).add(Holder(pod.namespace, pod.name, container.name))
+            holder = Holder(pod.namespace, pod.name, container.name)
+            carved: set[tuple[str, MigSlice]] = set()
+            for uuid in _container_gpus(container, naming, unresolved, carved):
+                found.setdefault(uuid, set()).add(holder)
+            for key in carved:
+                if slices is not None:
+                    slices.setdefault(key, set()).add(holder)
     return found
 
 
@@ -87,6 +123,7 @@ class PodResourcesSource:
         directory: GpuDirectory,
         hostname: str,
         mig_parents: Callable[[], Mapping[str, str]] = dict,
+        mig_slices: Callable[[], Slices] | None = None,
         interval_seconds: float = 15.0,
         client: PodResourcesClient | None = None,
         monotonic: Callable[[], float] = time.monotonic,
@@ -94,7 +131,7 @@ class PodResourcesSource:
         self.interval_seconds = interval_seconds
         self._socket = socket_path
         self._directory, self._hostname = directory, hostname
-        self._mig = MigParents(mig_parents, monotonic)
+        self._mig = MigTable(mig_slices or _parents_only(mig_parents), monotonic)
         self._client = client or PodResourcesClient(socket_path)
         self._last_pods: frozenset[Holder] | None = None
 
@@ -110,10 +147,13 @@ class PodResourcesSource:
             raise SourceError(exc.reason, str(exc)) from None
         uuids = self._directory.known()
         unresolved: list[str] = []
-        holders = holders_by_gpu(listing, GpuNaming(uuids, self._mig), unresolved)
+        slices: dict[tuple[str, MigSlice], set[Holder]] = {}
+        naming = GpuNaming(uuids, self._mig.parent, self._mig.slice)
+        holders = holders_by_gpu(listing, naming, unresolved, slices)
         self._directory.set_holders({uuid: frozenset(map(_labels, held)) for uuid, held in holders.items()})
         index_of = {uuid: index for index, uuid in uuids.items()}
         samples = self._pod_samples(holders, index_of) + self._process_samples(holders, index_of)
+        samples += self._slice_samples(slices, index_of)
         samples += _allocatable_samples(allocatable)
         self._log_change(holders)
         problems = [Problem("unknown_device", f"no GPU of this node is {device}") for device in unresolved]
@@ -128,6 +168,17 @@ class PodResourcesSource:
         return [
             Sample(c.GPU_POD_INFO, (index_of[uuid], uuid, self._hostname, *_labels(holder)), 1)
             for uuid, held in sorted(holders.items())
+            if uuid in index_of
+            for holder in sorted(held)
+        ]
+
+    def _slice_samples(
+        self, slices: dict[tuple[str, MigSlice], set[Holder]], index_of: dict[str, str]
+    ) -> list[Sample]:
+        """Each MIG slice's containers (mixed strategy), with the slice and its parent GPU."""
+        return [
+            Sample(c.GPU_MIG_POD_INFO, (index_of[uuid], uuid, self._hostname, *carved, *_labels(holder)), 1)
+            for (uuid, carved), held in sorted(slices.items())
             if uuid in index_of
             for holder in sorted(held)
         ]

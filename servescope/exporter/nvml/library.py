@@ -130,6 +130,12 @@ class NvmlLibrary:
         """The MIG device in slot `index` of a MIG-enabled GPU (NvmlError not_found: an empty slot)."""
         return self._call("nvmlDeviceGetMigDeviceHandleByIndex", h, index)
 
+    def mig_instances(self, mig: Any) -> tuple[int, int]:
+        """(GPU instance id, compute instance id) of a MIG device: what `nvidia-smi` shows as GI and CI."""
+        return int(self._call("nvmlDeviceGetGpuInstanceId", mig)), int(
+            self._call("nvmlDeviceGetComputeInstanceId", mig)
+        )
+
     # --- readings ----------------------------------------------------------------------------
     def memory_info(self, h: Any, v2: bool = True) -> MemoryInfo:
         if v2:

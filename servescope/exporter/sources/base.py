@@ -33,6 +33,10 @@ class Collection:
     samples: list[Sample] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     raw: str | None = None  # exposition text of families outside the catalog (passed-through series)
+    # Why the node's exporter is not ready although this collection succeeded (it cannot see what it
+    # should: engines it cannot reach); None when nothing holds readiness back.
+    unready: str | None = None
+    report: dict[str, object] | None = None  # what /api/v1/sources adds for this source
 
 
 class Source(Protocol):

@@ -21,6 +21,8 @@ class SourceHealth:
     last_error: str | None = None
     absent: bool = False  # what the source reads is not installed here: down, but not blocking readiness
     errors: Counter[str] = field(default_factory=Counter)
+    unready: str | None = None  # the last collection succeeded but cannot see what it should (why)
+    report: dict[str, object] | None = None  # the source's own account, for /api/v1/sources
 
     @property
     def is_absent(self) -> bool:
@@ -41,4 +43,6 @@ class SourceHealth:
             return False, f"stale: last success {age:.1f} s ago (limit {limit:.1f} s){detail}"
         if not self.up:
             return True, f"last collection failed: {self.last_error}"
+        if self.unready is not None:
+            return False, self.unready
         return True, "ok"

@@ -156,6 +156,12 @@ def is_engine_family(name: str) -> bool:
     return split_name(name) is not None
 
 
+def is_read(name: str) -> bool:
+    """A family servescope reads (normalises): all a scrape keeps when nothing is passed through."""
+    split = split_name(name)
+    return split is not None and lookup(*split) is not None
+
+
 def lookup(backend: str, base: str) -> tuple[Signal, int] | None:
     # Counters are grouped without their _total by the parser, but an exposition without TYPE
     # lines keeps it: accept both spellings.

@@ -1,14 +1,17 @@
-"""Zero-config discovery: from NVML's GPU processes to the HTTP endpoints of their API servers.
+"""Zero-config discovery: from NVML's GPU processes to the HTTP endpoints of their engines' API servers.
 
-Only an API server's listener speaks HTTP. vLLM's `VLLM::Worker` and `VLLM::EngineCore*` processes
-(SGLang's `sglang::*`) hold gloo, ZMQ, NCCL and torch.distributed sockets that must never receive
-stray bytes, so their listeners are never candidates. In a tree with such processes the candidates
-are the `VLLM::APIServer*` processes and the `vllm serve` / SGLang root (its `--port` when given);
-in a tree without them (another server, a simulated engine) the GPU process and its ancestors.
+Only a serving engine's API server speaks HTTP, and only a process identified as one is ever probed:
+a process titled or launched as vLLM's, SGLang's or TGI's API server (`VLLM::APIServer`, `vllm serve`,
+`python -m vllm.entrypoints...`, `sglang.launch_server`, `text-generation-router`), or one matching a
+configured pattern (--engine-process). Their internal processes (`VLLM::EngineCore*`, `VLLM::Worker`,
+`sglang::*`, TGI's shards) hold gloo, ZMQ, NCCL and torch.distributed sockets that must never receive
+stray bytes. A GPU process with no engine in its process tree (a training job, torchrun, Ray) is
+counted as `not_an_engine` and left alone, and so is everything above an engine's tree (a shell, a
+container shim, an unrelated service in the same parent).
 
-Each candidate's listeners are read in ITS network namespace (`<pid>/net/tcp`): an engine in another
-pod is scraped at that pod's address (`<pid>/net/fib_trie`), never at this exporter's loopback. One
-that listens only on its pod's loopback cannot be reached and is reported, not dropped.
+Each candidate's listeners are read in ITS network namespace (listening.py) and reached at its pod's
+address (addresses.py); probing.py then tries them. Every GPU process ends with one outcome, named by a
+reason on servescope_vllm_discovery_gpu_processes and in /api/v1/sources.
 """
 
 from __future__ import annotations
@@ -16,20 +19,38 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
 from servescope.exporter.gpu_directory import GpuDirectory
-from servescope.exporter.vllm.procfs import Listener, ProcFs
+from servescope.exporter.vllm.listening import (
+    NO_LISTENER,
+    PID_NOT_VISIBLE,
+    Candidate,
+    Outcome,
+    candidates_of,
+)
+from servescope.exporter.vllm.procfs import ProcFs
 
-_WILDCARD = ("0.0.0.0", "::")
 _SERVE_ROOTS = ("vllm", "sglang")
 _SERVE_MODULES = ("vllm.entrypoints", "sglang.launch_server")
+_INTERNAL_TITLES = ("VLLM::", "sglang::")
+# TGI: the launcher starts the Rust router (the HTTP server) and the Python shards (the GPU processes).
+_TGI_API = "text-generation-router"
+_TGI_INTERNAL = ("text-generation-launcher", "text-generation-server")
+# Never a serving engine's HTTP server, even as the parent of an engine core: shells, init and shims.
+_NEVER_SERVERS = frozenset(
+    {"bash", "sh", "dash", "zsh", "ash", "busybox", "tini", "dumb-init", "conmon", "runc", "crun",
+     "containerd-shim", "containerd-shim-runc-v2", "sshd", "slurmstepd", "systemd", "init", "sudo", "su",
+     "torchrun", "pause"}
+)  # fmt: skip
 
 
 class Role(Enum):
     API = "api"  # holds the HTTP listener
-    INTERNAL = "internal"  # engine core, worker, coordinator: never probed
+    INTERNAL = "internal"  # engine core, worker, coordinator, launcher: never probed
     OTHER = "other"
 
 
@@ -42,24 +63,30 @@ class Process:
 
 @dataclass
 class Discovery:
-    """What one discovery cycle looked at and found."""
+    """What one discovery cycle looked at and what each GPU process came to."""
 
     gpu_pids: list[int] = field(default_factory=list)
-    # URL -> the processes behind it: its API-server processes and the GPU processes that led there
+    candidates: list[Candidate] = field(default_factory=list)
+    # GPU pid -> its outcome; discovery decides some (not_an_engine, ...), probing.settle the others
+    outcomes: dict[int, Outcome] = field(default_factory=dict)
+    # URL -> its API-server processes and the GPU processes that led there (filled by probing)
     owners: dict[str, set[int]] = field(default_factory=dict)
-    # (reason, "netns address:port") -> the processes holding that listener
-    unreachable: dict[tuple[str, str], set[int]] = field(default_factory=dict)
 
     @property
     def urls(self) -> list[str]:
         return sorted(self.owners)
 
     def reports(self) -> list[tuple[str, str]]:
-        """(reason, message) for each listener that cannot be reached from here."""
-        return [
-            (reason, f"pid {', '.join(map(str, sorted(pids)))} in {where} only")
-            for (reason, where), pids in sorted(self.unreachable.items())
-        ]
+        """(reason, message) for every GPU process whose engine cannot be scraped, each message once."""
+        found = {(o.reason, o.detail) for o in self.outcomes.values() if o.failed}
+        return sorted(found)
+
+    def tally(self) -> dict[str, int]:
+        """GPU processes by outcome reason."""
+        counts: dict[str, int] = {}
+        for outcome in self.outcomes.values():
+            counts[outcome.reason] = counts.get(outcome.reason, 0) + 1
+        return dict(sorted(counts.items()))
 
 
 def _port_flag(argv: list[str]) -> int | None:
@@ -70,44 +97,61 @@ def _port_flag(argv: list[str]) -> int | None:
     return None
 
 
-def classify(procfs: ProcFs, pid: int) -> Process:
+def classify(procfs: ProcFs, pid: int, patterns: Sequence[re.Pattern[str]] = ()) -> Process:
     """A process's role from its title (setproctitle writes it over argv) and kernel name."""
     argv, comm = procfs.cmdline(pid), procfs.comm(pid)
     title = argv[0] if argv else comm
     if title.startswith("VLLM::APIServer"):
         return Process(pid, Role.API, None)
-    if title.startswith(("VLLM::", "sglang::")) or comm.startswith(("VLLM::", "sglang::")):
+    if title.startswith(_INTERNAL_TITLES) or comm.startswith(_INTERNAL_TITLES):
         return Process(pid, Role.INTERNAL, None)
     words = " ".join(argv).split()
+    program = os.path.basename(words[0]) if words else comm
     served = any(
         os.path.basename(word) in _SERVE_ROOTS and nxt == "serve" for word, nxt in itertools.pairwise(words)
     )
-    if served or comm in _SERVE_ROOTS or any(m in word for word in words for m in _SERVE_MODULES):
+    launched = any(m in word for word in words for m in _SERVE_MODULES)
+    if served or comm in _SERVE_ROOTS or launched or _TGI_API in (program, comm):
+        return Process(pid, Role.API, _port_flag(argv))
+    if program in _TGI_INTERNAL or comm in _TGI_INTERNAL:
+        return Process(pid, Role.INTERNAL, None)
+    line = " ".join(argv) or comm
+    if any(pattern.search(title) or pattern.search(line) for pattern in patterns):
         return Process(pid, Role.API, _port_flag(argv))
     return Process(pid, Role.OTHER, None)
 
 
-def candidate_processes(procfs: ProcFs, gpu_pid: int, children: dict[int, list[int]]) -> list[Process]:
-    """The processes whose listeners may be the HTTP endpoint serving `gpu_pid`."""
-    chain = [classify(procfs, pid) for pid in (gpu_pid, *procfs.ancestors(gpu_pid))]
-    if all(p.role is Role.OTHER for p in chain):
-        return chain
-    # The server's own tree ends at its topmost vLLM/SGLang process: above it (a shell, a container
-    # shim) other servers' processes may be children too.
-    top = max(i for i, p in enumerate(chain) if p.role is not Role.OTHER)
-    tree = chain[: top + 1]
+def candidate_processes(
+    procfs: ProcFs,
+    gpu_pid: int,
+    children: dict[int, list[int]],
+    patterns: Sequence[re.Pattern[str]] = (),
+) -> list[Process] | None:
+    """The API-server processes that may serve `gpu_pid`'s engine; None when it runs no engine (then
+    nothing in its process tree is probed)."""
+    chain = [classify(procfs, pid, patterns) for pid in (gpu_pid, *procfs.ancestors(gpu_pid))]
+    engine = [i for i, p in enumerate(chain) if p.role is not Role.OTHER]
+    if not engine:
+        return None
+    # The server's own tree ends at its topmost engine process: above it (a shell, a container shim, a
+    # launcher with a service of its own) other processes' children and listeners are not ours.
+    tree = chain[: engine[-1] + 1]
     near = [p for p in tree if p.role is Role.API]
     near += [
         p
         for member in tree
         for child in children.get(member.pid, [])
-        if (p := classify(procfs, child)).role is Role.API and p not in near
+        if (p := classify(procfs, child, patterns)).role is Role.API and p not in near
     ]
-    # vLLM before process titles named its API server: the parent that spawned the engine core.
-    return near or chain[top + 1 : top + 2]
+    if near:
+        return near
+    # vLLM before process titles named its API server: the process that spawned the engine core, which
+    # multiprocessing makes the server itself (never a shell or a launcher).
+    spawner = chain[engine[-1] + 1 : engine[-1] + 2]
+    return [p for p in spawner if procfs.comm(p.pid) not in _NEVER_SERVERS]
 
 
-def _own_netns(procfs: ProcFs) -> str | None:
+def own_netns(procfs: ProcFs) -> str | None:
     own = procfs.netns("self")
     if own is None:
         with contextlib.suppress(OSError):
@@ -115,52 +159,41 @@ def _own_netns(procfs: ProcFs) -> str | None:
     return own
 
 
-def _host(listener: Listener, pid: int, procfs: ProcFs, same_netns: bool) -> tuple[str | None, str]:
-    """Where to reach a listener from here, or None and the reason it cannot be reached."""
-    address = listener.address
-    loopback = address.startswith("127.") or address == "::1"
-    if same_netns:
-        return ("127.0.0.1" if address in _WILDCARD else address), ""
-    if loopback:
-        return None, "loopback_only"
-    if address in _WILDCARD:
-        local = procfs.local_addresses(pid)
-        return (local[0], "") if local else (None, "no_pod_address")
-    return address, ""
-
-
-def discover(procfs: ProcFs, directory: GpuDirectory, exclude: frozenset[int] = frozenset()) -> Discovery:
-    """Every reachable /metrics URL of the API servers behind NVML's GPU processes."""
-    found = Discovery(gpu_pids=sorted({pid for _, _, pid in directory.processes()} - exclude))
-    if not found.gpu_pids:
+def discover(
+    procfs: ProcFs,
+    directory: GpuDirectory,
+    exclude: frozenset[int] = frozenset(),
+    patterns: Sequence[re.Pattern[str]] = (),
+) -> Discovery:
+    """The API servers behind NVML's GPU processes, and the ports to probe for each; nothing is sent."""
+    gpu_pids = sorted({pid for _, _, pid in directory.processes()} - exclude)
+    found = Discovery(gpu_pids)
+    if not gpu_pids:
         return found
-    children, own = procfs.children(), _own_netns(procfs)
-    urls_of: dict[int, list[str]] = {}  # candidate pid -> its URLs, each candidate read once
-    for gpu_pid in found.gpu_pids:
-        for process in candidate_processes(procfs, gpu_pid, children):
-            if process.pid in exclude:
-                continue
-            if process.pid not in urls_of:
-                urls_of[process.pid] = _urls(found, procfs, process, own)
-            for url in urls_of[process.pid]:
-                found.owners.setdefault(url, set()).update((process.pid, gpu_pid))
-    return found
-
-
-def _urls(found: Discovery, procfs: ProcFs, process: Process, own: str | None) -> list[str]:
-    theirs = procfs.netns(process.pid)
-    same = theirs is None or own is None or theirs == own
-    listeners = procfs.listeners(process.pid)
-    held = [listeners[i] for i in sorted(procfs.socket_inodes(process.pid) & listeners.keys())]
-    if process.port is not None and any(x.port == process.port for x in held):
-        held = [x for x in held if x.port == process.port]
-    urls = []
-    for listener in held:
-        host, reason = _host(listener, process.pid, procfs, same)
-        if host is None:
-            where = f"network namespace {theirs} listens on {listener.address}:{listener.port}"
-            found.unreachable.setdefault((reason, where), set()).add(process.pid)
+    children, own = procfs.children(), own_netns(procfs)
+    ports: dict[int, list[Candidate]] = {}  # API process -> its candidates, each process read once
+    by_key: dict[tuple[str, int], Candidate] = {}  # (network namespace, port): one listener, many holders
+    for gpu_pid in gpu_pids:
+        if procfs.parent(gpu_pid) is None:
+            detail = f"pid {gpu_pid} is not in {procfs.root}: not this PID namespace (hostPID?), or it exited"
+            found.outcomes[gpu_pid] = Outcome(PID_NOT_VISIBLE, detail)
             continue
-        host = f"[{host}]" if ":" in host else host
-        urls.append(f"http://{host}:{listener.port}/metrics")
-    return urls
+        servers = candidate_processes(procfs, gpu_pid, children, patterns)
+        if servers is None:
+            found.outcomes[gpu_pid] = Outcome.not_an_engine(gpu_pid)
+            continue
+        servers = [p for p in servers if p.pid not in exclude]
+        if not servers:
+            detail = f"pid {gpu_pid} runs an engine with no API server among its ancestors or their children"
+            found.outcomes[gpu_pid] = Outcome(NO_LISTENER, detail)
+            continue
+        for server in servers:
+            if server.pid not in ports:
+                ports[server.pid] = [
+                    by_key.setdefault(c.key, c) for c in candidates_of(procfs, server.pid, server.port, own)
+                ]
+            for candidate in ports[server.pid]:
+                candidate.api_pids.add(server.pid)
+                candidate.gpu_pids.add(gpu_pid)
+    found.candidates = list(by_key.values())
+    return found

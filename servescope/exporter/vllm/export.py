@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import fnmatch
 import math
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Mapping, Sequence
 
 from servescope import catalog as c
 from servescope.exporter.exposition import Sample, escape_help, escape_label_value, format_value
 from servescope.exporter.gpu_directory import NO_POD
 from servescope.exporter.stores.signals import Normalised
-from servescope.exporter.vllm.aliases import FamilyLike
+from servescope.exporter.vllm.aliases import FamilyLike, is_engine_family, is_read
 
 GAUGES = {
     "kv_usage": c.KV_USAGE,
@@ -99,3 +101,25 @@ def passthrough_text(scrapes: Iterable[tuple[str, list[FamilyLike]]]) -> str:
         for name, (kind, doc, lines) in blocks.items()
         if lines
     )
+
+
+class Passthrough:
+    """Which engine families are re-exported as they are: those matching the allow-list's names or
+    shell-style patterns; with no list, the families servescope reads itself."""
+
+    def __init__(self, families: Sequence[str] = ()) -> None:
+        patterns = [fnmatch.translate(family) for family in families]
+        self._allowed = re.compile("|".join(patterns)) if patterns else None
+
+    def allows(self, name: str) -> bool:
+        """Counters are named without `_total` by the parser: `vllm:prompt_tokens_total` allows them too."""
+        if self._allowed is None:
+            return is_read(name)
+        return bool(self._allowed.match(name) or self._allowed.match(f"{name}_total"))
+
+    def keep(self, name: str) -> bool:
+        """What a scrape parses: the families servescope reads and those passed through."""
+        return is_read(name) or (is_engine_family(name) and self.allows(name))
+
+    def select(self, families: list[FamilyLike]) -> list[FamilyLike]:
+        return [family for family in families if self.allows(family.name)]

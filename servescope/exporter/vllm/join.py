@@ -21,7 +21,6 @@ from urllib.parse import urlsplit
 
 from servescope.exporter.gpu_directory import GpuDirectory
 from servescope.exporter.stores.signals import GpuProcess
-from servescope.exporter.vllm.discovery import discover
 from servescope.exporter.vllm.procfs import ProcFs
 
 
@@ -120,14 +119,3 @@ def gpus_of_endpoint(
         (GpuProcess(gpu, uuid, pid) for gpu, uuid, pid in directory.processes() if pid in tree),
         key=lambda g: (g.gpu, g.pid),
     )
-
-
-def candidate_urls(
-    procfs: ProcFs, directory: GpuDirectory, exclude: frozenset[int] = frozenset()
-) -> list[str]:
-    """/metrics URLs of the API servers behind NVML's GPU processes (discovery.discover).
-
-    `exclude` keeps this exporter out: it may be an ancestor (simulated engines are its children),
-    and its /metrics re-exports engine series, which must never be scraped back in.
-    """
-    return discover(procfs, directory, exclude).urls

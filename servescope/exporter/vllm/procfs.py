@@ -45,6 +45,24 @@ class ProcFs:
         with open(os.path.join(self.root, *parts), encoding="utf-8", errors="replace") as file:
             return file.read()
 
+    def read_text(self, pid: int | str, *parts: str) -> str:
+        """A file under `pid`'s entry (`self`: this process's), e.g. ("net", "route"); OSError if not."""
+        return self._read(str(pid), *parts)
+
+    def access_denied(self, pid: int) -> bool:
+        """True when this process may not look into `pid`'s sockets and namespaces: its fd/ and ns/ need
+        ptrace read access (the same UID and no fewer capabilities, else CAP_SYS_PTRACE; an AppArmor
+        profile may refuse it even so). A process that is gone is not denied."""
+        for path in (("fd",), ("ns", "net")):
+            try:
+                target = os.path.join(self.root, str(pid), *path)
+                os.listdir(target) if path == ("fd",) else os.readlink(target)
+            except PermissionError:
+                return True
+            except OSError:
+                continue
+        return False
+
     def _read_bytes(self, limit: int, *parts: str) -> bytes:
         with open(os.path.join(self.root, *parts), "rb") as file:
             return file.read(limit)

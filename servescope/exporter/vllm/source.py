@@ -5,10 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 
 from servescope import catalog as c
 from servescope.catalog import placement
@@ -17,15 +15,17 @@ from servescope.exporter.gpu_directory import NO_POD, GpuDirectory
 from servescope.exporter.sources.base import Collection, Problem
 from servescope.exporter.sources.bounded_http import LARGE_BODIES
 from servescope.exporter.stores.serving_board import ServingBoard
-from servescope.exporter.stores.signals import GpuProcess, Normalised
-from servescope.exporter.vllm.aliases import FamilyLike, is_engine_family
-from servescope.exporter.vllm.discovery import Discovery, discover
-from servescope.exporter.vllm.export import passthrough_text, signal_samples
-from servescope.exporter.vllm.join import EndpointGpus, engine_gpus, join_endpoint
+from servescope.exporter.stores.signals import Normalised
+from servescope.exporter.vllm.aliases import FamilyLike, is_engine_family, is_read
+from servescope.exporter.vllm.endpoint import EndpointState
+from servescope.exporter.vllm.export import Passthrough, passthrough_text, signal_samples
+from servescope.exporter.vllm.finding import Finder
+from servescope.exporter.vllm.join import engine_gpus, join_endpoint
 from servescope.exporter.vllm.normalise import normalise
+from servescope.exporter.vllm.probing import Connect, tcp_connect
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.scrape import Fetcher, ScrapeError, Scraper
-from servescope.exporter.vllm.text_parser import ExpositionError, ExpositionParser, parse_exposition
+from servescope.exporter.vllm.text_parser import ExpositionError, ExpositionParser, SeriesLimits
 
 log = logging.getLogger(__name__)
 
@@ -36,22 +36,6 @@ DISCOVERY_SECONDS = 60.0
 # down, this long after its last good scrape: long enough for ServescopeServingEndpointDown to fire,
 # short enough that an engine moved away for good stops being reported.
 DISCOVERY_GRACE_SECONDS = 900.0
-
-
-@dataclass
-class EndpointState:
-    url: str
-    up: bool = False
-    last_success: float = 0.0
-    errors: Counter[str] = field(default_factory=Counter)
-    last_error: str | None = None
-    gpus: list[GpuProcess] = field(default_factory=list)
-    joined: EndpointGpus = field(default_factory=EndpointGpus)
-    ambiguous_logged: bool = False
-    joined_at: float = float("-inf")
-    # The endpoint's own parser: what it remembers of this server's series serves this server's next
-    # scrape, and one scrape of an endpoint runs at a time, so no two threads share one.
-    parser: ExpositionParser = field(default_factory=ExpositionParser)
 
 
 class VllmSource:
@@ -67,27 +51,33 @@ class VllmSource:
         procfs: ProcFs | None = None,
         scraper: Fetcher | None = None,
         interval_seconds: float = 5.0,
-        passthrough: bool = True,
+        passthrough: bool = False,
+        passthrough_families: Sequence[str] = (),
+        limits: SeriesLimits | None = None,
         discovery: bool = True,
+        engine_patterns: Sequence[str] = (),
         board: ServingBoard | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        connect: Connect = tcp_connect,
     ) -> None:
         self.interval_seconds = interval_seconds
         self._configured = list(dict.fromkeys(urls))
         self._directory = directory
         self._procfs = procfs or ProcFs()
         self._scraper: Fetcher = scraper or Scraper()
-        self._passthrough = passthrough
+        # Which families are parsed: those servescope reads, plus those re-exported when asked.
+        self._passthrough = Passthrough(passthrough_families) if passthrough else None
+        self._limits = limits or SeriesLimits()
         self.board = board
         self._discovery = discovery and not urls  # --vllm-url wins
         self._monotonic, self._wall = monotonic, wall
-        self._states: dict[str, EndpointState] = {url: EndpointState(url) for url in self._configured}
+        self._states: dict[str, EndpointState] = {url: self._state(url) for url in self._configured}
         self._discovered_at = float("-inf")
         self._gpu_pids: frozenset[int] = frozenset()
         self._missing: set[str] = set()  # kept after discovery lost them, already logged
-        self._found = Discovery()
-        self._reports: list[Problem] = []  # what the last discovery could not reach, counted once
+        self.finder = Finder(self._procfs, directory, self._engine_answer, connect, engine_patterns)
+        self._reports: list[Problem] = []  # engines' problems found while scraping (ambiguous DP)
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="vllm-scrape")
         self._in_flight: dict[str, Future[list[FamilyLike] | ScrapeError]] = {}
 
@@ -102,11 +92,12 @@ class VllmSource:
                 self._rediscover()
         return list(self._states)
 
+    def _state(self, url: str) -> EndpointState:
+        return EndpointState(url, self._limits)
+
     def _rediscover(self) -> None:
         own = frozenset({os.getpid()})
-        previous, self._found = self._found, discover(self._procfs, self._directory, own)
-        found = [url for url in self._found.urls if self._speaks_engine(url)]
-        self._report(previous, found)
+        found = self.finder.run(own).urls
         now = self._wall()
         kept = [
             url
@@ -118,31 +109,22 @@ class VllmSource:
         for url in set(kept) - self._missing:
             log.warning("endpoint %s no longer found: reported down until it returns or is forgotten", url)
         self._missing = set(kept)
-        self._states = {url: self._states.get(url) or EndpointState(url) for url in [*found, *kept]}
+        self._states = {url: self._states.get(url) or self._state(url) for url in [*found, *kept]}
 
-    def _report(self, previous: Discovery, found: list[str]) -> None:
-        """Log what discovery looked at when it changes; count what it cannot reach once a cycle."""
-        now, reports = self._found, self._found.reports()
-        self._reports = [Problem(reason, what) for reason, what in reports]
-        if (now.gpu_pids, now.urls, reports) == (previous.gpu_pids, previous.urls, previous.reports()):
-            return
-        pids = ", ".join(map(str, now.gpu_pids)) or "none"
-        urls, engines = ", ".join(now.urls) or "none", ", ".join(found) or "none"
-        log.info(
-            "discovery looked at GPU processes %s: API-server listeners %s, engines %s", pids, urls, engines
-        )
-        for reason, what in reports:
-            log.warning("serving engine not reachable from this exporter (%s): %s", reason, what)
-
-    def _speaks_engine(self, url: str) -> bool:
+    def _engine_answer(self, url: str) -> str | None:
+        """None when `url` serves an engine's /metrics, else what it answered instead."""
         try:
             with LARGE_BODIES.hold():
                 text = self._scraper.fetch(url)
-                families = parse_exposition(text, keep=is_engine_family)
-        except (ScrapeError, ExpositionError):
-            return False
-        # A servescope exporter re-exports engine series: it is never an engine itself.
-        return bool(families) and "servescope_build_info" not in text
+                # A parser of its own, bounded: nothing of a page that may not be an engine's is kept.
+                families = ExpositionParser(limits=self._limits).parse(text, keep=is_engine_family)
+        except ScrapeError as exc:
+            return f"did not answer /metrics ({exc.reason}: {exc.message})"
+        except ExpositionError as exc:
+            return f"answered what is not a Prometheus exposition ({exc})"
+        if "servescope_build_info" in text:  # a servescope exporter re-exports engine series
+            return "is a servescope exporter, not an engine"
+        return None if families else "answered no vLLM, SGLang or TGI series"
 
     # --- one cycle ---------------------------------------------------------------------------------
     def collect(self) -> Collection:
@@ -152,7 +134,7 @@ class VllmSource:
         for url, result in self._scrape_all(urls).items():
             state = self._states[url]
             families = self._record(state, result)
-            samples += self._health_samples(state)
+            samples += state.health_samples(self.name)
             if families is None:
                 continue
             normalised = normalise(families)
@@ -165,12 +147,16 @@ class VllmSource:
             if self.board is not None:
                 # Load, KV usage and latency over time feed the leak verdict, KV trend and advisor.
                 self.board.record(url, normalised, state.gpus, self._monotonic())
-            scrapes.append((url, families))
-        raw = passthrough_text(scrapes) if self._passthrough else None
-        if self._discovery:
-            samples.append(Sample(placement.DISCOVERED_ENDPOINTS, (), len(urls)))
+            if self._passthrough is not None:  # else the page's families are let go here, one at a time
+                scrapes.append((url, self._passthrough.select(families)))
+        raw = passthrough_text(scrapes) if self._passthrough is not None else None
         problems, self._reports = self._reports, []
-        return Collection(samples, problems, raw)
+        if not self._discovery:
+            return Collection(samples, problems, raw)
+        samples.append(Sample(placement.DISCOVERED_ENDPOINTS, (), len(urls)))
+        samples += self.finder.samples()
+        unready = self.finder.unready(any(state.up for state in self._states.values()))
+        return Collection(samples, [*self.finder.problems(), *problems], raw, unready, self.finder.report())
 
     def _scrape_all(self, urls: list[str]) -> dict[str, list[FamilyLike] | ScrapeError]:
         """Every endpoint's answer, or its error; the cycle waits at most one interval for them.
@@ -202,7 +188,10 @@ class VllmSource:
         url = state.url
         with LARGE_BODIES.hold():
             try:
-                return list(state.parser.parse(self._scraper.fetch(url), keep=is_engine_family))
+                keep = self._passthrough.keep if self._passthrough is not None else is_read
+                families: list[FamilyLike] = list(state.parser.parse(self._scraper.fetch(url), keep=keep))
+                state.count_dropped(state.parser.dropped)
+                return families
             except ScrapeError as exc:
                 failure = ScrapeError(exc.reason, exc.message)
             except ExpositionError as exc:
@@ -227,23 +216,11 @@ class VllmSource:
         state.errors[reason] += 1
         return None
 
-    def _health_samples(self, state: EndpointState) -> list[Sample]:
-        labels = ("vllm", state.url)
-        samples = [
-            Sample(c.SOURCE_UP_ENDPOINT, labels, 1 if state.up else 0),
-            Sample(c.SOURCE_LAST_SUCCESS_ENDPOINT, labels, state.last_success),
-        ]
-        samples += [
-            Sample(c.SOURCE_ERRORS_ENDPOINT, (*labels, reason), n)
-            for reason, n in sorted(state.errors.items())
-        ]
-        return samples
-
     def _join_samples(self, state: EndpointState, normalised: Normalised) -> list[Sample]:
         # Walking /proc costs a scan of every process's fds: do it every 30 s, not every scrape.
         due = JOIN_REFRESH_SECONDS if state.gpus else JOIN_RETRY_SECONDS
         if self._monotonic() - state.joined_at >= due:
-            owners = self._found.owners.get(state.url)
+            owners = self.finder.found.owners.get(state.url)
             state.joined = join_endpoint(state.url, self._procfs, self._directory, owners)
             state.gpus, state.joined_at = state.joined.gpus, self._monotonic()
         engines = normalised.engines

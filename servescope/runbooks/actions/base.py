@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import inspect
-import re
 import shlex
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
-from urllib.parse import urlsplit
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,43 +27,30 @@ class RunContext(BaseModel):
     exporter_url: str = DEFAULT_EXPORTER_URL
     prometheus_url: str | None = None
     alertmanager_url: str | None = None
-    kubectl: str = "kubectl"
-    dcgmi: str = "dcgmi"
+    # The Kubernetes API change actions use (common/kube.py): all empty, the pod's ServiceAccount.
+    kube_api_url: str | None = None
+    kube_token_file: str | None = None
+    kube_ca_file: str | None = None
+    kubeconfig: str | None = None
     timeout_seconds: float = Field(10.0, gt=0, le=600)
     execute: bool = False
-    # One exporter per node: a central runbook service asks the exporter the alert came from, when it
-    # trusts it (trust.check_instance): a target of `exporter_job`, or named by `exporter_allow`.
+    # One exporter per node: a central runbook service asks the exporter the alert came from, found
+    # through Prometheus' targets of `exporter_job` or named by `exporter_allow` (trust.exporter_base).
     exporter_per_instance: bool = False
     exporter_job: str = "servescope"
     exporter_allow: tuple[str, ...] = ()
     instance: str | None = None  # the alert's instance read steps ask, set by for_labels
 
     def for_labels(self, labels: Mapping[str, str]) -> RunContext:
-        """This context, reading from the alert's own exporter when `exporter_per_instance` is on.
-
-        The `instance` label (host:port, as Prometheus scraped it) replaces the exporter URL's host only
-        when it is a plain host name or IP address and its port is the configured exporter's port: labels
-        are untrusted, and this keeps them from pointing requests anywhere but at exporters. It is kept
-        in `instance`: the read checks it is a host the service trusts before asking it.
-        """
-        if not self.exporter_per_instance:
-            return self
+        """This context, reading from the alert's own exporter when `exporter_per_instance` is on: the
+        `instance` label is kept (bounded) and `trust.exporter_base` finds the address it names."""
         instance = labels.get("instance", "")
-        found = _INSTANCE.fullmatch(instance)
-        configured = urlsplit(self.exporter_url)
-        if found is None or configured.port is None or int(found.group("port")) != configured.port:
+        if not self.exporter_per_instance or not instance:
             return self
-        if instance == configured.netloc:
-            return self
-        return self.model_copy(
-            update={"exporter_url": f"{configured.scheme}://{instance}", "instance": instance}
-        )
+        return self.model_copy(update={"instance": instance[:_MAX_INSTANCE]})
 
 
-# host:port where host is a DNS name, an IPv4 address, or a bracketed IPv6 address.
-_INSTANCE = re.compile(
-    r"(?P<host>[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\]):(?P<port>[0-9]{1,5})"
-)
+_MAX_INSTANCE = 300  # a DNS name (253) and a port, or an IPv6 address in brackets
 
 
 class StepResult(BaseModel):
@@ -148,12 +132,6 @@ def action(name: str, kind: Kind, params: type[P]) -> Callable[[Callable[[P, Run
 
 
 # --- helpers for actions ---------------------------------------------------------------------------
-@functools.cache
-def http() -> httpx.Client:
-    """One HTTP client for the process: its TLS context and connections are built once, not per request."""
-    return httpx.Client(follow_redirects=False)
-
-
 def run_argv(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
     """Run a fixed argument list (no shell, no stdin) with a timeout."""
     return subprocess.run(

@@ -1,9 +1,9 @@
-"""Change actions: they print the exact command, patch or request, and act only when executed.
+"""Change actions: they print the exact API call, patch or request, and act only when executed.
 
-`ctx.execute` is False unless the operator passed --execute for this one step. Commands are fixed argv
-lists built from typed parameters (Kubernetes names cannot start with '-', so none reads as an option) and
-run without a shell. `lower_max_num_seqs` never acts, even when executed: a serving engine's settings are
-changed through its deployment, by people.
+`ctx.execute` is False unless the operator passed --execute for this one step (or a token-bearing request
+asked for it). Kubernetes is changed through its API (`kube.py`), with calls built from typed parameters.
+`lower_max_num_seqs` never acts, even when executed: a serving engine's settings are changed through its
+deployment, by people.
 """
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
-import httpx
+from lightkube.resources.core_v1 import Node
+from lightkube.types import PatchType
 from pydantic import Field, model_validator
 
 from servescope.runbooks.actions.base import ActionError, RunContext, StepResult, action
-from servescope.runbooks.actions.fetch import request
-from servescope.runbooks.actions.kube import kubectl_change
+from servescope.runbooks.actions.fetch import UnreachableError, request
+from servescope.runbooks.actions.kube import STRATEGIC, ApiCall, api, dry_run, executed
 from servescope.runbooks.actions.params import (
     Comment,
     HttpUrl,
@@ -37,12 +38,28 @@ class NodeParams(Params):
     node: K8sName
 
 
+CORDON = {"spec": {"unschedulable": True}}
+
+
+def cordon_call(node: str) -> ApiCall:
+    return ApiCall("PATCH", f"/api/v1/nodes/{node}", CORDON, STRATEGIC)
+
+
 @action("cordon_node", "change", NodeParams)
 def cordon_node(params: NodeParams, ctx: RunContext) -> StepResult:
-    """Mark a node unschedulable (kubectl cordon); running pods stay."""
-    return kubectl_change(
-        [ctx.kubectl, "cordon", params.node], f"Cordon node {params.node}", ctx, ctx.timeout_seconds
+    """Mark a node unschedulable (PATCH spec.unschedulable, as kubectl cordon); running pods stay."""
+    title = f"Cordon node {params.node}"
+    node = api(ctx, f"reading node {params.node}", lambda c: c.get(Node, params.node))
+    was = "unschedulable already" if node.spec and node.spec.unschedulable else "schedulable now"
+    call = cordon_call(params.node)
+    if not ctx.execute:
+        return dry_run(title, [call], [f"node {params.node} is {was}"])
+    api(
+        ctx,
+        f"cordoning node {params.node}",
+        lambda c: c.patch(Node, params.node, CORDON, patch_type=PatchType.STRATEGIC),
     )
+    return executed(title, [call], [f"node {params.node} is unschedulable (it was {was})"], ok=True)
 
 
 class MaxNumSeqsParams(Params):
@@ -147,7 +164,7 @@ def create_silence(params: SilenceParams, ctx: RunContext) -> StepResult:
         raise ActionError("no Alertmanager to create the silence in: pass --alertmanager-url")
     try:
         response = request("POST", url, body=body, timeout=ctx.timeout_seconds)
-    except httpx.TransportError as exc:
+    except UnreachableError as exc:
         raise ActionError(f"cannot reach Alertmanager at {ctx.alertmanager_url}: {exc}") from None
     if response.status_code != 200:
         raise ActionError(

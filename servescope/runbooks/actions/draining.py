@@ -1,23 +1,45 @@
-"""`drain_node`: evict a node's pods, after reading what the eviction would lose and what would block it.
+"""`drain_node`: cordon a node and evict its pods through the Eviction API, after reading what it would
+lose and what would refuse.
 
-Read first (dry run and execution alike): the pods on the node that a drain evicts (not DaemonSet pods,
-mirror pods or finished ones) and the PodDisruptionBudgets of their namespaces. emptyDir volumes often
-hold a model cache: without `delete_emptydir_data: true` the step stops and names those pods (kubectl
-drain would refuse them anyway). A budget that allows no disruption now stops the step too: the drain
-would wait for its timeout. The GPUs the evicted pods request is the capacity needed on other nodes.
+Read first (dry run and execution alike): the pods on the node (`GET /api/v1/pods?fieldSelector=
+spec.nodeName=<node>`) and the PodDisruptionBudgets of their namespaces. DaemonSet pods (their
+controller would put them straight back) and mirror pods (the kubelet's static pods, which the API
+cannot evict) are never evicted, nor finished ones. emptyDir volumes often hold a model cache: without
+`delete_emptydir_data: true` the step stops and names those pods. Then the node is cordoned and each pod
+evicted (`POST .../pods/<pod>/eviction`): the API server enforces the budgets, answering 429 for a pod
+whose eviction would break one; those are tried again every few seconds until `timeout`, then reported
+as not evicted, with the reason the API gave.
 """
 
 from __future__ import annotations
 
+import functools
+import time
 from typing import Annotated, Any
 
+from lightkube import Client
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Node, Pod
+from lightkube.resources.policy_v1 import PodDisruptionBudget
+from lightkube.types import PatchType
 from pydantic import StrictBool
 
 from servescope.runbooks.actions.base import ActionError, RunContext, StepResult, action
-from servescope.runbooks.actions.kube import field, get_json, items, kubectl_change, named, selector_matches
+from servescope.runbooks.actions.changes import CORDON, cordon_call
+from servescope.runbooks.actions.kube import (
+    ApiCall,
+    ApiRefusedError,
+    api,
+    dry_run,
+    executed,
+    named,
+    selector_matches,
+)
 from servescope.runbooks.actions.params import K8sName, LiteralOnly, Params, Window, window_seconds
 
 GPU_RESOURCE = "nvidia.com/gpu"
+RETRY_SECONDS = 5.0
+MIRROR = "kubernetes.io/config.mirror"
 
 
 class DrainParams(Params):
@@ -26,55 +48,99 @@ class DrainParams(Params):
     delete_emptydir_data: Annotated[StrictBool, LiteralOnly()] = False
 
 
-def _evicted(pod: dict[str, Any]) -> bool:
-    owners = field(pod, "metadata", "ownerReferences") or []
-    daemon = any(isinstance(o, dict) and o.get("kind") == "DaemonSet" for o in owners)
-    mirror = "kubernetes.io/config.mirror" in (field(pod, "metadata", "annotations") or {})
-    return not daemon and not mirror and field(pod, "status", "phase") not in ("Succeeded", "Failed")
+def _skipped(pod: Pod) -> str | None:
+    """Why a pod of the node is not evicted, None when it is."""
+    meta = pod.metadata or ObjectMeta()
+    if any(owner.kind == "DaemonSet" for owner in meta.ownerReferences or []):
+        return "DaemonSet pod"
+    if MIRROR in (meta.annotations or {}):
+        return "mirror (static) pod"
+    if pod.status is not None and pod.status.phase in ("Succeeded", "Failed"):
+        return "finished"
+    return None
 
 
-def _uses_emptydir(pod: dict[str, Any]) -> bool:
-    volumes = field(pod, "spec", "volumes") or []
-    return any(isinstance(v, dict) and "emptyDir" in v for v in volumes)
+def _name(pod: Pod) -> str:
+    meta = pod.metadata or ObjectMeta()
+    return named(meta.namespace, meta.name)
 
 
-def _gpus(pod: dict[str, Any]) -> int:
+def _uses_emptydir(pod: Pod) -> bool:
+    return any(volume.emptyDir is not None for volume in (pod.spec.volumes if pod.spec else None) or [])
+
+
+def _gpus(pod: Pod) -> int:
     total = 0
-    for container in field(pod, "spec", "containers") or []:
-        resources = field(container, "resources") or {}
-        asked = field(resources, "limits", GPU_RESOURCE) or field(resources, "requests", GPU_RESOURCE)
-        total += int(asked) if isinstance(asked, int | str) and str(asked).isdigit() else 0
+    for container in pod.spec.containers if pod.spec else []:
+        resources = container.resources
+        asked: Any = None
+        if resources is not None:
+            asked = (resources.limits or {}).get(GPU_RESOURCE) or (resources.requests or {}).get(GPU_RESOURCE)
+        total += int(asked) if str(asked).isdigit() else 0
     return total
 
 
-def _budgets(ctx: RunContext, pods: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
-    """(budgets that block the drain now, budgets that make it wait for replacements), as sentences."""
-    blocking: list[str] = []
-    waiting: list[str] = []
-    for namespace in sorted({field(p, "metadata", "namespace") or "default" for p in pods}):
-        for budget in items(get_json(ctx, ["poddisruptionbudgets.policy", f"--namespace={namespace}"])):
+def _budget_notes(ctx: RunContext, pods: list[Pod]) -> list[str]:
+    """A sentence per budget covering pods here that allows fewer disruptions than it covers pods."""
+    notes: list[str] = []
+    namespaces = sorted({(p.metadata.namespace if p.metadata else None) or "default" for p in pods})
+    for namespace in namespaces:
+        budgets = api(
+            ctx,
+            f"listing the PodDisruptionBudgets of namespace {namespace}",
+            functools.partial(_budgets_in, namespace),
+        )
+        for budget in budgets:
+            selector = budget.spec.selector.to_dict() if budget.spec and budget.spec.selector else None
             covered = [
-                named(p)
+                _name(p)
                 for p in pods
-                if (field(p, "metadata", "namespace") or "default") == namespace
-                and selector_matches(field(budget, "spec", "selector"), field(p, "metadata", "labels") or {})
+                if p.metadata is not None
+                and (p.metadata.namespace or "default") == namespace
+                and selector_matches(selector, p.metadata.labels or {})
             ]
-            allowed = field(budget, "status", "disruptionsAllowed") or 0
-            if not covered or allowed >= len(covered):
-                continue
-            text = (
-                f"PodDisruptionBudget {named(budget)} allows {allowed} disruption(s) now and covers "
-                f"{len(covered)} pod(s) here ({', '.join(covered)})"
-            )
-            (blocking if allowed == 0 else waiting).append(text)
-    return blocking, waiting
+            allowed = (budget.status.disruptionsAllowed if budget.status else 0) or 0
+            if covered and allowed < len(covered):
+                meta = budget.metadata or ObjectMeta()
+                notes.append(
+                    f"PodDisruptionBudget {named(meta.namespace, meta.name)} allows {allowed} disruption(s) "
+                    f"now and covers {len(covered)} pod(s) here ({', '.join(covered)}): the API server "
+                    "refuses the evictions past that until replacements are ready"
+                )
+    return notes
 
 
-def _checks(ctx: RunContext, params: DrainParams) -> list[str]:
-    """What the drain would meet, as notes; ActionError when it must not start."""
-    found = get_json(ctx, ["pods", "--all-namespaces", f"--field-selector=spec.nodeName={params.node}"])
-    pods = [p for p in items(found) if _evicted(p)]
-    with_emptydir = [named(p) for p in pods if _uses_emptydir(p)]
+def _budgets_in(namespace: str, client: Client) -> list[PodDisruptionBudget]:
+    return list(client.list(PodDisruptionBudget, namespace=namespace))
+
+
+def _create_eviction(eviction: Any, client: Client) -> None:
+    meta = eviction.metadata
+    client.create(eviction, meta.name, namespace=meta.namespace)
+
+
+def eviction_call(pod: Pod) -> ApiCall:
+    meta = pod.metadata or ObjectMeta()
+    body = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": meta.name, "namespace": meta.namespace},
+    }
+    return ApiCall(
+        "POST", f"/api/v1/namespaces/{meta.namespace}/pods/{meta.name}/eviction", body, "application/json"
+    )
+
+
+def _read(ctx: RunContext, params: DrainParams) -> tuple[list[Pod], list[str]]:
+    """The pods to evict, and notes on what the drain meets; ActionError when it must not start."""
+    found = api(
+        ctx,
+        f"listing the pods of node {params.node}",
+        lambda c: list(c.list(Pod, namespace="*", fields={"spec.nodeName": params.node})),
+    )
+    skipped = [f"{_name(p)} ({why})" for p in found if (why := _skipped(p)) is not None]
+    pods = [p for p in found if _skipped(p) is None]
+    with_emptydir = [_name(p) for p in pods if _uses_emptydir(p)]
     if with_emptydir and not params.delete_emptydir_data:
         raise ActionError(
             f"pods on {params.node} keep emptyDir volumes (often a model cache): {', '.join(with_emptydir)}; "
@@ -82,29 +148,70 @@ def _checks(ctx: RunContext, params: DrainParams) -> list[str]:
             "for large models). Check the capacity elsewhere, then write delete_emptydir_data: true. "
             "Nothing was changed."
         )
-    blocking, waiting = _budgets(ctx, pods)
-    if blocking:
-        raise ActionError(
-            "; ".join(blocking) + ": the drain would wait until its timeout. Add replicas on other nodes "
-            "first (scale_deployment) and wait for them to be ready. Nothing was changed."
-        )
-    gpus = sum(_gpus(p) for p in pods)
     notes = [
-        f"{len(pods)} pod(s) to evict from {params.node}, requesting {gpus} GPU(s) that other nodes "
-        "must have free for them to serve again"
+        f"{len(pods)} pod(s) to evict from {params.node}, requesting {sum(_gpus(p) for p in pods)} GPU(s) "
+        "that other nodes must have free for them to serve again"
     ]
-    notes += [f"{text}: evictions wait for replacements to be ready" for text in waiting]
+    notes += [f"not evicted: {', '.join(skipped)}"] if skipped else []
+    notes += _budget_notes(ctx, pods)
     if with_emptydir:
         notes.append(f"emptyDir data of {', '.join(with_emptydir)} is deleted (delete_emptydir_data: true)")
-    return notes
+    return pods, notes
+
+
+def _evict(ctx: RunContext, pods: list[Pod], deadline: float) -> tuple[list[str], dict[str, str]]:
+    """(evicted, {pod: why not}) after trying the refused ones again until `deadline`."""
+    evicted: list[str] = []
+    refused: dict[str, str] = {}
+    pending = list(pods)
+    while pending:
+        retry: list[Pod] = []
+        for pod in pending:
+            meta = pod.metadata or ObjectMeta()
+            eviction = Pod.Eviction(metadata=ObjectMeta(name=meta.name, namespace=meta.namespace))
+            try:
+                api(
+                    ctx,
+                    f"evicting {_name(pod)}",
+                    functools.partial(_create_eviction, eviction),
+                )
+            except ApiRefusedError as exc:
+                if exc.code == 404:
+                    evicted.append(f"{_name(pod)} (gone already)")
+                    continue
+                blocked = exc.code == 429
+                refused[_name(pod)] = (
+                    f"blocked by a PodDisruptionBudget ({exc.status})" if blocked else str(exc)
+                )
+                retry += [pod] if blocked else []
+                continue
+            refused.pop(_name(pod), None)
+            evicted.append(_name(pod))
+        if not retry or time.monotonic() + RETRY_SECONDS > deadline:
+            break
+        time.sleep(RETRY_SECONDS)
+        pending = retry
+    return evicted, refused
 
 
 @action("drain_node", "change", DrainParams)
 def drain_node(params: DrainParams, ctx: RunContext) -> StepResult:
-    """Evict the pods of a node (kubectl drain, keeping DaemonSets), after checking budgets and emptyDirs."""
-    notes = _checks(ctx, params)
-    seconds = window_seconds(params.timeout)
-    argv = [ctx.kubectl, "drain", params.node, "--ignore-daemonsets"]
-    argv += ["--delete-emptydir-data"] if params.delete_emptydir_data else []
-    argv.append(f"--timeout={seconds}s")
-    return kubectl_change(argv, f"Drain node {params.node}", ctx, seconds + ctx.timeout_seconds, notes)
+    """Cordon a node and evict its pods through the Eviction API (budgets honoured, DaemonSet and mirror
+    pods kept), after checking emptyDirs; reports what it could not evict."""
+    title = f"Drain node {params.node}"
+    pods, notes = _read(ctx, params)
+    calls = [cordon_call(params.node), *(eviction_call(p) for p in pods)]
+    if not ctx.execute:
+        return dry_run(title, calls, notes)
+    api(
+        ctx,
+        f"cordoning node {params.node}",
+        lambda c: c.patch(Node, params.node, CORDON, patch_type=PatchType.STRATEGIC),
+    )
+    evicted, refused = _evict(ctx, pods, time.monotonic() + window_seconds(params.timeout))
+    lines = [
+        *notes,
+        f"node {params.node} cordoned; evicted {len(evicted)} pod(s): {', '.join(evicted) or 'none'}",
+    ]
+    lines += [f"NOT evicted {pod}: {why}" for pod, why in refused.items()]
+    return executed(title, calls, lines, ok=not refused, evicted=evicted, not_evicted=refused)

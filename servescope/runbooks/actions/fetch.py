@@ -1,59 +1,41 @@
-"""Every HTTP request of a step: within one total deadline, its answer capped while it streams in.
+"""Every HTTP request of a step, through the one bounded client (`common/http_client.py`).
 
-A per-read timeout never fires against a peer that sends one byte a second; here the deadline covers
-the whole exchange (connect, headers, body) and is checked as every chunk arrives, and the body is
-refused as soon as it passes the cap (decoded bytes are counted, so a gzip bomb stops at the cap too):
-nothing is downloaded first and measured after.
+One total deadline covers the whole exchange (connect, the response head, the body), checked at every
+socket operation, so a peer trickling a byte a second is cut off at the deadline; the answer's decoded
+size is counted as it is decoded, so a compressed bomb stops at the cap; no redirect is followed, and
+no request goes to a link-local, metadata or loopback-mapped address, however it is written or whatever
+a name resolves to (`common/addresses.py`).
 """
 
 from __future__ import annotations
 
-import json
-import time
-from dataclasses import dataclass
+import functools
 from typing import Any
 
-import httpx
-
-from servescope.runbooks.actions.base import ActionError, http
+from servescope.common.addresses import address_policy
+from servescope.common.decoding import FetchError
+from servescope.common.http_client import Answer, BoundedClient
+from servescope.runbooks.actions.base import ActionError
 
 # A full 8-GPU node's /metrics is well under 1 MiB; the 12 step workers reading 8 MiB each fit the pod.
 MAX_ANSWER_BYTES = 8 * 2**20
 
+__all__ = ["MAX_ANSWER_BYTES", "Answer", "AnswerError", "UnreachableError", "request"]
+
 
 class AnswerError(ActionError):
-    """An answer refused: past the deadline or over the cap; the message names the URL and the bound."""
+    """An answer refused: past the deadline, over the cap, or in an encoding not accepted; the message
+    names the URL and the bound."""
 
 
-@dataclass(frozen=True)
-class Answer:
-    """A whole answer, read within its bounds."""
-
-    url: str
-    status_code: int
-    content: bytes
-
-    @property
-    def text(self) -> str:
-        return self.content.decode("utf-8", "replace")
-
-    def json(self) -> Any:
-        return json.loads(self.content)
+class UnreachableError(ActionError):
+    """The peer could not be reached (refused, unresolvable, closed) or its address is never asked."""
 
 
-def _read(response: httpx.Response, url: str, deadline: float, timeout: float, max_bytes: int) -> bytes:
-    late = AnswerError(f"{url}: no whole answer within {timeout:g}s (total deadline)")
-    body = bytearray()
-    try:
-        for chunk in response.iter_bytes():
-            body += chunk
-            if len(body) > max_bytes:
-                raise AnswerError(f"{url}: answer larger than {max_bytes} bytes: refused at the cap")
-            if time.monotonic() > deadline:
-                raise late
-    except httpx.ReadTimeout:
-        raise late from None
-    return bytes(body)
+@functools.cache
+def _client() -> BoundedClient:
+    """One client for the process: its TLS context and connection pool are built once."""
+    return BoundedClient(timeout=10.0, max_bytes=MAX_ANSWER_BYTES, address_policy=address_policy)
 
 
 def request(
@@ -65,16 +47,11 @@ def request(
     body: Any = None,
     max_bytes: int = MAX_ANSWER_BYTES,
 ) -> Answer:
-    """The answer to one request, all of it within `timeout` seconds and `max_bytes` (AnswerError
-    otherwise); httpx.TransportError when the peer cannot be reached."""
-    deadline = time.monotonic() + timeout
-    with http().stream(method, url, params=params, json=body, timeout=httpx.Timeout(timeout)) as response:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise AnswerError(f"{url}: no answer within {timeout:g}s (total deadline)")
-        # The body's reads wait at most what is left of the deadline, not a whole timeout each.
-        timeouts = response.request.extensions.get("timeout")
-        if isinstance(timeouts, dict):
-            timeouts["read"] = remaining
-        content = _read(response, url, deadline, timeout, max_bytes)
-        return Answer(str(response.url), response.status_code, content)
+    """The answer to one request, all of it within `timeout` seconds and `max_bytes` decoded bytes;
+    AnswerError past a bound, UnreachableError when the peer cannot be reached."""
+    try:
+        return _client().request(method, url, params=params, json=body, timeout=timeout, max_bytes=max_bytes)
+    except FetchError as exc:
+        if exc.reason in ("connect", "refused"):
+            raise UnreachableError(str(exc)) from None
+        raise AnswerError(str(exc)) from None

@@ -1,98 +1,116 @@
-"""kubectl for the change actions: a change runs only when executed; the reads it rests on always run.
+"""The Kubernetes API for the change actions: a change runs only when executed; the reads it rests on
+always run.
 
-Every call is a fixed argv (no shell). Reads (`kubectl get ... -o json`) run in the dry run too, so the
-dry run shows what the execution would find: the current replica count, an autoscaler that owns a
-Deployment, the PodDisruptionBudgets a drain would meet.
+Every change is described as the API call it is (method, path, content type, body), printed by the dry
+run exactly as the execution sends it through the client (`common/kube.py`, lightkube). Reads run in the
+dry run too, so it shows what the execution would find: the current replica count, an autoscaler that
+owns a Deployment, the PodDisruptionBudgets a drain would meet. An answer of the API server is reported
+with its Status (a 403 names the verb the Role lacks).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from servescope.runbooks.actions.base import ActionError, RunContext, StepResult, run_argv, shown, tail
+import httpx2
 
-MAX_JSON_CHARS = 32 * 2**20  # a node's pods or a namespace's budgets are far below this
-_NO_SUCH_TYPE = "the server doesn't have a resource type"
+from servescope.common.kube import ApiError, KubeAccess, KubeConfigError, client, describe_api_error
+from servescope.runbooks.actions.base import ActionError, RunContext, StepResult
+
+T = TypeVar("T")
+STRATEGIC = "application/strategic-merge-patch+json"
+MERGE = "application/merge-patch+json"
+JSON = "application/json"
 
 
-def kubectl_change(
-    argv: list[str], title: str, ctx: RunContext, timeout: float, notes: Sequence[str] = ()
-) -> StepResult:
-    """Print `argv` (dry run) or run it (executed); `notes` (what the reads found) come first."""
-    found = "".join(f"{note}\n" for note in notes)
-    if not ctx.execute:
-        return StepResult(
-            ok=True,
-            title=title,
-            output=f"{found}dry run: would run\n  {shown(argv)}\n(run this step with --execute to do it)",
-            command=argv,
-            dry_run=True,
-        )
-    done = _run(argv, ctx, timeout)
-    output = "\n".join(
-        part for part in (found.rstrip(), f"$ {shown(argv)}", tail(done[1]), tail(done[2])) if part.strip()
+@dataclass(frozen=True)
+class ApiCall:
+    """One request to the API server, as the dry run prints it and the execution sends it."""
+
+    method: str
+    path: str
+    body: dict[str, Any] | None = None
+    content_type: str | None = None
+
+    def shown(self) -> str:
+        kind = f" ({self.content_type})" if self.content_type else ""
+        body = f"\n    {json.dumps(self.body, sort_keys=True)}" if self.body is not None else ""
+        return f"  {self.method} {self.path}{kind}{body}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "path": self.path,
+            "content_type": self.content_type,
+            "body": self.body,
+        }
+
+
+class ApiRefusedError(ActionError):
+    """The API server answered with an error Status; `code` is its HTTP status, `status` its text."""
+
+    def __init__(self, message: str, code: int, status: str) -> None:
+        super().__init__(message)
+        self.code, self.status = code, status
+
+
+def access(ctx: RunContext) -> KubeAccess:
+    return KubeAccess(
+        api_url=ctx.kube_api_url,
+        token_file=ctx.kube_token_file,
+        ca_file=ctx.kube_ca_file,
+        kubeconfig=ctx.kubeconfig,
+        timeout_seconds=ctx.timeout_seconds,
     )
+
+
+def api(ctx: RunContext, what: str, call: Callable[[Any], T]) -> T:
+    """`call(client)`, its failures as ActionError naming `what` and the API server's answer."""
+    try:
+        return call(client(access(ctx)))
+    except KubeConfigError as exc:
+        raise ActionError(str(exc)) from None
+    except ApiError as exc:
+        status = describe_api_error(exc)
+        raise ApiRefusedError(
+            f"{what}: the API server answered {status}", int(exc.status.code or 0), status
+        ) from None
+    except httpx2.HTTPError as exc:
+        raise ActionError(f"{what}: cannot reach {access(ctx).describe()}: {exc}") from None
+
+
+def dry_run(title: str, calls: Sequence[ApiCall], notes: Sequence[str] = (), **data: Any) -> StepResult:
+    """What the execution would send, call by call; `notes` (what the reads found) come first."""
+    lines = [*notes, "dry run: would call the Kubernetes API", *(c.shown() for c in calls)]
+    lines.append("(run this step with --execute to do it)")
     return StepResult(
-        ok=done[0] == 0,
+        ok=True,
         title=title,
-        output=output + ("" if done[0] == 0 else f"\nexited {done[0]}"),
-        data={"returncode": done[0]},
-        command=argv,
+        output="\n".join(lines),
+        data={**data, "api_calls": [c.as_dict() for c in calls]},
+        dry_run=True,
     )
 
 
-def _run(argv: list[str], ctx: RunContext, timeout: float) -> tuple[int, str, str]:
-    try:
-        done = run_argv(argv, timeout=timeout)
-    except FileNotFoundError:
-        raise ActionError(f"{ctx.kubectl!r} not found: install kubectl or pass --kubectl PATH") from None
-    return done.returncode, done.stdout, done.stderr
+def executed(title: str, calls: Sequence[ApiCall], lines: Sequence[str], ok: bool, **data: Any) -> StepResult:
+    """The result of calls sent: each call, then what came of them."""
+    output = "\n".join(["called the Kubernetes API", *(c.shown() for c in calls), *lines])
+    return StepResult(
+        ok=ok, title=title, output=output, data={**data, "api_calls": [c.as_dict() for c in calls]}
+    )
 
 
-def get_json(ctx: RunContext, what: list[str], *, optional_type: bool = False) -> dict[str, Any] | None:
-    """`kubectl get <what> -o json`, parsed; None when `optional_type` and the cluster lacks the type."""
-    argv = [ctx.kubectl, "get", *what, "--output=json"]
-    code, stdout, stderr = _run(argv, ctx, ctx.timeout_seconds)
-    if code != 0:
-        if optional_type and _NO_SUCH_TYPE in stderr:
-            return None
-        raise ActionError(f"{shown(argv)} exited {code}: {tail(stderr.strip(), 600) or '(no message)'}")
-    if len(stdout) > MAX_JSON_CHARS:
-        raise ActionError(f"{shown(argv)}: {len(stdout)} characters of output, over {MAX_JSON_CHARS}")
-    try:
-        answer = json.loads(stdout)
-    except ValueError as exc:
-        raise ActionError(f"{shown(argv)}: not JSON ({exc}): {stdout[:200]!r}") from None
-    if not isinstance(answer, dict):
-        raise ActionError(f"{shown(argv)}: expected a JSON object, got {type(answer).__name__}")
-    return answer
-
-
-def items(answer: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """The objects of a `kind: List` answer (none for a missing one); anything but an object is skipped."""
-    found = (answer or {}).get("items")
-    return [item for item in found if isinstance(item, dict)] if isinstance(found, list) else []
-
-
-def field(obj: Mapping[str, Any], *path: str) -> Any:
-    """obj[path[0]][path[1]]...; None where a step is missing or not an object."""
-    value: Any = obj
-    for key in path:
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(key)
-    return value
-
-
-def named(obj: Mapping[str, Any]) -> str:
+def named(namespace: str | None, name: str | None) -> str:
     """namespace/name of an object, as kubectl shows it."""
-    return f"{field(obj, 'metadata', 'namespace') or '-'}/{field(obj, 'metadata', 'name') or '?'}"
+    return f"{namespace or '-'}/{name or '?'}"
 
 
 def selector_matches(selector: Any, labels: Mapping[str, str]) -> bool:
-    """A Kubernetes label selector against a pod's labels: a missing selector matches nothing, {} all."""
+    """A Kubernetes label selector (as a dict) against a pod's labels: a missing selector matches
+    nothing, {} all."""
     if not isinstance(selector, Mapping):
         return False
     wanted = selector.get("matchLabels") or {}

@@ -7,26 +7,21 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-import httpx
-
 from servescope.exporter.vllm.text_parser import ParsedSample, parse_exposition
 from servescope.runbooks.actions.base import ActionError, RunContext
-from servescope.runbooks.actions.fetch import Answer, request
-from servescope.runbooks.actions.trust import check_instance
+from servescope.runbooks.actions.fetch import Answer, UnreachableError, request
+from servescope.runbooks.actions.trust import exporter_base
 
 
 def _get(ctx: RunContext, path: str, params: dict[str, str] | None = None) -> Answer:
-    """The exporter's answer, asked only when it is a host the service trusts, within the bounds."""
-    if ctx.instance is not None:
-        check_instance(ctx, ctx.instance)
-    url = ctx.exporter_url.rstrip("/") + path
+    """The answer of the alert's own exporter (or --exporter-url without one), within the bounds."""
+    base = exporter_base(ctx)
     try:
-        return request("GET", url, params=params, timeout=ctx.timeout_seconds)
-    except httpx.TransportError as exc:
-        raise ActionError(
-            f"cannot reach the exporter at {ctx.exporter_url} ({type(exc).__name__}: {exc}); "
-            "is it running, and is --exporter-url right?"
-        ) from None
+        return request("GET", base + path, params=params, timeout=ctx.timeout_seconds)
+    except UnreachableError as exc:
+        node = f" of instance {ctx.instance!r}" if ctx.instance else ""
+        hint = "is it running?" if ctx.instance else "is it running, and is --exporter-url right?"
+        raise ActionError(f"cannot reach the exporter{node} at {base}: {exc}; {hint}") from None
 
 
 def get_json(ctx: RunContext, path: str, params: dict[str, str] | None = None) -> Any:

@@ -12,11 +12,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-import httpx
 from pydantic import ConfigDict, Field, PlainValidator, model_validator
 
 from servescope.runbooks.actions.base import ActionError, RunContext, StepResult, action
-from servescope.runbooks.actions.fetch import request
+from servescope.runbooks.actions.fetch import UnreachableError, request
 from servescope.runbooks.actions.params import LabelName, LabelValue, LiteralOnly, Params
 from servescope.runbooks.actions.text import table
 
@@ -100,7 +99,7 @@ def _ask(ctx: RunContext, prometheus_url: str, query: str) -> dict[str, Any]:
     url = prometheus_url.rstrip("/") + "/api/v1/query"
     try:
         response = request("GET", url, params={"query": query}, timeout=ctx.timeout_seconds)
-    except httpx.TransportError as exc:
+    except UnreachableError as exc:
         raise ActionError(
             f"cannot reach Prometheus at {prometheus_url}: {exc}; is --prometheus-url right?"
         ) from None

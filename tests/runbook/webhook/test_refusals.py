@@ -135,7 +135,9 @@ def test_hostile_labels_stay_data(
         assert answer.status_code == 200, answer.text
     for incident in store.list(limit=100):
         found = wait_steps(store, incident["id"], 2)
-        assert found["labels"]["gpu"] in values
+        # kept as data, a value past the cap cut with a visible mark
+        kept = found["labels"]["gpu"]
+        assert kept in values or (kept.endswith("...[truncated: 10000 characters]") and len(kept) < 1100)
         snapshot = next(s for s in found["steps"] if s["step_id"] == "snapshot")
         assert not snapshot["ok"]
         assert snapshot["data"] == {"error": "parameters"}, snapshot

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+from collections import Counter
 from collections.abc import Callable
 
+from servescope.exporter.vllm.text_parser.limits import LabelsRefusedError, check_labels
 from servescope.exporter.vllm.text_parser.memory import SeriesMemory, sample_name
 from servescope.exporter.vllm.text_parser.model import (
     ExpositionError,
@@ -38,12 +41,14 @@ class Families:
         "deferred",
         "doc",
         "done",
+        "dropped",
         "keep",
         "lineno",
         "memory",
         "name",
         "parsing",
         "rows",
+        "spare",
         "typ",
     )
 
@@ -51,6 +56,9 @@ class Families:
         self.keep = keep
         self.memory = memory
         self.done: list[ParsedFamily] = []
+        self.dropped: Counter[str] = Counter()  # samples refused by the limits, by reason
+        # How many more samples may be kept (memory.limits); counted down on the fast path.
+        self.spare = sys.maxsize if memory.limits is None else memory.limits.max_series
         self.doc = ""
         self._begin("", "untyped", (), 0)
 
@@ -77,30 +85,65 @@ class Families:
                 if "_" in number:
                     raise ValueError(number)  # refused upstream, though float() takes it
                 value = float(number)
-            except ValueError:
-                sample = self._slow(lineno, line)
+            except ValueError as exc:
+                found = self._unusual(lineno, line, exc)
+                if found is None:
+                    continue
+                sample = found
             else:
                 sample = new(ParsedSample)
                 set_name(sample, name)
                 set_labels(sample, labels.copy())
                 set_value(sample, value)
             if sample.name in self.allowed:
-                self.rows.append(sample)
+                if self.spare > 0:
+                    self.spare -= 1
+                    self.rows.append(sample)
+                else:
+                    self.dropped["series_limit"] += 1
             else:
                 self._singleton(lineno, line, sample.name, sample)
         self._close()
 
-    def _slow(self, lineno: int, line: str) -> ParsedSample:
+    def _unusual(self, lineno: int, line: str, error: ValueError) -> ParsedSample | None:
+        """A line the fast path did not take: refused by the limits (None, counted), or the slow path's."""
+        if isinstance(error, LabelsRefusedError):
+            self.dropped[error.reason] += 1
+            return None
+        return self._slow(lineno, line)
+
+    def _slow(self, lineno: int, line: str) -> ParsedSample | None:
+        """Any sample line, as prometheus_client reads it; None when the limits refuse its labels."""
         try:
-            return make_sample(*slow_sample(line))
+            name, labels, value = slow_sample(line)
         except ValueError as exc:
             raise ExpositionError(f"line {lineno}: {exc}") from None
+        limits = self.memory.limits
+        if limits is not None:
+            try:
+                check_labels(labels, max(map(len, labels.values()), default=0), limits)
+            except LabelsRefusedError as refused:
+                self.dropped[refused.reason] += 1
+                return None
+        return make_sample(name, labels, value)
 
-    def _parse(self, lineno: int, line: str) -> ParsedSample:
+    def _parse(self, lineno: int, line: str) -> ParsedSample | None:
         try:
             return self.memory.fast_sample(line)
+        except LabelsRefusedError as refused:
+            self.dropped[refused.reason] += 1
+            return None
         except ValueError:
             return self._slow(lineno, line)
+
+    def _kept(self, samples: list[ParsedSample | None]) -> list[ParsedSample]:
+        """The samples neither refused nor past the series limit (those are counted)."""
+        found = [sample for sample in samples if sample is not None]
+        taken = found[: max(self.spare, 0)]
+        self.spare -= len(taken)
+        if len(taken) < len(found):
+            self.dropped["series_limit"] += len(found) - len(taken)
+        return taken
 
     def _begin(self, name: str, typ: str, allowed: tuple[str, ...], lineno: int) -> None:
         self.name, self.typ, self.allowed, self.lineno = name, typ, allowed, lineno
@@ -113,7 +156,7 @@ class Families:
         assert self.keep is not None
         wanted = self.name != "" and self.keep(family_name(self.name, self.typ))
         if wanted and self.deferred:
-            self.rows += [self._parse(n, line) for n, line in self.deferred]
+            self.rows += self._kept([self._parse(n, line) for n, line in self.deferred])
             self.deferred = []
         return wanted
 
@@ -122,7 +165,12 @@ class Families:
         head, _, number = line.rpartition(" ")
         # A `{` in what follows the last space would start the labels: that head is not a series.
         known = self.memory.heads.get(head) if "{" not in number else None
-        name = known[0] if known is not None else sample_name(line) or self._parse(lineno, line).name
+        name = known[0] if known is not None else sample_name(line)
+        if name is None:
+            parsed = self._parse(lineno, line)
+            if parsed is None:
+                return  # refused by the limits (and counted)
+            name = parsed.name
         if name in self.allowed:
             self.deferred.append((lineno, line))
         else:
@@ -171,7 +219,9 @@ class Families:
         self._begin("", "untyped", (), lineno)
         check_family(lineno, name, "unknown")
         if self.keep is None or self.keep(name):
-            self.done.append(ParsedFamily(name, "unknown", "", [sample or self._parse(lineno, line)]))
+            samples = self._kept([sample or self._parse(lineno, line)])
+            if samples:
+                self.done.append(ParsedFamily(name, "unknown", "", samples))
 
     def _close(self) -> None:
         """Finish the current family; prometheus_client silently drops one named by an empty string."""
@@ -185,7 +235,7 @@ class Families:
             return
         samples = self.rows
         if self.deferred:
-            samples += [self._parse(n, line) for n, line in self.deferred]
+            samples += self._kept([self._parse(n, line) for n, line in self.deferred])
         if typ == "counter" and name == self.name:
             # Samples of a counter whose TYPE name lacks `_total` get it appended, as upstream does.
             samples = [make_sample(s.name + "_total", s.labels, s.value) for s in samples]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import TypeVar
 
+from servescope.exporter.vllm.text_parser.limits import SeriesLimits, check_labels
 from servescope.exporter.vllm.text_parser.model import ParsedSample, make_sample
 from servescope.exporter.vllm.text_parser.rules import PLAIN_NAME
 
@@ -20,10 +21,12 @@ _Value = TypeVar("_Value")
 class SeriesMemory:
     """Series heads (`name{labels}`) to their name and labels, for one parser (never shared by threads)."""
 
-    __slots__ = ("heads", "label_sets", "limit", "names", "pairs")
+    __slots__ = ("heads", "label_sets", "learnt", "limit", "limits", "names", "pairs")
 
-    def __init__(self, limit: int = CACHE_LIMIT) -> None:
+    def __init__(self, limit: int = CACHE_LIMIT, limits: SeriesLimits | None = None) -> None:
         self.limit = limit
+        self.limits = limits  # None: any series is accepted (prometheus_client's behaviour)
+        self.learnt = 0  # series learnt since the count was last reset: how much a server's series churn
         self.heads: dict[str, tuple[str, dict[str, str]]] = {}
         self.label_sets: dict[str, dict[str, str]] = {}
         self.names: dict[str, str] = {}  # each plain name to one shared copy of it
@@ -47,10 +50,7 @@ class SeriesMemory:
         """Name and value of a `name="value` piece of a plain label set (its closing quote split off)."""
         pair = self.pairs.get(piece)
         if pair is None:
-            match = _FAST_PIECE.fullmatch(piece)
-            if match is None:
-                raise ValueError("not a plain label set")
-            pair = self._keep(self.pairs, piece, (match[1], match[2]))
+            pair = self._keep(self.pairs, piece, _pair(piece))
         return pair
 
     def label_set(self, text: str) -> dict[str, str]:
@@ -65,10 +65,17 @@ class SeriesMemory:
             if last[-1] != '"':
                 raise ValueError("not a plain label set")
             pieces.append(last[:-1])
-        pairs = [self.label_pair(piece) for piece in pieces]
+        limits = self.limits
+        if limits is not None and len(text) > limits.max_label_value_length:
+            # Possibly a value over the limit: its pieces are not remembered before it is checked.
+            pairs = [_pair(piece) for piece in pieces]
+        else:
+            pairs = [self.label_pair(piece) for piece in pieces]
         labels = dict(pairs)
         if len(labels) != len(pairs):
             raise ValueError("duplicate label")
+        if limits is not None:
+            check_labels(labels, len(text), limits)
         return self._keep(self.label_sets, text, labels)
 
     def learn(self, head: str) -> tuple[str, dict[str, str]]:
@@ -82,7 +89,13 @@ class SeriesMemory:
             raise ValueError("not a plain sample")
         if name is None:
             raise ValueError("not a plain name")  # also a line with a timestamp: its head holds a space
+        self.learnt += 1
         return self._keep(self.heads, head, (name, labels))
+
+    def forget(self) -> None:
+        """Drop everything remembered (a server whose series never repeat gains nothing from it)."""
+        for cache in (self.heads, self.label_sets, self.names, self.pairs):
+            cache.clear()
 
     def fast_sample(self, line: str) -> ParsedSample:
         """A plain `name{labels} value` line; ValueError for any other, which the slow path then takes."""
@@ -91,6 +104,13 @@ class SeriesMemory:
         if "_" in number:
             raise ValueError(number)  # refused upstream, though float() takes it
         return make_sample(name, labels.copy(), float(number))
+
+
+def _pair(piece: str) -> tuple[str, str]:
+    match = _FAST_PIECE.fullmatch(piece)
+    if match is None:
+        raise ValueError("not a plain label set")
+    return match[1], match[2]
 
 
 def sample_name(line: str) -> str | None:

@@ -1,0 +1,65 @@
+"""What a cluster admin chooses for the runbook service: where it may act, where it keeps its state."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict
+
+from servescope.common.settings_cli import repeated, setting
+from servescope.deploy.checks import DnsLabel, OptionalObjectName
+
+QUANTITY = r"^[0-9]+(Ki|Mi|Gi|Ti)$"
+Cidr = Annotated[str, AfterValidator(lambda cidr: str(ipaddress.ip_network(cidr, strict=False)))]
+
+
+class RunbookDeployOptions(BaseModel):
+    """The runbook service's RBAC scope, API server egress and state volume."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    serving_namespaces: list[DnsLabel] = repeated(
+        list,
+        "--serving-namespace",
+        "Namespace of serving Deployments the runbook service may scale (repeatable): each gets a Role and "
+        "RoleBinding (deployments get, deployments/scale get and patch, autoscalers list). None: "
+        "scale_deployment steps are refused by the API server (403).",
+    )
+    api_server_cidrs: list[Cidr] = repeated(
+        lambda: ["0.0.0.0/0"],
+        "--api-server-cidr",
+        "CIDR of the Kubernetes API server's endpoints, for the runbook service's egress NetworkPolicy "
+        "(repeatable). The default lets it reach ports 443 and 6443 of any address: narrow it to your "
+        "control plane's (kubectl get endpoints kubernetes).",
+    )
+    incidents_pvc: OptionalObjectName = setting(
+        "",
+        "--incidents-pvc",
+        "An existing PersistentVolumeClaim keeping the runbook service's incidents and audit trail. Empty: "
+        "a claim of its own is rendered (servescope-runbooks, --incidents-storage-size, "
+        "--incidents-storage-class).",
+    )
+    incidents_storage_class: OptionalObjectName = setting(
+        "",
+        "--incidents-storage-class",
+        "StorageClass of the rendered claim. Empty: the cluster's default StorageClass.",
+    )
+    incidents_storage_size: str = setting(
+        "2Gi", "--incidents-storage-size", "Size of the rendered claim (Ki, Mi, Gi or Ti).", pattern=QUANTITY
+    )
+    incidents_emptydir: bool = setting(
+        False,
+        "--incidents-emptydir/--no-incidents-emptydir",
+        "Keep incidents and the audit trail on an emptyDir instead (lost with the pod: every rollout, "
+        "eviction or OOM kill loses them). For trying servescope out only; `deploy render` warns.",
+    )
+
+    def state_warning(self) -> str | None:
+        """What `deploy render` says when the state is not kept."""
+        if not self.incidents_emptydir:
+            return None
+        return (
+            "warning: --incidents-emptydir: the runbook service keeps its incidents and audit trail on an "
+            "emptyDir, lost whenever its pod goes (rollout, eviction, OOM kill)"
+        )
