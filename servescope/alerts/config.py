@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from servescope.alerts.canary_config import CanaryConfig
+from servescope.alerts.config_capacity import CapacityRegressionConfig
 from servescope.common.durations import is_duration
 
 MIB = 1024 * 1024
@@ -27,7 +28,7 @@ CRITICAL_XIDS = (46, 48, 62, 64, 74, 79, 94, 95, 119, 120, 140, 154)
 DRAIN_XIDS = (63, 92)
 
 
-class AlertsConfig(BaseModel):
+class AlertsConfig(CapacityRegressionConfig):
     """Defaults follow the operators' seed guide; every field can be overridden by `--config FILE`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -125,23 +126,6 @@ class AlertsConfig(BaseModel):
         0.20, gt=0, lt=1, description="Spare capacity the fleet keeps (20%)."
     )
     capacity_for: str = "15m"
-    # --- capacity regression: one definition for the daily baseline and the weekly knee ---------
-    capacity_regression_drop: float = Field(
-        0.10,
-        gt=0,
-        lt=1,
-        description="A regression: more than this share of capacity lost against the baseline at comparable "
-        "load. Daily (ServescopeThroughputBelowBaseline): output tokens/s per GPU this far below a day and a "
-        "week ago at a running batch within 20% of theirs. Weekly (ServescopeCapacityRegression, `capacity "
-        "compare`): the baseline's load at (1 - this) x its knee no longer served within the SLO, "
-        "significantly slower than the baseline.",
-    )
-    capacity_regression_for: str = Field(
-        "5m", description="How long the weekly job's regression result stands before it fires."
-    )
-    capacity_result_window: str = Field(
-        "8d", description="How far back the weekly job's last result is read (a week and a day)."
-    )
     scheduler_stuck_window: str = Field(
         "5m", description="An engine with requests running that generates no token over this window hangs."
     )

@@ -135,6 +135,7 @@ async def send(
     hooks: RequestHooks | None = None,
 ) -> tuple[RequestRecord, TokenSource]:
     """Send one request now; its record (times from `clock`, the step's clock) and the token source."""
+    # One piece: every way a request can end is caught here and becomes its record's reason.
     sent_s = clock()
     progress = _Progress()
     error: str | None = None
