@@ -21,6 +21,18 @@ from servescope.load.settings import WorkloadSettings
 from servescope.load.validity import ValidityRules
 
 Say = Callable[[str], None]
+# SearchPlan's fields and the options that set them.
+PLAN_FIELDS = {
+    "duration_s": "duration",
+    "repeats": "repeats",
+    "start_qps": "start_qps",
+    "max_qps": "max_qps",
+    "resolution": "resolution",
+    "seed": "seed",
+    "max_parts": "max_parts",
+    "confidence": "confidence",
+    "min_requests": "min_requests",
+}
 
 
 @dataclass(slots=True)
@@ -42,20 +54,8 @@ def search_plan(run: CapacityRunSettings) -> SearchPlan:
         probe = baseline.plan.probe_qps
         if probe is None:
             raise ValueError(f"--probe-from {run.probe_from}: the baseline measured no probe rate")
-    return SearchPlan(
-        slos,
-        duration_s=run.duration,
-        repeats=run.repeats,
-        start_qps=run.start_qps,
-        max_qps=run.max_qps,
-        resolution=run.resolution,
-        seed=run.seed,
-        max_parts=run.max_parts,
-        confidence=run.confidence,
-        probe_qps=probe,
-        probe_share=run.probe_share if probe is None else None,
-        min_requests=run.min_requests,
-    )
+    chosen = {field: getattr(run, name) for field, name in PLAN_FIELDS.items()}
+    return SearchPlan(slos, probe_qps=probe, probe_share=run.probe_share if probe is None else None, **chosen)
 
 
 def check_choice(run: CapacityRunSettings) -> LoopMode:

@@ -13,7 +13,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from servescope.deploy.agent_options import REMOTE_WRITE_PATH
-from servescope.deploy.names import NAMESPACE_NAME_LABEL, NONROOT_UID, labels, namespaced, selector_labels
+from servescope.deploy.names import (
+    NAMESPACE_NAME_LABEL,
+    labels,
+    namespaced,
+    nonroot_pod_security,
+    selector_labels,
+)
 from servescope.deploy.options import DeployOptions
 
 COMPONENT = "capacity"
@@ -74,13 +80,7 @@ def cron_job(options: DeployOptions) -> dict[str, Any]:
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "restartPolicy": "Never",
-        "securityContext": {
-            "runAsUser": NONROOT_UID,
-            "runAsGroup": NONROOT_UID,
-            "runAsNonRoot": True,
-            "fsGroup": NONROOT_UID,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": nonroot_pod_security(),
         "containers": [_container(options)],
         "volumes": [
             {"name": "state", "persistentVolumeClaim": {"claimName": claim}},

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from servescope.load.records import EngineSample
+from servescope.load.records import EngineSample, RequestRecord, Throughput, delivered
+from servescope.load.validity import EngineView
 
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
@@ -155,6 +156,18 @@ class EngineWatch:
         if before is None or after is None or after < before:
             return None
         return after - before, self.last_at - self.first_at
+
+
+def observed(watch: EngineWatch | None, records: Sequence[RequestRecord]) -> tuple[EngineView, Throughput]:
+    """What the engine showed of a step (nothing without a watch), and the step's throughput over the time
+    its requests took with the engine's own token count beside it where the engine exports one."""
+    throughput = delivered(records)
+    if watch is None:
+        return EngineView(), throughput
+    generated = watch.generated()
+    if generated is not None:
+        throughput = replace(throughput, engine_tokens=generated[0], engine_span_s=generated[1])
+    return EngineView(tuple(watch.samples), watch.ttft_buckets(), watch.ttft_mean_s()), throughput
 
 
 def metrics_url(base_url: str) -> str:

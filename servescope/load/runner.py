@@ -14,18 +14,18 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import aiohttp
 
 from servescope.load.client import Clock, RequestHooks, RequestSpec, TokenSource, new_client, now_from, send
-from servescope.load.engine_metrics import EngineWatch
+from servescope.load.engine_metrics import EngineWatch, observed
 from servescope.load.metrics import LoadMetrics
 from servescope.load.pressure import cpu_pressure
-from servescope.load.records import ClientCost, LoopMode, RequestRecord, StepResult, delivered
+from servescope.load.records import ClientCost, LoopMode, RequestRecord, StepResult
 from servescope.load.schedule import Arrival, LengthDistribution, Shape, arrival_times
-from servescope.load.validity import EngineView, ValidityRules, client_step, percentile, schedule_lags
+from servescope.load.validity import ValidityRules, client_step, percentile, schedule_lags
 
 CLOSED_LOOP_SHAPES = 4096  # shapes drawn up front for closed-loop clients, cycled
 START_LEAD_S = 0.05  # the schedule starts this long after setup, so the first sends are not late by it
@@ -239,15 +239,9 @@ class HttpStepRunner:
             f"tokens: {tally.sources['usage']} from usage, {tally.sources['chunks']} from the chunk count, "
             f"{tally.sources['mismatch']} usage/chunk mismatches",
         ]
-        throughput = delivered(tally.records)
-        engine = EngineView()
-        if watch is not None:
-            engine = EngineView(tuple(watch.samples), watch.ttft_buckets(), watch.ttft_mean_s())
-            generated = watch.generated()
-            if generated is not None:
-                throughput = replace(throughput, engine_tokens=generated[0], engine_span_s=generated[1])
-            if watch.failures:
-                notes.append(f"engine /metrics: {watch.failures} failed reads")
+        engine, throughput = observed(watch, tally.records)
+        if watch is not None and watch.failures:
+            notes.append(f"engine /metrics: {watch.failures} failed reads")
         measured = [r for r in tally.records if r.scheduled_s >= 0]
         result = client_step(
             self.mode,

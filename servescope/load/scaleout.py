@@ -22,12 +22,12 @@ from pathlib import Path
 
 from servescope.common.processes import Child, free_port
 from servescope.load.client import PATHS, Api, RequestSpec, body_of
-from servescope.load.engine_metrics import EngineWatch
+from servescope.load.engine_metrics import EngineWatch, observed
 from servescope.load.pressure import cpu_pressure
-from servescope.load.records import ClientCost, RequestRecord, StepResult, delivered
+from servescope.load.records import ClientCost, RequestRecord, StepResult
 from servescope.load.runner import ShapeSource
 from servescope.load.schedule import Arrival, LengthDistribution, arrival_times
-from servescope.load.validity import EngineView, ValidityRules, client_step
+from servescope.load.validity import ValidityRules, client_step
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 START_SECONDS = 60.0
@@ -225,13 +225,7 @@ def run_locust(plan: LocustPlan, rules: ValidityRules | None = None, work: Path 
         for child in children:
             child.stop(grace=5.0)
     records = read_records(out)
-    throughput = delivered(records)
-    engine = EngineView()
-    if watch is not None:
-        engine = EngineView(tuple(watch.samples), watch.ttft_buckets(), watch.ttft_mean_s())
-        generated = watch.generated()
-        if generated is not None:
-            throughput = replace(throughput, engine_tokens=generated[0], engine_span_s=generated[1])
+    engine, throughput = observed(watch, records)
     notes = (
         f"open loop, {plan.arrival} arrivals, Locust master + {plan.workers} workers",
         f"Locust's merged histogram: ttft p99 {locust_p99_ms(out, 'ttft')} ms",

@@ -12,14 +12,13 @@ two runs compare only when they asked the same.
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from servescope.load.schedule import MAX_LENGTH, MAX_SHAPES_FILE_LINES, Shape
+from servescope.load.schedule import MAX_LENGTH, Shape, json_object, read_jsonl
 
 WorkloadKind = Literal["random", "fixed", "dataset"]
 WORKLOADS: tuple[WorkloadKind, ...] = ("random", "fixed", "dataset")
@@ -121,19 +120,7 @@ def read_dataset(path: Path, max_output_tokens: int = 1024) -> tuple[Workload, i
     with path.open("rb") as raw:
         for block in iter(lambda: raw.read(1 << 20), b""):
             digest.update(block)
-    shapes: list[Shape] = []
-    skipped = 0
-    with path.open(encoding="utf-8", errors="replace") as lines:
-        for number, line in enumerate(lines):
-            if number >= MAX_SHAPES_FILE_LINES:
-                break
-            if not line.strip():
-                continue
-            shape = dataset_shape(line, max_output_tokens)
-            if shape is None:
-                skipped += 1
-            else:
-                shapes.append(shape)
+    shapes, skipped = read_jsonl(path, lambda line: dataset_shape(line, max_output_tokens))
     if not shapes:
         raise ValueError(
             f"{path}: no usable line (ShareGPT conversations, prompt + output_tokens, or prompt_tokens + "
@@ -147,11 +134,8 @@ def read_dataset(path: Path, max_output_tokens: int = 1024) -> tuple[Workload, i
 
 def dataset_shape(line: str, max_output_tokens: int) -> Shape | None:
     """One request from one JSONL line, or None when the line gives none."""
-    try:
-        item = json.loads(line)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(item, dict):
+    item = json_object(line)
+    if item is None:
         return None
     prompt, reply = _turns(item)
     output = item.get("output_tokens")

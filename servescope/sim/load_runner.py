@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
 from servescope.load.records import EngineSample, LoopMode, RequestRecord, StepResult, delivered
-from servescope.load.validity import ValidityRules, judge
+from servescope.load.validity import EngineView, ValidityRules, client_step
 from servescope.sim.engine_config import EngineConfig
 from servescope.sim.engine_model import FinishedRequest
 from servescope.sim.vllm_engine import EngineStartError, SimulatedEngine
@@ -55,17 +55,16 @@ class SimulatedStepRunner:
         buckets = _cumulative(after.bounds, [a - b for a, b in zip(after.counts, before, strict=True)])
         # Judged by the load client's rules: the engine's queue growth and unanswered requests (a virtual
         # clock never falls behind its schedule).
-        fault, reason = judge(self.mode, records, offered, duration_s, ValidityRules(), samples=samples)
-        return StepResult(
-            mode=self.mode,
-            offered=offered,
-            duration_s=duration_s,
-            records=records,
-            engine_samples=samples,
-            engine_ttft_buckets=buckets,
-            invalid_reason=reason,
-            notes=("simulated engine, virtual clock",),
-            fault=fault,
+        engine_view = EngineView(samples, buckets)
+        notes = ("simulated engine, virtual clock",)
+        return client_step(
+            self.mode,
+            offered,
+            duration_s,
+            records,
+            ValidityRules(),
+            engine=engine_view,
+            notes=notes,
             throughput=delivered(records),
             warmup_s=self.warmup_s,
         )

@@ -16,8 +16,8 @@ import random
 from dataclasses import dataclass
 from functools import cache
 
-from servescope.load.records import EngineSample, RequestRecord, StepResult, delivered
-from servescope.load.validity import ValidityRules, judge
+from servescope.load.records import EngineSample, RequestRecord, StepResult
+from servescope.load.validity import EngineView, ValidityRules, client_step
 
 STEADY_REQUESTS = 300_000
 BURN_IN = 5_000
@@ -121,16 +121,6 @@ class VirtualFifoRunner:
             )
             for t in (k * self.sample_every_s for k in range(1, int(duration_s / self.sample_every_s) + 1))
         )
-        fault, reason = judge("open", records, offered, duration_s, ValidityRules(), samples=samples)
-        return StepResult(
-            "open",
-            offered,
-            duration_s,
-            records,
-            engine_samples=samples,
-            invalid_reason=reason,
-            notes=("virtual FIFO engine",),
-            fault=fault,
-            throughput=delivered(records),
-            warmup_s=self.warmup_s,
-        )
+        rules = ValidityRules()
+        view = EngineView(samples)
+        return client_step("open", offered, duration_s, records, rules, engine=view, warmup_s=self.warmup_s)
