@@ -32,6 +32,7 @@ from servescope.load.validity import ValidityRules, client_step
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 START_SECONDS = 60.0
 GO_LEAD_S = 0.5  # the workers start this long after the signal, all at once
+WATCH_LEAD_S = 0.05  # the engine's first page is read this long before the workers start
 MAX_RECORD_LINES = 2_000_000
 TICKS = 100  # clock ticks per second of /proc/<pid>/stat's CPU times (USER_HZ on Linux)
 
@@ -209,11 +210,12 @@ def run_locust(plan: LocustPlan, rules: ValidityRules | None = None, work: Path 
             child.start()
         _wait_for(children, out, "ready-*", plan.workers, START_SECONDS)
         began = time.time() + GO_LEAD_S
-        if watch is not None:
-            watch.open()
-            watch.start(lambda: time.time() - began - plan.warmup_s)
         cpu_before = sum(cpu_seconds(child.pid) for child in children[1:])
         (out / "go").write_text(json.dumps({"start_wall": began}))
+        if watch is not None:  # the engine's counters are read just before the first send, not at the signal
+            time.sleep(max(0.0, began - time.time() - WATCH_LEAD_S))
+            watch.open()
+            watch.start(lambda: time.time() - began - plan.warmup_s)
         _wait_for(
             children, out, "worker-*.jsonl", plan.workers, plan.duration_s + plan.timeout_s + START_SECONDS
         )

@@ -9,6 +9,7 @@ real one): the regression series reads 1 and the alert fires, naming the target.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -98,6 +99,8 @@ def test_the_weekly_job_writes_its_result_and_a_slower_candidate_fires_the_alert
         first = weekly(args, baseline_engine.base_url, state, prometheus)
     print(f"\nbaseline run: {first.stdout.strip().splitlines()[-1:]}")
     assert first.returncode == 0, first.stdout + first.stderr
+    assert re.search(r"^ +\d+/\d+ s: \d+ sent, \d+ answered", first.stderr, re.M), "progress in a step"
+    assert re.search(r"^ +[\d.]+ req/s seed \d+: (pass|miss)", first.stderr, re.M), "a line per step"
     assert (state / "baseline" / "capacity.json").is_file(), "the first measured run is the baseline"
     knee = query(prometheus, 'servescope_capacity_knee_requests_per_second{target="staging"}')
     assert knee and 20 < float(knee[0]["value"][1]) < 41, knee  # the engine serves 41 req/s at most

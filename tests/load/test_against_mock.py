@@ -16,7 +16,7 @@ from servescope.load.engine_metrics import metrics_url
 from servescope.load.mock_server import MockConfig
 from servescope.load.records import StepResult, StepRunner, achieved_rate
 from servescope.load.runner import HttpStepRunner
-from servescope.load.scaleout import LocustPlan, run_locust
+from servescope.load.scaleout import LocustPlan, LocustStepRunner, run_locust
 from servescope.load.schedule import LengthDistribution, arrival_times
 from servescope.load.validity import ValidityRules, bucket_bounds, percentile
 from tests.support.attempts import until_holds
@@ -153,3 +153,22 @@ def test_locust_master_and_two_workers_keep_a_schedule_one_process_cannot() -> N
     assert spread.valid, spread.invalid_reason
     assert all(r.ok for r in spread.records) and {r.output_tokens for r in spread.records} == {8}
     assert len(spread.records) == len(arrival_times(rate, 4.0, seed=5)), "the workers split one schedule"
+
+
+@pytest.mark.slow
+def test_a_locust_step_samples_the_engine_and_its_throughput_agrees_with_the_engines_count(mock: str) -> None:
+    # What capacity and tune get from `--locust-workers`: a step with the engine's queue samples (taken
+    # here, on a thread of their own) and a throughput within 5 % of the engine's own token counter.
+    # A step the busy machine starved is measured once more (tests/support/attempts).
+    plan = LocustPlan(
+        mock, "mock", 0.0, 0.0, workers=2, workload=SHAPES, engine_metrics_url=metrics_url(mock)
+    )
+    runner: StepRunner = LocustStepRunner(plan, ValidityRules(max_lag_p99_s=0.5))
+    steps = until_holds(lambda seed: runner.run_step(15.0, 4.0, seed=seed), lambda result: result.valid)
+    result = steps[-1]
+    assert result.valid, [s.invalid_reason for s in steps]
+    assert result.engine_samples and max(s.waiting for s in result.engine_samples) < 4
+    counted = result.throughput
+    assert counted is not None and counted.engine_tokens_per_s is not None
+    print(f"\nLocust step: {counted.tokens_per_s:.1f} tokens/s, engine {counted.engine_tokens_per_s:.1f}")
+    assert abs(counted.tokens_per_s / counted.engine_tokens_per_s - 1) <= 0.05
