@@ -26,6 +26,7 @@ import httpx
 
 from servescope.load.client import RequestSpec
 from servescope.load.engine_metrics import bucket_delta, metrics_url, parse_page
+from servescope.load.pressure import cpu_pressure
 from servescope.load.runner import HttpStepRunner
 from servescope.load.summary import summarise
 from servescope.load.validity import ValidityRules, bucket_bounds
@@ -78,6 +79,7 @@ def vllm_bench(url: str, rate: float, seconds: float, seed: int, startup_s: floa
         "engine_p99_bucket_s": list(bucket) if bucket else None,
         # Its start-up (importing vLLM, loading the tokenizer: a one-request run's CPU) left out.
         "cpu_ms_per_request": 1000 * max(0.0, cpu_s) / max(1, data["completed"]),
+        "cpu_pressure": cpu_pressure(),
     }
 
 
@@ -103,6 +105,7 @@ def servescope_load(url: str, rate: float, seconds: float, seed: int) -> dict[st
         "engine_p99_bucket_s": summary["engine_ttft_p99_bucket_s"],
         "lag_p99_s": summary["schedule_lag_p99_s"],
         "cpu_ms_per_request": summary["client_cpu_per_request_ms"],
+        "cpu_pressure": cpu_pressure(),
     }
 
 
@@ -111,8 +114,8 @@ def markdown(rows: list[dict[str, Any]], host: str) -> str:
         f"Real CPU vLLM (tiny model) on {host}; random prompts of {INPUT} tokens, {OUTPUT} output tokens.",
         "",
         "| req/s | client | P50 TTFT | P99 TTFT (from send) | engine P99 bucket | P99 - bucket top | "
-        "P99 ITL | client CPU/request |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "P99 ITL | client CPU/request | CPU pressure |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in rows:
         bucket = row["engine_p99_bucket_s"]
@@ -121,8 +124,9 @@ def markdown(rows: list[dict[str, Any]], host: str) -> str:
         lines.append(
             f"| {row['rate']:g} | {row['client']} | {row['p50_ttft_s'] * 1000:.0f} ms | "
             f"{row['p99_ttft_s'] * 1000:.0f} ms | {shown} | {above} | {row['p99_itl_s'] * 1000:.0f} ms | "
-            f"{row['cpu_ms_per_request']:.2f} ms |"
+            f"{row['cpu_ms_per_request']:.2f} ms | {row['cpu_pressure']:.0f} % |"
         )
+    lines += ["", "CPU pressure: PSI avg10 at the end of each run (share of time a task waited for a CPU)."]
     return "\n".join(lines) + "\n"
 
 

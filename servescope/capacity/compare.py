@@ -25,7 +25,8 @@ from servescope.capacity.quantiles import point
 from servescope.capacity.result import CapacityRun
 from servescope.capacity.stats import part_logs, welch_lower
 
-# The shared definition (alerts/config.py): the daily ServescopeThroughputBelowBaseline reads the same.
+# The shared definition (alerts/config_capacity.py, part of AlertsConfig): the daily
+# ServescopeThroughputBelowBaseline reads the same.
 DEFAULT_DROP: float = AlertsConfig.model_fields["capacity_regression_drop"].default
 
 

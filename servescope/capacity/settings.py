@@ -31,7 +31,8 @@ class CapacityRunSettings(BaseModel):
         4,
         "--max-parts",
         "A step near the knee is measured again, in parts pooled together, until its quantile's "
-        "confidence interval excludes the bound, or it has this many parts.",
+        "confidence interval excludes the bound, or it has this many parts (a step near its bound is "
+        "decided with 3 at least).",
     )
     confidence: float = setting(0.95, "--confidence", "Confidence of each step's quantile interval.")
     warmup: float = setting(5.0, "--warmup", "Warm-up seconds at the step's rate before each step.")
