@@ -49,8 +49,9 @@ unit: $(STAMP)
 
 # loadscope: each module runs whole on one worker, so that its module fixtures (the demo stacks, the
 # backfilled Prometheus, the installed package) start once, not once per worker; in collection order
-# (no reorder), so the long poles that tests/conftest.py puts first start at once. Four workers on two
-# cores: most e2e tests wait on real time (deadlines, the demos' clocks), not on the CPU.
+# (no reorder), which tests/conftest.py sets longest first (the demo stacks, `make demo` from a clone,
+# then modules with slow tests, then e2e), so the long ones start at once and the short ones fill the
+# end. Four workers on two cores: most e2e tests wait on real time (the demos' clocks), not on the CPU.
 everything: $(STAMP)
 	$(BIN)/python -m pytest -n 4 --dist loadscope --no-loadscope-reorder --durations=15
 
@@ -61,7 +62,8 @@ check: lint typecheck imports unit
 test: $(STAMP) tools lint typecheck imports everything
 
 # Minutes on a 2-core machine: scrape ~3.5, ingest ~0.3, dcgm ~0.7, derived ~0.8, footprint ~10.1,
-# memory ~2.3, alert quality ~2.6, series per node ~1 (~21 in all; a clean clone adds ~1 for the virtualenv).
+# memory ~2.3, alert quality ~2.6, series per node ~1, load client ~2 (~23 in all; a clean clone adds
+# ~1 for the virtualenv).
 # bench/results/REPORT.md then compares them, marks each target and says how long each part took; it
 # counts only results written after this target started.
 bench: $(STAMP)
@@ -75,6 +77,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/memory.py && \
 	$(BIN)/python bench/alert_quality.py && \
 	$(BIN)/python bench/series_per_node.py && \
+	$(BIN)/python bench/load_client.py && \
 	$(BIN)/python bench/report.py --since $$started
 
 docs: $(STAMP)

@@ -1,6 +1,6 @@
 """Exposition ingest: µs per line for prometheus_client's text parser and servescope's, per sample file.
 
-Inputs: every Prometheus exposition in shared/samples, and a synthetic 16-engine vLLM exposition (the
+Inputs: every Prometheus exposition in tests/fixtures/samples, and a synthetic 16-engine vLLM exposition (the
 families of vllm-0.32-cpu-idle.txt replicated with engine="0".."15"). Each figure is the best of N runs,
 taken in turn so that both parsers see the same machine load; the garbage collector is off while timing,
 as timeit does. "cold" is a new parser, which knows no series yet (a first scrape); "warm" is every
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -24,10 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from servescope.exporter.vllm.text_parser import ExpositionParser
 
-SAMPLES = (
-    Path(os.environ.get("SERVESCOPE_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
-    / "samples"
-)
+# The captured expositions the tests read (tests/fixtures/README.md says where each came from).
+SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "samples"
 ENGINES = 16
 
 

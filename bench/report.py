@@ -43,6 +43,7 @@ PARTS = {
     "footprint": "footprint.py",
     "memory": "memory.py",
     "alert-quality": "alert_quality.py",
+    "load-client": "load_client.py",
 }
 NOTE = (
     "Absolute times on a shared machine are noisy; the ratios (servescope against the baseline measured "

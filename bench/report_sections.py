@@ -97,8 +97,8 @@ def ingest_section(ingest: dict[str, Any]) -> list[str]:
     lines = [
         "## Ingestion",
         "",
-        f"µs per line, best of {ingest.get('runs')} runs; every exposition in the shared samples and a "
-        "synthetic 16-engine vLLM exposition.",
+        f"µs per line, best of {ingest.get('runs')} runs; every captured exposition (tests/fixtures/samples) "
+        "and a synthetic 16-engine vLLM exposition.",
         "",
         *table(header, rows),
         "",

@@ -151,6 +151,45 @@ def alert_targets(alerts: dict[str, Any] | None) -> list[Target]:
     ]
 
 
+def load_client_targets(load: dict[str, Any] | None) -> list[Target]:
+    """load_client.py's claims: they need free cores, which is why a benchmark measures them."""
+    below = (load or {}).get("below_capacity", [])
+    streamed = [r for r in below if r["agrees"] is not None]
+    ratios = [r["ratio"] for r in (load or {}).get("coordinated_omission", [])]
+    out = (load or {}).get("scale_out")
+    targets = [
+        Target(
+            "load step below capacity",
+            "a step at 25 % of the mock's capacity is valid at the default rules, every API and mode",
+            f"{sum(r['valid'] for r in below)} of {len(below)} valid" if below else "—",
+            all(r["valid"] for r in below) if below else None,
+        ),
+        Target(
+            "client TTFT vs the engine's",
+            "the client's P99 TTFT lies in the engine histogram's P99 bucket (streamed steps)",
+            f"{sum(r['agrees'] for r in streamed)} of {len(streamed)}" if streamed else "—",
+            all(r["agrees"] for r in streamed) if streamed else None,
+        ),
+        judged(
+            "coordinated omission",
+            "open-loop P99 TTFT ≥ 3x the closed loop's at twice the mock's capacity",
+            min(ratios) if ratios else None,
+            lambda v: f"{v:.1f}x (lowest)",
+            lambda v: v >= 3.0,
+        ),
+    ]
+    goal = "Locust master + 2 workers keep a Poisson schedule one process cannot"
+    if not out:
+        return [*targets, Target("Locust scale-out", goal, "—", None)]
+    alone, locust = out["one_process"][-1], out["locust_2_workers"]
+    verdict = {True: "valid", False: "invalid"}
+    measured = (
+        f"one process {alone['achieved']} of {alone['rate']} req/s ({verdict[alone['valid']]}), "
+        f"Locust {locust['achieved']} ({verdict[locust['valid']]})"
+    )
+    return [*targets, Target("Locust scale-out", goal, measured, locust["valid"] and not alone["valid"])]
+
+
 def targets(found: dict[str, dict[str, Any]]) -> list[Target]:
     return [
         *scrape_targets(found.get("scrape")),
@@ -158,4 +197,5 @@ def targets(found: dict[str, dict[str, Any]]) -> list[Target]:
         *footprint_targets(found.get("footprint")),
         *memory_targets(found.get("memory")),
         *alert_targets(found.get("alert-quality")),
+        *load_client_targets(found.get("load-client")),
     ]

@@ -1,5 +1,5 @@
-"""Shared test helpers: a controllable clock, a simulated NVML stack, sample lookups, the gate of the tests
-against CI's real vLLM (processes and waiting: tests/support)."""
+"""Shared test helpers: a controllable clock, a simulated NVML stack, the fixtures folder, the gate of the
+tests against CI's real vLLM (processes and waiting: tests/support)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,14 @@ from servescope.exporter.stores.nvlink import NvlinkLinks
 from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.pynvml_module import SimulatedPynvml
 
-# Captured real outputs live in the project's shared/ folder beside the checkout (CI lays it out the
-# same way); SERVESCOPE_SHARED points elsewhere when the checkout was cloned on its own.
+# Everything a test reads lives in the checkout: captured real outputs (expositions, dmon output, a
+# process tree) in fixtures/samples, facts of upstream specs beside them; fixtures/README.md says where
+# each came from. A plain clone passes with nothing beside it.
+FIXTURES = Path(__file__).parent / "fixtures"
+SAMPLES = FIXTURES / "samples"
+# Only the real-vLLM tests need more: the setup script that builds a CPU vLLM, in the shared/ folder CI
+# lays out beside the checkout (SERVESCOPE_SHARED points elsewhere). Without it they skip, saying so.
 SHARED = Path(os.environ.get("SERVESCOPE_SHARED", Path(__file__).parents[1].parent / "shared"))
-SAMPLES = SHARED / "samples"
 # Tests that start real vLLM servers of their own (DP=2, restarts) take minutes each on 2 cores, so they
 # run only when asked: `.ci/run` asks, after `make test`, once the shared server is stopped.
 OWN_VLLM_SERVERS = os.environ.get("SERVESCOPE_TEST_VLLM_OWN_SERVERS") == "1"

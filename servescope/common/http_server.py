@@ -8,9 +8,9 @@ alike:
 - every request, head and body together, must arrive within `request_seconds` of its first byte (of the
   connection, for the first one), else the connection is closed;
 - at most `max_per_ip` connections from one address (trusted proxies excepted: every client comes
-  through them), so one host cannot fill the table: past it, that address's oldest connection whose
-  request is still arriving (or that is idle between requests) is closed to make room, or the new one
-  when every one is busy;
+  through them), so one host cannot fill the table: past it, that address's connection whose request
+  has been arriving longest (else the longest idle between requests) is closed to make room, or the new
+  one when every one is busy;
 - past `max_connections` in all, the same, among every address's connections;
 - a stop is bounded: `graceful_seconds` for requests in progress, then `hard_stop_seconds` after the
   signal the process exits whatever still runs.
@@ -78,13 +78,14 @@ class BoundedH11Protocol(H11Protocol):
     slow sender (see the module)."""
 
     table: ClassVar[_Table]
-    _opened_at: float
+    # Since when the request now arriving has been arriving, or the connection has been idle.
+    _since: float
     _arrival: asyncio.TimerHandle | None
     _ip: str | None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._opened_at = time.monotonic()
+        self._since = time.monotonic()
         self._arrival = None
         peer = transport.get_extra_info("peername")
         self._ip = str(peer[0]) if peer else None
@@ -127,12 +128,14 @@ class BoundedH11Protocol(H11Protocol):
                     table.per_ip.pop(self._ip, None)
 
     def _expect_request(self) -> None:
+        self._since = time.monotonic()
         self._arrival = self.loop.call_later(self.table.bounds.request_seconds, self._too_slow)
 
     def _arrived(self) -> None:
         if self._arrival is not None:
             self._arrival.cancel()
             self._arrival = None
+            self._since = time.monotonic()
 
     def _too_slow(self) -> None:
         self._arrival = None
@@ -156,8 +159,11 @@ class BoundedH11Protocol(H11Protocol):
         ]
         if not others:
             return False
-        # A slow sender goes before an idle kept-alive connection (a client waiting to ask again).
-        victim = min(others, key=lambda c: (c._arrival is None, c._opened_at))
+        # A slow sender goes before an idle kept-alive connection (a client waiting to ask again), and
+        # the request that has been arriving longest first: a real client's request, whose head and
+        # body are a few microseconds apart, is never the one shed while a slow sender is open (by the
+        # connection's age, a kept-alive client caught between its head and body was).
+        victim = min(others, key=lambda c: (c._arrival is None, c._since))
         victim.transport.close()
         # Out of the count now, not when the loop next calls connection_lost: a request arriving in
         # between must not see the table full.

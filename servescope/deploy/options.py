@@ -157,7 +157,8 @@ class DeployOptions(RunbookDeployOptions, AgentOptions, CapacityJobOptions):
         lambda: list(DEFAULT_REVISION_POD_LABELS),
         "--revision-pod-label",
         "With --topology podmonitor: pod label whose value is the engine's rollout `revision` (repeatable, "
-        "the first the pod carries wins); the per-revision rules and the canary alerts read it.",
+        "the first the pod carries wins); the per-revision rules and the canary alerts read it, and the "
+        "runbook service's rollback steps find a revision's ReplicaSet by it.",
     )
     runbook_url: OptionalUrl = setting(
         "",

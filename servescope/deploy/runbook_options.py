@@ -22,9 +22,11 @@ class RunbookDeployOptions(BaseModel):
     serving_namespaces: list[DnsLabel] = repeated(
         list,
         "--serving-namespace",
-        "Namespace of serving Deployments the runbook service may scale (repeatable): each gets a Role and "
-        "RoleBinding (deployments get, deployments/scale get and patch, autoscalers list). None: "
-        "scale_deployment steps are refused by the API server (403).",
+        "Namespace of serving workloads the runbook service may scale and roll back (repeatable): each gets "
+        "a Role and RoleBinding (deployments/scale get and patch, autoscalers list; for rollback: "
+        "replicasets list, deployments and Argo rollouts get and patch, rollouts/status patch), and the "
+        "service looks for a canary's workload there. None: scale_deployment and rollback steps are "
+        "refused (403, or no namespace to look in).",
     )
     api_server_cidrs: list[Cidr] = repeated(
         lambda: ["0.0.0.0/0"],

@@ -1,8 +1,8 @@
 """The runbook service's RBAC: exactly the verbs its change steps use, each rule with the step needing it.
 
 A ClusterRole for what is cluster-wide (nodes, the pods of a node in every namespace, their budgets)
-and, in each --serving-namespace, a Role for scaling Deployments there. Reads steps need no RBAC: they
-ask the exporters and Prometheus over HTTP.
+and, in each --serving-namespace, a Role for scaling Deployments and rolling canaries back there. Read
+steps need no RBAC: they ask the exporters and Prometheus over HTTP.
 """
 
 from __future__ import annotations
@@ -27,6 +27,10 @@ NAMESPACED_RULES: tuple[Rule, ...] = (
     ("apps", "deployments/scale", ("get", "patch"), "scale_deployment: read and change the replicas"),
     ("autoscaling", "horizontalpodautoscalers", ("list",), "scale_deployment: no HPA owns it"),
     ("keda.sh", "scaledobjects", ("list",), "scale_deployment: no KEDA ScaledObject owns it"),
+    ("apps", "replicasets", ("list",), "rollback: the canary's and the stable's ReplicaSets (labelSelector)"),
+    ("apps", "deployments", ("get", "patch"), "rollback: read the Deployment, set its template back"),
+    ("argoproj.io", "rollouts", ("get", "patch"), "rollback: read the Rollout; undo: set its template back"),
+    ("argoproj.io", "rollouts/status", ("patch",), "rollback: abort the Rollout (status.abort)"),
 )
 
 

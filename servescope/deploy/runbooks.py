@@ -113,6 +113,10 @@ def _args(options: DeployOptions) -> list[str]:
         # Stop within the pod's grace period: in-flight steps finish or are checkpointed, and resumed.
         "--shutdown-grace",
         str(SHUTDOWN_GRACE_SECONDS),
+        # `rollback` looks for a canary's workload where the service holds a Role, by the pod labels
+        # the revision is read from.
+        *(arg for namespace in options.serving_namespaces for arg in ("--serving-namespace", namespace)),
+        *(arg for label in options.revision_pod_labels for arg in ("--revision-pod-label", label)),
     ]
 
 

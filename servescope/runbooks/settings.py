@@ -9,20 +9,23 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import AliasChoices, BaseModel, field_validator
+from pydantic import AfterValidator, AliasChoices, BaseModel, field_validator
 from pydantic_settings import BaseSettings
 
+from servescope.catalog.revision import DEFAULT_REVISION_POD_LABELS, pod_label_key
 from servescope.common.listen import ListenSetting
 from servescope.common.settings_cli import area_config, setting
 from servescope.runbooks.actions.base import DEFAULT_EXPORTER_URL, RunContext
-from servescope.runbooks.actions.params import HttpUrl
+from servescope.runbooks.actions.params import HttpUrl, K8sName
 from servescope.runbooks.actions.trust import allow_entry
 from servescope.runbooks.audit import DEFAULT_AUDIT_LOG
 
 # The Markdown runbooks are package data: an installed servescope finds them without a checkout.
 SHIPPED_RUNBOOKS = Path(__file__).resolve().parent / "pages"
 ENV_RUNBOOKS = "SERVESCOPE_RUNBOOKS"
+PodLabel = Annotated[str, AfterValidator(pod_label_key)]
 ENV_TOKEN = "SERVESCOPE_RUNBOOK_TOKEN"
 ENV_WEBHOOK_TOKEN = "SERVESCOPE_WEBHOOK_TOKEN"
 
@@ -104,6 +107,20 @@ class StepSettings(BaseSettings):
         "More instances read steps may ask, besides Prometheus' targets: a CIDR (10.0.0.0/8) or a host "
         "pattern (*.nodes.example); repeat for more. Link-local and metadata addresses are refused whatever "
         "this says.",
+    )
+
+    serving_namespaces: list[K8sName] = setting(
+        [],
+        "--serving-namespace",
+        "Namespace where `rollback` steps look for the model's Deployment or Argo Rollout (repeatable): "
+        "those the service's Role is in (`deploy render --serving-namespace` sets both). A step may name "
+        "its own `namespace`.",
+    )
+    revision_pod_labels: list[PodLabel] = setting(
+        list(DEFAULT_REVISION_POD_LABELS),
+        "--revision-pod-label",
+        "Pod label whose value is an engine's `revision` (repeatable, in the order the PodMonitor reads "
+        "them, `deploy render --revision-pod-label`): `rollback` finds a revision's ReplicaSet by it.",
     )
 
     audit_log: Path = setting(

@@ -3,15 +3,19 @@
 The engine is `servescope load mock-server`: 4 FIFO slots, 20 ms prefill, 2.5 ms per further token, 32
 output tokens (the operators' 40 ms / 5 ms engine at twice the speed, so a search fits a few minutes).
 It books each request's slot when it arrives, so a busy machine delays its tokens' sending, never its
-queue; the queue simulation of tests/capacity/fifo_truth.py gives its knee. On a quiet machine the
-search must report `measured`, its estimate within 10 % of the computed knee and its interval holding
-it; each step's throughput within 5 % of the engine's own token counter. (A starved client:
-test_client_bound.py.)
+queue; the queue simulation of tests/capacity/fifo_truth.py gives its knee. On any machine each step's
+throughput lies within 5 % of the engine's own token counter, an overloaded step is never a pass, and
+the run ends either `measured` or `client_bound` (exit 3, no knee, the step that showed it). How close
+the knee comes needs the CPU to itself (a busy machine delays the mock's tokens and the client's reads
+alike: the latencies grow, the knee reads low): `.ci/run` runs this module again after the suite with
+SERVESCOPE_TEST_QUIET=1, where the search must report `measured`, its estimate within 10 % of the
+computed knee and its interval holding it. (A starved client: test_client_bound.py.)
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,10 +27,10 @@ import pytest
 from servescope.load.calibrate import mock_process
 from servescope.load.mock_server import MockConfig
 from tests.capacity.fifo_truth import FifoEngine, true_knee
-from tests.support.machine import skip_if_busy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 FAST = FifoEngine(slots=4, prefill_s=0.02, token_s=0.0025, output_tokens=32)
+QUIET = os.environ.get("SERVESCOPE_TEST_QUIET") == "1"
 CAPACITY = [sys.executable, "-m", "servescope", "capacity", "run"]
 
 
@@ -54,7 +58,6 @@ def capacity_run(url: str, out: Path, *args: str, preexec: Any = None) -> tuple[
     return done.returncode, data, done.stdout + done.stderr
 
 
-@pytest.mark.idle_cpu
 def test_the_knee_over_http_is_the_computed_one(engine: str, tmp_path: Path) -> None:
     truth = true_knee(FAST, 0.15, 0.9)  # 33.9 req/s; capacity 41 req/s
     args = ["--slo", "ttft:0.15", "--quantile", "0.9", "--start-qps", "16", "--duration", "7.5"]
@@ -75,20 +78,15 @@ def test_the_knee_over_http_is_the_computed_one(engine: str, tmp_path: Path) -> 
     assert all(s["verdict"] == "miss" for s in steps if s["status"] == "overloaded"), (
         "overload is never a pass"
     )
-    if data["status"] == "client_bound":
+    if data["status"] == "client_bound" and not QUIET:
         # The honest answer on a starved machine: no knee, and the step that showed it.
         stopped = [s for s in steps if s["status"] == "client_bound"]
         assert code == 3 and data["knee"]["estimate"] is None and stopped, output
-        skip_if_busy(data["message"])
+        return
     assert code == 0 and data["status"] == "measured", output
     estimate, lower, upper = data["knee"]["estimate"], data["knee"]["lower"], data["knee"]["upper"]
-    problems = []
-    if abs(estimate / truth - 1) > 0.10:
-        problems.append(f"estimate {estimate:.2f} is not within 10 % of {truth:.2f}")
-    if not lower <= truth <= (upper if upper is not None else float("inf")):
-        problems.append(f"the interval [{lower}, {upper}] does not hold {truth:.2f}")
-    if problems:
-        # A busy machine delays the mock's tokens and the client's reads alike (its queue stays exact):
-        # the latencies grow, the knee reads low. The quiet rerun (.ci/run) must pass.
-        skip_if_busy("; ".join(problems))
-    assert not problems, problems
+    print(f"knee {estimate:.2f} req/s in [{lower}, {upper}], {estimate / truth - 1:+.1%} from the truth")
+    if not QUIET:
+        return  # how close it comes is asserted where the CPU is the run's alone
+    assert abs(estimate / truth - 1) <= 0.10, f"estimate {estimate:.2f} is not within 10 % of {truth:.2f}"
+    assert lower <= truth <= (upper if upper is not None else float("inf")), (lower, upper, truth)

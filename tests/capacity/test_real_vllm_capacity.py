@@ -6,7 +6,7 @@ tokens, Poisson arrivals) and the same objective, P90 TTFT <= 500 ms. The sweep 
 at rising rates (20 s each) and interpolates, in log latency, where its P90 TTFT crosses 500 ms;
 capacity runs its own search. A CPU engine's speed follows the CPU it gets, so both must measure a quiet
 machine: `.ci/run` runs this module after `make test`, with the shared server still up and
-SERVESCOPE_TEST_VLLM_QUIET=1, and it skips, saying so, everywhere else.
+SERVESCOPE_TEST_QUIET=1, and it skips, saying so, everywhere else.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tests.helpers import NEEDS_SHARED_VLLM, VLLM_URL
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "servescope"
 VLLM, MODEL = CACHE / "vllm-venv" / "bin" / "vllm", CACHE / "tiny-llm"
-QUIET = os.environ.get("SERVESCOPE_TEST_VLLM_QUIET") == "1"
+QUIET = os.environ.get("SERVESCOPE_TEST_QUIET") == "1"
 BOUND_S, QUANTILE = 0.5, 0.9
 RATES = (8, 16, 24, 32, 40, 48, 56, 64, 80)
 SECONDS = 20

@@ -11,8 +11,7 @@ is appended only so the demo also ends by itself should this test be killed.
 Within bounded times: Prometheus lists every rule group of the bundle, `ServescopeWatchdog` fires and reaches
 the runbook service's /incidents, and the tour's first fault (KV pressure on engine 0, a minute in)
 fires and becomes an incident whose read steps ran. It stops as soon as all of that holds. Then Ctrl-C,
-as the README says, stops the demo and everything it started (a short last test, as a long-pole module
-ends with: tests/support/poles.py).
+as the README says, stops the demo and everything it started (a short last test).
 """
 
 from __future__ import annotations

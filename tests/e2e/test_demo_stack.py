@@ -5,8 +5,8 @@ the runbook service's webhook, and the incident must carry the output of its run
 The seven stacks (4 simulated H200s, 2 engines: engine 0 on GPUs 0-1, engine 1 on GPUs 2-3) run side by
 side, so the module takes as long as its slowest stack, not the sum; every check polls for what it waits
 for and has its own bound, and stops as soon as it holds. The tests run in the order their stacks are
-done (but the memory-leak one, whose alert fires just before the steady window ends, goes last: a pole
-module ends with a short test, see tests/support/poles.py), and each Ctrl-Cs its stack once its checks
+done (but the memory-leak one, whose alert fires just before the steady window ends, goes last, so that
+the module ends with a short test), and each Ctrl-Cs its stack once its checks
 hold, so that what a finished stack would spend on simulating, scraping and evaluating goes to the tests
 still running. The slowest are steady (5 quiet minutes) and memory-leak, so they start first: the leak
 verdict needs 4 minutes of history whatever the rate, and the alert fires 30 to 65 s after it (the

@@ -14,6 +14,7 @@ from servescope.exporter.sources.base import SourceError
 from servescope.exporter.sources.bounded_http import LARGE_BODIES, SMALL_BODY_BYTES, BoundedClient
 from tests.faults.peers import GOOD, Handler, gzip_bomb, largest_page, serve
 from tests.helpers import read_request
+from tests.support import generous
 
 pytestmark = pytest.mark.e2e
 CAP = 4 * 1024 * 1024
@@ -29,7 +30,9 @@ def sends(body: bytes, encoding: str) -> Handler:
 
 
 def test_a_gzip_bomb_is_refused_without_inflating_past_the_cap() -> None:
-    client = BoundedClient(timeout=5, max_bytes=CAP)
+    # tracemalloc slows every allocation, and a busy machine more: a long deadline, so that the bomb is
+    # refused for its size, which is the subject, never for the time inflating took.
+    client = BoundedClient(timeout=60, max_bytes=CAP)
     with serve(gzip_bomb) as bomb:
         tracemalloc.start()
         try:
@@ -70,21 +73,27 @@ def test_a_large_body_waits_for_the_slot_within_its_deadline_and_gets_it_once_fr
                 client.get(first.url)  # past SMALL_BODY_BYTES: takes the slot, kept until hold() ends
             client.close()
             holding.set()
-            release.wait(10)
+            release.wait(120)
 
     holder = threading.Thread(target=hold_the_slot, daemon=True)
     holder.start()
     client = BoundedClient(timeout=0.5, max_bytes=CAP)
     try:
-        assert holding.wait(10)
+        assert holding.wait(generous(10))
         with serve(largest_page(SMALL_BODY_BYTES * 2)) as second:
             started = time.monotonic()
             with pytest.raises(SourceError) as waited:
                 client.get(second.url)
-            assert waited.value.reason == "timeout" and time.monotonic() - started < 1.5
+            # Ends at its own deadline, not when the slot is freed (two minutes on).
+            assert waited.value.reason == "timeout" and time.monotonic() - started < generous(0.5)
             release.set()
-            holder.join(5)
-            assert len(client.get(second.url)) > SMALL_BODY_BYTES
+            holder.join(generous(5))
+            # Once free, the slot is given; a deadline a busy machine keeps, the subject being the slot.
+            after = BoundedClient(timeout=generous(0.5), max_bytes=CAP)
+            try:
+                assert len(after.get(second.url)) > SMALL_BODY_BYTES
+            finally:
+                after.close()
     finally:
         release.set()
         client.close()

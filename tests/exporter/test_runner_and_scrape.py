@@ -16,23 +16,25 @@ from servescope.exporter.exposition import Sample
 from servescope.exporter.publisher import Publisher
 from servescope.exporter.runtime import Runtime
 from servescope.exporter.sources.base import Collection, Problem
-from tests.support import free_port
+from tests.support import free_port, generous, wait_for
 
 
 class BlockingSource:
-    """Collects once, then every later collect blocks for 30 s (a hung driver call)."""
+    """Collects once, then every later collect blocks until released (a hung driver call)."""
 
     name = "blocky"
 
     def __init__(self, interval: float) -> None:
         self.interval_seconds = interval
         self.calls = 0
+        self.returned = 0
         self.release = threading.Event()
 
     def collect(self) -> Collection:
         self.calls += 1
         if self.calls > 1:
-            self.release.wait(30)
+            self.release.wait(120)
+        self.returned += 1
         return Collection([Sample(c.GPU_UP, ("0", "GPU-blocky", "h"), 1)])
 
     def close(self) -> None:
@@ -90,24 +92,20 @@ def served() -> Iterator[tuple[str, Runtime, BlockingSource]]:
 
 
 @pytest.mark.e2e
-def test_scrape_answers_fast_from_the_previous_snapshot_while_a_source_is_blocked(
+def test_scrape_answers_from_the_previous_snapshot_while_a_source_is_blocked(
     served: tuple[str, Runtime, BlockingSource],
 ) -> None:
+    # What a scrape costs is bench/scrape.py's to measure; here, that no scrape waits for a collection:
+    # every one is answered while the source's second collect is still hung (it returns only at the
+    # end of the test, or after 120 s).
     base, _, blocking = served
-    with httpx.Client(base_url=base) as client:
-        deadline = time.monotonic() + 5
-        while blocking.calls < 2:  # first collection done, second one now hangs
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+    with httpx.Client(base_url=base, timeout=60) as client:
+        wait_for("the second collection to hang", lambda: blocking.calls >= 2, generous(5), every=0.01)
         time.sleep(0.5)  # > 3 intervals of 0.1 s: the source is now stale
-        client.get("/metrics")  # warm the connection
-        elapsed = []
         for _ in range(20):
-            started = time.perf_counter()
             response = client.get("/metrics")
-            elapsed.append(time.perf_counter() - started)
             assert response.status_code == 200
-        assert max(elapsed) < 0.050, f"slowest scrape took {max(elapsed) * 1000:.1f} ms"
+        assert (blocking.calls, blocking.returned) == (2, 1), "a scrape waited for the hung collection"
         text = response.text
         assert 'servescope_gpu_up{gpu="0",uuid="GPU-blocky",hostname="h"} 1' in text
         ready = client.get("/readyz")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support import SERVESCOPE
+from tests.support import SERVESCOPE, STARTUP_S
 from tests.support.servers import LISTENING, announced_base
 
 
@@ -61,7 +61,7 @@ def exporter(*args: str, log: Path, env: dict[str, str] | None = None) -> Iterat
 
 
 def _base_url(process: subprocess.Popen[str], log: Path) -> str:
-    base = announced_base(process, LISTENING, time.monotonic() + 20)
+    base = announced_base(process, LISTENING, time.monotonic() + STARTUP_S)
     if base is None:
         raise AssertionError(f"servescope did not start: {log.read_text()[-2000:]}")
     return base

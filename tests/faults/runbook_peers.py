@@ -23,7 +23,7 @@ import httpx
 from servescope.common.processes import stop_process
 from tests.runbook.fakes import step, write_runbook
 from tests.runbook.kube_fakes import Cluster
-from tests.support import SERVESCOPE
+from tests.support import SERVESCOPE, STARTUP_S
 from tests.support.servers import RUNBOOK_LISTENING, announced_base
 
 ALERT = "FaultAlert"
@@ -95,7 +95,7 @@ def runbook_server(
         cwd=folder,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    base = announced_base(process, RUNBOOK_LISTENING, time.monotonic() + 20)
+    base = announced_base(process, RUNBOOK_LISTENING, time.monotonic() + STARTUP_S)
     if base is None:
         process.kill()
         raise AssertionError(f"the runbook server did not start: {process.communicate()[1]}")

@@ -9,8 +9,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from servescope.common.http_server import HARD_STOP_SECONDS
 from tests.faults.exporter import exporter, series
 from tests.faults.peers import rss_mib, rss_peak_mib
+from tests.support import generous
 
 pytestmark = pytest.mark.e2e
 
@@ -40,20 +42,21 @@ def test_a_dcgmi_without_newlines_stays_bounded_and_the_exporter_answers(tmp_pat
         while time.monotonic() < deadline:
             for path in ("/healthz", "/metrics"):
                 started = time.monotonic()
-                assert served.get(path, timeout=2.0).status_code == 200
+                assert served.get(path, timeout=generous(2)).status_code == 200
                 slowest = max(slowest, time.monotonic() - started)
             rss.append(rss_mib(served.process.pid))
             time.sleep(0.25)
         text = served.get("/metrics").text
         peak = rss_peak_mib(served.process.pid)
-        stopped_in = served.stop_seconds()
+        stopped_in = served.stop_seconds(limit=30)
     print(f"RSS peak {peak:.0f} MiB, last {rss[-1]:.0f} MiB; slowest answer {slowest * 1000:.0f} ms")
     print(f"stopped {stopped_in:.2f} s after SIGTERM")
     assert peak < RSS_BOUND_MIB, f"RSS peaked at {peak:.0f} MiB"
     (dropped,) = series(text, "servescope_source_errors_total", source="dcgm", reason="line_too_long")
     assert dropped >= 1
     assert series(text, "servescope_source_up", source="dcgm") == [0]
-    assert stopped_in < 2.0, f"SIGTERM took {stopped_in:.2f} s"
+    # The stuck dcgmi ignores SIGTERM: only the hard stop, killing its group, ends it.
+    assert stopped_in < generous(HARD_STOP_SECONDS), f"SIGTERM took {stopped_in:.2f} s"
     assert "Traceback" not in (tmp_path / "log").read_text()
     with pytest.raises(httpx.TransportError):
         httpx.get(f"{served.base}/healthz", timeout=1.0)

@@ -21,6 +21,7 @@ import pytest
 from tests.faults.attackers import SlowBodies, answer_with, brotli_bomb, gzip_bomb_nested
 from tests.faults.runbook_peers import WEBHOOK_TOKEN, hostile_peer, run_step, runbook_server
 from tests.runbook.webhook.notices import alert, payload
+from tests.support import generous
 
 pytestmark = pytest.mark.e2e
 MIB = 1024  # VmHWM is in KiB
@@ -36,7 +37,9 @@ def test_a_response_head_trickled_a_byte_a_second_ends_at_the_deadline(tmp_path:
         elapsed = time.monotonic() - started
     print(f"response head at 1 byte/s: the step ended after {elapsed:.2f} s (--timeout 3)")
     assert answer["ok"] is False and "total deadline" in answer["output"], answer["output"]
-    assert elapsed < 3 + 1  # the bound: --timeout + 1 s (the deadline covers the head too)
+    # The deadline covers the head too: the step ends at --timeout (3 s; printed above), where a head
+    # trickled a byte a second would take minutes. The bound allows for a busy machine.
+    assert elapsed < generous(3)
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from tests.faults.runbook_peers import (
     runbook_server,
 )
 from tests.runbook.webhook.notices import alert, payload
+from tests.support import generous
 
 pytestmark = pytest.mark.e2e
 MIB = 1024
@@ -51,7 +52,7 @@ def test_a_trickling_answer_ends_at_the_total_deadline(tmp_path: Path) -> None:
         elapsed = time.monotonic() - started
     assert "total deadline" in answer.json()["output"], answer.json()["output"]
     print(f"trickling answer: refused after {elapsed:.2f} s (--timeout 3)")
-    assert elapsed < 6
+    assert elapsed < generous(3)  # the trickle (a byte every 1.5 s) never ends by itself
 
 
 def _free_port_on(*hosts: str) -> int:
@@ -103,7 +104,7 @@ def test_only_prometheus_targets_and_the_allowlist_are_asked(tmp_path: Path) -> 
 def test_link_local_and_metadata_are_refused_before_any_connection(tmp_path: Path, host: str) -> None:
     with runbook_server(
         tmp_path,
-        "--exporter-url", "http://127.0.0.1:9108", "--exporter-per-instance", "--timeout", "20",
+        "--exporter-url", "http://127.0.0.1:9108", "--exporter-per-instance", "--timeout", "60",
         "--exporter-allow", "0.0.0.0/0", "--exporter-allow", "::/0", "--exporter-allow", "*",
     ) as server:  # fmt: skip
         started = time.monotonic()
@@ -113,8 +114,8 @@ def test_link_local_and_metadata_are_refused_before_any_connection(tmp_path: Pat
     assert ": never asked" in answer["output"] and (
         "link-local" in answer["output"] or "metadata" in answer["output"]
     )
-    # A connection to a black-holed 169.254.169.254 would wait for the 20 s timeout.
-    assert elapsed < 2, elapsed
+    # A connection to a black-holed 169.254.169.254 would wait for the 60 s timeout.
+    assert elapsed < generous(0), elapsed
     assert 'servescope_runbook_instance_refused_total{reason="link_local"} 1.0' in metrics
 
 
@@ -149,11 +150,10 @@ def test_without_an_answer_from_prometheus_no_instance_is_asked(tmp_path: Path) 
     ):  # fmt: skip
         labels = {"gpu": "0", "instance": f"127.0.0.2:{port}"}
         answer = run_step(server.base, "snapshot", labels).json()
-        started = time.monotonic()
         again = run_step(server.base, "snapshot", labels).json()
-        elapsed = time.monotonic() - started
         metrics = httpx.get(f"{server.base}/incidents/metrics").text
     assert "cannot ask Prometheus" in answer["output"] and "total deadline" in answer["output"], answer
-    assert again["output"] == answer["output"] and elapsed < 1  # the failure is remembered a while
+    # The failure is remembered a while: the second run did not ask Prometheus again.
+    assert again["output"] == answer["output"]
     assert stranger.connections == 0 and prometheus.connections == 1
     assert 'servescope_runbook_instance_refused_total{reason="targets_unknown"} 2.0' in metrics

@@ -1,6 +1,9 @@
 """H2, M1, M5: slow peers, large bodies and half-sent connections leave the runbook service answering.
 
-Figures are printed (run with -s): /healthz latency under load, the service's VmHWM, its open fds.
+What is asserted is behaviour: answers come beside the hung work, not after it (the hung step runs are
+still waiting, the half-sent connections still held, when they come), and bodies are cut at their
+deadline. How fast is printed (run with -s), with the service's VmHWM and its open fds; bounds on waits
+allow for a busy machine (tests/support/bounds.py).
 Rerun: .venv/bin/python -m pytest tests/faults/test_runbook_load.py -q -n 0 -s
 """
 
@@ -26,6 +29,7 @@ from tests.faults.runbook_peers import (
     runbook_server,
 )
 from tests.runbook.webhook.notices import alert, payload
+from tests.support import generous, wait_for
 
 pytestmark = pytest.mark.e2e
 MIB = 1024
@@ -43,11 +47,13 @@ def _p95(values: list[float]) -> float:
 
 def test_forty_trickling_read_steps_leave_health_pages_and_webhook_answering(tmp_path: Path) -> None:
     hook = {"Authorization": f"Bearer {WEBHOOK_TOKEN}"}
+    # The runs wait on the trickling exporter for their whole 10 s deadline: every answer below must
+    # come while all of them are still waiting, a window a busy machine does not close.
     with (
         hostile_peer("trickle") as peer,
         # 41 clients from one address: this test is about the step pool, not the per-address cap.
         runbook_server(
-            tmp_path, "--exporter-url", peer.url, "--timeout", "3", "--max-connections-per-ip", "100"
+            tmp_path, "--exporter-url", peer.url, "--timeout", "10", "--max-connections-per-ip", "100"
         ) as server,
         httpx.Client(base_url=server.base, timeout=10) as client,
     ):
@@ -61,6 +67,7 @@ def test_forty_trickling_read_steps_leave_health_pages_and_webhook_answering(tmp
             _timed(lambda: client.post("/alertmanager/webhook", json=payload(alert()), headers=hook)),
         ]
         busy = peer.connections
+        returned_meanwhile = len(runs.answers)
         answers = runs.join()
     latencies = [seconds for seconds, _ in health]
     print(
@@ -69,8 +76,7 @@ def test_forty_trickling_read_steps_leave_health_pages_and_webhook_answering(tmp
         "pages and webhook: " + ", ".join(f"{s * 1000:.0f} ms ({code})" for s, code in others)
     )
     assert all(code == 200 for _, code in health + others), others
-    assert _p95(latencies) < 0.3
-    assert max(seconds for seconds, _ in others) < 2
+    assert returned_meanwhile == 0, f"{returned_meanwhile} step runs had ended: the answers waited on them"
     assert len(answers) == 40 and all("total deadline" in a.json()["output"] for a in answers)
 
 
@@ -124,7 +130,9 @@ def test_large_bodies_are_refused_before_they_are_read(tmp_path: Path) -> None:
 
 def test_three_hundred_half_sent_connections_leave_health_answering(tmp_path: Path) -> None:
     half = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
-    with runbook_server(tmp_path, "--max-connections", "100", "--request-timeout", "3") as server:
+    # A 10 s request timeout: the probes must be answered while the held connections are still open,
+    # long before the timeout would have made room for them.
+    with runbook_server(tmp_path, "--max-connections", "100", "--request-timeout", "10") as server:
         host, port = server.base.removeprefix("http://").split(":")
         baseline = server.fds()
         sockets = []
@@ -134,10 +142,15 @@ def test_three_hundred_half_sent_connections_leave_health_answering(tmp_path: Pa
             sockets.append(sock)
         time.sleep(0.5)
         held = server.fds()
-        seconds, status = _timed(lambda: httpx.get(f"{server.base}/healthz", timeout=5))
-        pages = httpx.get(f"{server.base}/runbooks", timeout=5).status_code
-        time.sleep(4)  # past the request timeout
-        after = server.fds()
+        seconds, status = _timed(lambda: httpx.get(f"{server.base}/healthz", timeout=generous(5)))
+        pages = httpx.get(f"{server.base}/runbooks", timeout=generous(5)).status_code
+        beside = server.fds()
+
+        def closed_by_the_request_timeout() -> int | None:
+            fds = server.fds()
+            return fds if fds <= baseline + 5 else None
+
+        after = wait_for("the held ones closed", closed_by_the_request_timeout, generous(10), every=0.5)
         peak = server.vm_hwm_kib()
         for sock in sockets:
             sock.close()
@@ -145,16 +158,19 @@ def test_three_hundred_half_sent_connections_leave_health_answering(tmp_path: Pa
         f"300 half-sent connections: fds {baseline} -> {held} (cap 100), /healthz {seconds * 1000:.0f} ms, "
         f"fds {after} after the request timeout; VmHWM {peak // MIB} MiB"
     )
-    assert status == 200 and pages == 200 and seconds < 1
+    assert status == 200 and pages == 200
+    # Still held once answered (the probes may have evicted one or two): they came beside the held.
+    assert held > baseline + 10 and beside >= held - 5, f"fds {held} held, {beside} once answered"
     assert held <= baseline + 100 + 5
     assert after <= baseline + 5
 
 
-def test_two_hundred_concurrent_page_requests_leave_health_quick(tmp_path: Path) -> None:
-    # 201 clients from one address: this test is about the thread pools, not the per-address cap.
+def test_two_hundred_concurrent_page_requests_leave_health_answering(tmp_path: Path) -> None:
+    # 201 clients from one address: this test is about the thread pools, not the per-address cap. The
+    # probe waits as long as the Deployment's (3 s) plus what a busy machine adds; how fast is printed.
     with (
         runbook_server(tmp_path, "--max-connections-per-ip", "1000", "--max-connections", "1000") as server,
-        httpx.Client(base_url=server.base, timeout=30) as probe,
+        httpx.Client(base_url=server.base, timeout=generous(3)) as probe,
     ):
         statuses: list[int] = []
 
@@ -176,7 +192,6 @@ def test_two_hundred_concurrent_page_requests_leave_health_quick(tmp_path: Path)
     )
     assert all(code == 200 for _, code in health)
     assert set(statuses) <= {200, 503} and statuses.count(200) >= 300
-    assert _p95(latencies) < 1.0  # the probe's timeout is 3 s; the CPU is shared with the 200 clients
 
 
 def test_a_body_sent_too_slowly_is_cut_off(tmp_path: Path) -> None:
@@ -196,8 +211,9 @@ def test_a_body_sent_too_slowly_is_cut_off(tmp_path: Path) -> None:
     print(f"a body stalled after 11 bytes: {answer.splitlines()[:1] or 'closed'} after {elapsed:.1f} s")
     # Head and body must arrive within --request-timeout (10 s) of the first byte: the connection is
     # closed then (or refused with the answer a missing token gets, if the app's own read timer wins).
+    # The client would have waited 30 s for an answer.
     assert answer == "" or answer.startswith("HTTP/1.1 401")
-    assert 9 < elapsed < 15 and outcomes == []
+    assert 9 < elapsed < generous(10) and outcomes == []
 
 
 def test_a_full_step_pool_answers_503_and_counts_it(tmp_path: Path) -> None:

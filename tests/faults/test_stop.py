@@ -1,5 +1,8 @@
-"""SIGTERM stops the exporter within 2 s in every state: mid-scrape of a hung engine, beside a stuck
-`dcgmi` that ignores SIGTERM, both at once (no child left behind), and a shutdown that itself hangs."""
+"""SIGTERM stops the exporter by its hard stop in every state: mid-scrape of a hung engine, beside a
+stuck `dcgmi` that ignores SIGTERM, both at once (no child left behind), and a shutdown that itself
+hangs. HARD_STOP_SECONDS (1.8 s) makes the stop take under 2 s by construction; the bounds asserted here
+add what a busy machine may (tests/support/bounds.py) and stay far below the hangs: a 60 s scrape, a
+`dcgmi` asleep for 600 s, a close that takes 30 s. The seconds each stop took are printed."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import pytest
 from servescope.common.http_server import HARD_STOP_SECONDS
 from tests.faults.exporter import exporter
 from tests.faults.peers import serve, trickling
-from tests.support import wait_for
+from tests.support import generous, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -43,7 +46,7 @@ def alive(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("state", ["hung_scrape", "stuck_dcgmi", "both"])
-def test_sigterm_stops_the_exporter_within_two_seconds(tmp_path: Path, state: str) -> None:
+def test_sigterm_stops_the_exporter_whatever_it_waits_on(tmp_path: Path, state: str) -> None:
     dcgmi = tmp_path / "dcgmi"
     dcgmi.write_text(STUCK_DCGMI)
     dcgmi.chmod(0o755)
@@ -63,9 +66,9 @@ def test_sigterm_stops_the_exporter_within_two_seconds(tmp_path: Path, state: st
                 else set()
             )
             time.sleep(1.0)  # well inside the scrape and the child's life
-            stopped_in = served.stop_seconds()
+            stopped_in = served.stop_seconds(limit=30)
     print(f"{state}: stopped {stopped_in:.2f} s after SIGTERM")
-    assert stopped_in < 2.0, f"{state}: SIGTERM took {stopped_in:.2f} s"
+    assert stopped_in < generous(HARD_STOP_SECONDS), f"{state}: SIGTERM took {stopped_in:.2f} s"
     left = [child for child in children if alive(child)]
     for child in left:
         os.kill(child, 9)
@@ -106,7 +109,7 @@ def test_a_stop_stuck_in_shutdown_is_cut_by_the_hard_stop(tmp_path: Path) -> Non
         time.sleep(0.5)  # the lifespan has started
         started = time.monotonic()
         process.send_signal(signal.SIGTERM)
-        code = process.wait(10)
+        code = process.wait(30)
         took = time.monotonic() - started
     finally:
         if process.poll() is None:
@@ -115,5 +118,5 @@ def test_a_stop_stuck_in_shutdown_is_cut_by_the_hard_stop(tmp_path: Path) -> Non
     _, err = process.communicate()
     print(f"stuck shutdown: exited {code} {took:.2f} s after SIGTERM")
     assert code == 128 + signal.SIGTERM, err
-    assert HARD_STOP_SECONDS - 0.2 <= took < 2.0
+    assert HARD_STOP_SECONDS - 0.2 <= took < generous(HARD_STOP_SECONDS)
     assert "exiting now" in err

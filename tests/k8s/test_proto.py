@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
-from google.protobuf import descriptor_pb2
-
-from tests.helpers import SHARED
+from tests.helpers import FIXTURES
+from tests.support.proto_facts import proto_facts
 
 K8S = Path(__file__).parents[2] / "servescope" / "exporter" / "k8s"
-REFERENCE = SHARED / "reference" / "kubelet" / "podresources-v1.proto"
+# The kubelet's pod-resources v1 API (kubernetes/kubelet pkg/apis/podresources/v1/api.proto) as facts:
+# message and field names, numbers and types, the methods (tests/fixtures/README.md).
+KUBELET = json.loads((FIXTURES / "kubelet-podresources-v1.json").read_text())
 
 
 def protoc(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "grpc_tools.protoc", *args], check=True, capture_output=True)
-
-
-def descriptors(proto: Path, out: Path) -> descriptor_pb2.FileDescriptorProto:
-    protoc(f"-I{proto.parent}", f"--descriptor_set_out={out}", str(proto))
-    files = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
-    (only,) = files.file
-    return only
 
 
 def test_committed_stubs_are_what_protoc_generates(tmp_path: Path) -> None:
@@ -31,25 +26,17 @@ def test_committed_stubs_are_what_protoc_generates(tmp_path: Path) -> None:
         assert (tmp_path / name).read_text() == (K8S / name).read_text(), f"{name} is stale: run `make proto`"
 
 
-def test_every_message_field_and_method_matches_the_kubelets(tmp_path: Path) -> None:
-    ours = descriptors(K8S / "podresources.proto", tmp_path / "ours.pb")
-    theirs = descriptors(REFERENCE, tmp_path / "theirs.pb")
-    assert ours.package == theirs.package == "v1"
-    reference = {
-        m.name: {f.name: (f.number, f.type, f.label, f.type_name) for f in m.field}
-        for m in theirs.message_type
-    }
-    for message in ours.message_type:
-        assert message.name in reference, f"{message.name} is not a kubelet message"
-        for f in message.field:
-            assert reference[message.name].get(f.name) == (f.number, f.type, f.label, f.type_name), (
-                f"{message.name}.{f.name} differs from the kubelet's"
-            )
-    (service,) = ours.service
-    (kubelet,) = theirs.service
-    methods = {m.name: (m.input_type, m.output_type) for m in kubelet.method}
-    assert service.name == kubelet.name == "PodResourcesLister"
-    assert {m.name: (m.input_type, m.output_type) for m in service.method} == {
-        "List": methods["List"],
-        "GetAllocatableResources": methods["GetAllocatableResources"],
-    }
+def test_every_message_field_and_method_matches_the_kubelets() -> None:
+    ours = proto_facts(K8S / "podresources.proto")
+    assert ours["package"] == KUBELET["package"] == "v1"
+    reference = KUBELET["messages"]
+    for name, fields in ours["messages"].items():
+        assert name in reference, f"{name} is not a kubelet message"
+        for field, facts in fields.items():
+            assert reference[name].get(field) == facts, f"{name}.{field} differs from the kubelet's"
+    (service,) = ours["services"].items()
+    methods = KUBELET["services"]["PodResourcesLister"]
+    assert service == (
+        "PodResourcesLister",
+        {"List": methods["List"], "GetAllocatableResources": methods["GetAllocatableResources"]},
+    )

@@ -47,19 +47,18 @@ def run_with_metrics(mock: str, tmp_path: Path) -> tuple[int, str, str, Path]:
 
 
 def test_a_run_exposes_its_metrics_and_writes_its_summary(mock: str, tmp_path: Path) -> None:
-    # A run the shared machine starved of CPU is rightly invalid (exit 3, its latency grew): it is run
-    # again, up to 3 times, and one must be valid.
-    for _ in range(3):
-        code, output, page, out = run_with_metrics(mock, tmp_path)
-        if code != 3:
-            break
-    assert code == 0, output
+    # Valid or not, a run reports itself: its metrics while it runs, its summary, an exit status that
+    # says which. A machine busy enough to make the client send late makes it rightly invalid (exit 3);
+    # the verdict's rules are tested on fixed inputs (test_schedule_and_validity.py).
+    code, output, page, out = run_with_metrics(mock, tmp_path)
+    assert code in (0, 3), output
     assert 'servescope_load_offered_rate{mode="open"} 10.0' in page
     names = {line.split("{")[0].split(" ")[0] for line in page.splitlines() if not line.startswith("#")}
     assert {"servescope_load_in_flight", "servescope_load_ttft_seconds_bucket"} <= names <= metric_names()
     summary = json.loads(out.read_text())
-    assert summary["valid"] and summary["mode"] == "open" and summary["succeeded"] == summary["requests"]
-    assert "VALID" in output and "open loop" in output
+    assert summary["mode"] == "open" and summary["succeeded"] == summary["requests"] > 0
+    assert summary["valid"] == (code == 0), (code, summary)
+    assert ("open loop, 10 req/s offered: VALID" in output) == (code == 0) and "open loop" in output
 
 
 def load(*args: str) -> subprocess.CompletedProcess[str]:

@@ -33,8 +33,6 @@ from servescope.load.replay import (
     replay_shapes,
 )
 from servescope.load.runner import HttpStepRunner
-from servescope.load.validity import ValidityRules
-from tests.support.attempts import until_holds
 
 HOUR = 3600.0
 SCRAPE = 15.0
@@ -104,19 +102,12 @@ def test_the_replay_runs_as_an_open_loop_load(prometheus: PrometheusApi) -> None
     # The hour in 3 s at five times its rates: 5 req/s, then 15 req/s; about 30 requests.
     times, duration = replay_schedule(profile, compress=1200.0, rate_scale=5.0, seed=7)
     with mock_process(MockConfig(slots=16, ttft_s=0.005, token_s=0.002)) as mock:
-        runner = HttpStepRunner(
-            RequestSpec(mock.base_url, "mock"),
-            replay_shapes(profile, 7),
-            # What is tested here is the shape; the validity rules have their own tests. A loose lag
-            # bound and no backlog rule keep a busy shared machine from failing it.
-            rules=ValidityRules(max_lag_p99_s=1.0, check_backlog=False),
-        )
-        # A 3 s schedule the starved client sent late is rightly invalid: it is replayed again, up to
-        # ATTEMPTS times (tests/support/attempts), and one replay must keep its schedule.
-        replays = until_holds(lambda _: runner.run_schedule(times, duration, seed=7), lambda r: r.valid)
-    result = replays[-1]
-    assert result.valid, [r.invalid_reason for r in replays]
+        # What is tested here is the shape, not the verdict: the validity rules have their own tests,
+        # and a busy machine rightly makes a replay it sent late invalid.
+        runner = HttpStepRunner(RequestSpec(mock.base_url, "mock"), replay_shapes(profile, 7))
+        result = runner.run_schedule(times, duration, seed=7)
     assert len(result.records) == len(times) and all(r.ok for r in result.records)
+    assert sorted(r.scheduled_s for r in result.records) == sorted(times), "the replay's own schedule"
     early = sum(r.scheduled_s < duration / 2 for r in result.records)
     assert len(result.records) - early > 2 * early, "the second half is three times as busy"
     assert {r.output_tokens for r in result.records} <= set(range(6, 11))

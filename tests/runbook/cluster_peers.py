@@ -7,22 +7,28 @@ the test does.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass
 from itertools import cycle
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from servescope.common.processes import stop_process
 from tests.faults.runbook_peers import accept_each
+from tests.k8s.netns import linked, pod_namespace
+from tests.runbook.kube_fakes import ACCOUNT, TOKEN
 from tests.support import SERVESCOPE
 
 REPO = Path(__file__).resolve().parents[2]
@@ -140,3 +146,50 @@ def _free_port() -> int:
 
 def servescope_in(pod_name: str, *args: str) -> list[str]:
     return in_pod(pod_name, SERVESCOPE, *args)
+
+
+@dataclass(frozen=True)
+class Pods:
+    """The runbook service and the fake API server in their pods, as the host reaches them."""
+
+    runbooks: str  # the runbook service's URL
+    api: str  # the API server's URL
+    requests: Path  # the API server's request log (JSON Lines)
+    audit: Path  # the runbook service's audit trail
+
+
+@contextmanager
+def api_and_runbook_pods(
+    folder: Path, rbac: str, objects: list[dict[str, Any]], change_token: str, *server_args: str
+) -> Iterator[Pods]:
+    """The fake Kubernetes API server (`rbac`: rendered manifests; `objects`) in one pod and
+    `runbook-server *server_args` in another, reaching it over a veth with the ServiceAccount's token;
+    on-call's change token is `change_token`."""
+    requests = folder / "api-requests.jsonl"
+    config = {"rbac": rbac, "tokens": {TOKEN: list(ACCOUNT)}, "objects": objects, "log": str(requests)}
+    (folder / "api.json").write_text(json.dumps(config))
+    (folder / "sa-token").write_text(TOKEN)
+    tokens = folder / "tokens"
+    tokens.write_text(f"on-call:{change_token}\n")
+    tokens.chmod(0o600)
+    with ExitStack() as stack:
+        api_pod = stack.enter_context(pod_namespace(0))
+        runbook_pod = stack.enter_context(pod_namespace(1))
+        api_address, _ = stack.enter_context(linked(api_pod, runbook_pod, 0))
+        argv = in_pod(
+            api_pod.name, sys.executable, "-m", "tests.support.kube", str(folder / "api.json"), "0.0.0.0:0"
+        )
+        api = stack.enter_context(started(argv, folder / "api.log", r"serving on \S+:(\d+)"))
+        argv = servescope_in(
+            runbook_pod.name, "runbook-server", "--listen", "0.0.0.0:0", "--token-file", str(tokens),
+            "--kube-api-url", f"http://{api_address}:{api.group(1)}",
+            "--kube-token-file", str(folder / "sa-token"), "--audit-log", str(folder / "audit.jsonl"),
+            "--incidents-db", str(folder / "incidents.sqlite"), *server_args,
+        )  # fmt: skip
+        found = stack.enter_context(started(argv, folder / "runbooks.log", r"runbook server on \S+:(\d+)"))
+        yield Pods(
+            f"http://{runbook_pod.address}:{found.group(1)}",
+            f"http://{api_pod.address}:{api.group(1)}",
+            requests,
+            folder / "audit.jsonl",
+        )

@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
+from servescope.exporter.vllm.scrape import ACCEPT as VLLM_SCRAPE_ACCEPT
 from servescope.runbooks.actions import ACTIONS, RunContext, StepResult
 from tests.support import Served, start_servescope, stop
 from tests.support.http_fakes import QuietHandler, loopback_http
@@ -119,6 +120,14 @@ class Recorded:
     query: dict[str, list[str]]
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def scrape(self) -> bool:
+        """A scrape by a Prometheus or a servescope exporter (its vLLM scraper's Accept header): another
+        test's, on a freed port this fake was given, never a runbook step's request."""
+        return self.headers.get("User-Agent", "").startswith("Prometheus/") or (
+            self.headers.get("Accept") == VLLM_SCRAPE_ACCEPT
+        )
 
 
 @dataclass

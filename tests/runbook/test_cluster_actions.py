@@ -13,19 +13,16 @@ Rerun: .venv/bin/python -m pytest tests/runbook/test_cluster_actions.py -q -n 0 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.k8s.netns import linked, pod_namespace
-from tests.runbook.cluster_peers import in_pod, servescope_in, started
+from tests.runbook.cluster_peers import api_and_runbook_pods
 from tests.runbook.fakes import step, write_runbook
-from tests.runbook.kube_fakes import ACCOUNT, TOKEN, budget, deployment, node, pod, rendered
+from tests.runbook.kube_fakes import ACCOUNT, budget, deployment, node, pod, rendered
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 ALERT = "ClusterAlert"
@@ -52,35 +49,11 @@ OBJECTS = [
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """(the runbook service's URL as the host reaches it, the API server's request log)."""
     folder = tmp_path_factory.mktemp("cluster")
-    log = folder / "api-requests.jsonl"
-    config = {
-        "rbac": rendered("serving"),  # the Role is rendered for `serving` only, not `batch`
-        "tokens": {TOKEN: list(ACCOUNT)},
-        "objects": OBJECTS,
-        "log": str(log),
-    }
-    (folder / "api.json").write_text(json.dumps(config))
-    (folder / "sa-token").write_text(TOKEN)
-    tokens = folder / "tokens"
-    tokens.write_text(f"on-call:{CHANGE_TOKEN}\n")
-    tokens.chmod(0o600)
     write_runbook(folder / "runbooks", ALERT, mitigation=STEPS)
-    with ExitStack() as stack:
-        api_pod = stack.enter_context(pod_namespace(0))
-        runbook_pod = stack.enter_context(pod_namespace(1))
-        api_address, _ = stack.enter_context(linked(api_pod, runbook_pod, 0))
-        argv = in_pod(
-            api_pod.name, sys.executable, "-m", "tests.support.kube", str(folder / "api.json"), "0.0.0.0:0"
-        )
-        api = stack.enter_context(started(argv, folder / "api.log", r"serving on \S+:(\d+)"))
-        argv = servescope_in(
-            runbook_pod.name, "runbook-server", "--listen", "0.0.0.0:0",
-            "--runbooks", str(folder / "runbooks"), "--token-file", str(tokens), "--kube-api-url", f"http://{api_address}:{api.group(1)}",
-            "--kube-token-file", str(folder / "sa-token"), "--audit-log", str(folder / "audit.jsonl"),
-            "--incidents-db", str(folder / "incidents.sqlite"),
-        )  # fmt: skip
-        found = stack.enter_context(started(argv, folder / "runbooks.log", r"runbook server on \S+:(\d+)"))
-        yield f"http://{runbook_pod.address}:{found.group(1)}", log
+    rbac = rendered("serving")  # the Role is rendered for `serving` only, not `batch`
+    runbooks = ("--runbooks", str(folder / "runbooks"))
+    with api_and_runbook_pods(folder, rbac, OBJECTS, CHANGE_TOKEN, *runbooks) as pods:
+        yield pods.runbooks, pods.requests
 
 
 def _run(base: str, step_id: str, execute: bool = True) -> dict[str, Any]:

@@ -261,4 +261,5 @@ def test_every_registered_action_has_typed_params_that_forbid_extra_fields() -> 
         "drain_node",
         "lower_max_num_seqs",
         "create_silence",
+        "rollback",
     }

@@ -1,21 +1,25 @@
 """What the tests share to run real processes: the common child (started in its own group, ready when
 it answers, stopped for sure), the real exporter on a free port, free ports, waiting on a condition,
-and waiting on a process's descendants to exit."""
+waiting on a process's descendants to exit, and the generous bound on a wait a test asserts."""
 
 from __future__ import annotations
 
 from servescope.common.processes import Child, ChildFailedError, free_port
+from tests.support.bounds import STARTUP_S, STARVED_S, generous
 from tests.support.procs import descendants, wait_all_exited, zombie
 from tests.support.servers import SERVESCOPE, Served, servescope_serving, start_child, start_servescope, stop
 from tests.support.waiting import wait_for
 
 __all__ = [
     "SERVESCOPE",
+    "STARTUP_S",
+    "STARVED_S",
     "Child",
     "ChildFailedError",
     "Served",
     "descendants",
     "free_port",
+    "generous",
     "servescope_serving",
     "start_child",
     "start_servescope",

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from servescope.common.processes import Child, ChildFailedError
+from tests.support.bounds import STARTUP_S
 
 SERVESCOPE = str(Path(sys.executable).with_name("servescope"))
 LISTENING = r"serving.* on 127\.0\.0\.1:(\d+)"
@@ -71,7 +72,9 @@ def start_child(
     cwd: Path | None = None,
 ) -> Served:
     """Start `argv` logging into a temporary folder, read its port from the line matching `listening`,
-    then wait until GET `ready` answers 200 (when given). AssertionError quoting its log otherwise."""
+    then wait until GET `ready` answers 200 (when given). AssertionError quoting its log otherwise.
+    Each wait is `timeout` seconds, and at least STARTUP_S (tests/support/bounds.py)."""
+    timeout = max(timeout, STARTUP_S)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("NODE_NAME", None)
     child = Child(name, argv, Path(tempfile.mkdtemp(prefix=f"{name}-")) / f"{name}.log", env=env, cwd=cwd)

@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from tests.support.bounds import generous
 from tests.support.servers import announced_base
 
 LISTENING = r"serving on 127\.0\.0\.1:(\d+)"
@@ -26,7 +27,7 @@ def test_a_silent_child_is_given_up_on_at_the_deadline() -> None:
     with _python("import time; time.sleep(30)") as process:
         began = time.monotonic()
         assert announced_base(process, LISTENING, began + 1.0) is None
-        assert time.monotonic() - began < 5.0
+        assert time.monotonic() - began < generous(1.0)  # not the child's 30 s
 
 
 def test_the_port_is_read_and_the_output_after_it_never_blocks_the_child() -> None:
@@ -40,5 +41,5 @@ def test_the_port_is_read_and_the_output_after_it_never_blocks_the_child() -> No
 def test_a_child_that_ends_unannounced_is_seen_at_once() -> None:
     with _python("print('something else')") as process:
         began = time.monotonic()
-        assert announced_base(process, LISTENING, began + 20) is None
-        assert time.monotonic() - began < 10.0
+        assert announced_base(process, LISTENING, began + 60) is None
+        assert time.monotonic() - began < generous(0)  # not the 60 s deadline

@@ -64,7 +64,7 @@ def test_a_dropped_keepalive_connection_is_retried_on_a_new_one(
     dropping: tuple[str, socketserver.TCPServer],
 ) -> None:
     url, server = dropping
-    scraper = Scraper(timeout=2.0)
+    scraper = Scraper(timeout=10.0)
     try:
         for _ in range(3):
             assert scraper.fetch(url) == BODY.decode()
@@ -77,7 +77,7 @@ def test_a_dropped_keepalive_connection_is_retried_on_a_new_one(
 @pytest.mark.e2e
 def test_a_server_that_never_answers_fails_once_retried(silent: tuple[str, socketserver.TCPServer]) -> None:
     url, _ = silent
-    scraper = Scraper(timeout=2.0)
+    scraper = Scraper(timeout=10.0)
     try:
         with pytest.raises(ScrapeError) as failure:
             scraper.fetch(url)

@@ -19,6 +19,9 @@ from tests.helpers import SAMPLES, values
 from tests.support.http_fakes import QuietHandler, loopback_http
 
 GOOD = (SAMPLES / "vllm-0.32-cpu-idle.txt").read_bytes()
+# The slow engine answers long after the scrape's deadline, which leaves the good endpoint beside it
+# room to answer on a busy machine.
+SLOW_ANSWER_S, SCRAPE_TIMEOUT_S = 20.0, 4.0
 
 
 class Handler(QuietHandler):
@@ -27,7 +30,7 @@ class Handler(QuietHandler):
     def answer(self, method: str) -> None:
         path = self.path.strip("/").split("/")[0]
         if path == "slow":
-            time.sleep(1.0)
+            time.sleep(SLOW_ANSWER_S)
             return self._send(GOOD)
         if path == "error":
             return self._send(b"internal error", status=500)
@@ -86,7 +89,7 @@ def source_for(urls: list[str], tmp_path: Path, *, passthrough: bool = False) ->
         urls,
         directory=GpuDirectory(),
         procfs=ProcFs(tmp_path),
-        scraper=Scraper(timeout=0.5),
+        scraper=Scraper(timeout=SCRAPE_TIMEOUT_S),
         passthrough=passthrough,
     )
 

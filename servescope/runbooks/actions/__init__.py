@@ -17,6 +17,7 @@ from servescope.runbooks.actions import (
     nvlink,
     processes,
     promql,
+    rollback,
     scaling,
     serving,
 )
@@ -26,6 +27,7 @@ from servescope.runbooks.actions.params import (
     GpuIndex,
     GpuRef,
     HttpUrl,
+    K8sLabelValue,
     K8sName,
     LabelName,
     LabelValue,
@@ -44,6 +46,7 @@ __all__ = [
     "GpuIndex",
     "GpuRef",
     "HttpUrl",
+    "K8sLabelValue",
     "K8sName",
     "Kind",
     "LabelName",
@@ -64,6 +67,7 @@ __all__ = [
     "processes",
     "promql",
     "promql_string",
+    "rollback",
     "scaling",
     "serving",
 ]

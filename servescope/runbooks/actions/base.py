@@ -12,8 +12,9 @@ from typing import Any, Generic, Literal, TypeVar
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
+from servescope.catalog.revision import DEFAULT_REVISION_POD_LABELS
 from servescope.exporter.vllm.text_parser import ExpositionError
-from servescope.runbooks.actions.params import Params
+from servescope.runbooks.actions.params import K8sName, Params
 
 Kind = Literal["read", "change"]
 DEFAULT_EXPORTER_URL = "http://127.0.0.1:9108"
@@ -34,6 +35,10 @@ class RunContext(BaseModel):
     kubeconfig: str | None = None
     timeout_seconds: float = Field(10.0, gt=0, le=600)
     execute: bool = False
+    # Where `rollback` looks for a model's workload: the namespaces the service has a Role in, and the
+    # pod labels a revision is read from, in the PodMonitor's order (deploy render passes both).
+    serving_namespaces: tuple[K8sName, ...] = ()
+    revision_pod_labels: tuple[str, ...] = DEFAULT_REVISION_POD_LABELS
     # One exporter per node: a central runbook service asks the exporter the alert came from, found
     # through Prometheus' targets of `exporter_job` or named by `exporter_allow` (trust.exporter_base).
     exporter_per_instance: bool = False

@@ -23,6 +23,7 @@ from servescope.runbooks.actions.base import ActionError, RunContext, StepResult
 T = TypeVar("T")
 STRATEGIC = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 JSON = "application/json"
 
 
@@ -32,7 +33,7 @@ class ApiCall:
 
     method: str
     path: str
-    body: dict[str, Any] | None = None
+    body: dict[str, Any] | list[dict[str, Any]] | None = None  # a list: a JSON patch's operations
     content_type: str | None = None
 
     def shown(self) -> str:

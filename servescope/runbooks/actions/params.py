@@ -51,6 +51,8 @@ _GPU_REF = re.compile(r"[0-9]{1,4}|GPU-[0-9a-fA-F]{1,8}(?:-[0-9a-fA-F]{1,12}){0,
 _K8S_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*", re.ASCII)
 # Ports, paths and queries of ordinary endpoints; no quotes, parentheses, `$`, `;`, backticks or spaces.
 _HTTP_URL = re.compile(r"https?://[A-Za-z0-9.\-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~%/?#=&+,:@\-]*)?", re.ASCII)
+# A Kubernetes label value (what a label selector may ask for): 63 characters, alphanumeric at both ends.
+_K8S_LABEL_VALUE = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?", re.ASCII)
 _MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+\-]*", re.ASCII)
 _WINDOW = re.compile(r"([0-9]{1,7})([smhd])", re.ASCII)
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*", re.ASCII)
@@ -96,6 +98,14 @@ Window = Annotated[str, PlainValidator(_window, json_schema_input_type=str)]
 K8sName = Annotated[
     str,
     _matching(_K8S_NAME, "a Kubernetes name (lowercase letters, digits, '-' and '.', 253 at most)", 253),
+]
+K8sLabelValue = Annotated[
+    str,
+    _matching(
+        _K8S_LABEL_VALUE,
+        "a Kubernetes label value (letters, digits, '-', '_' and '.', alphanumeric at both ends, 63 at most)",
+        63,
+    ),
 ]
 HttpUrl = Annotated[str, _matching(_HTTP_URL, "an http:// or https:// URL", 2048)]
 ModelName = Annotated[

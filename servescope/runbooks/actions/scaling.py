@@ -121,7 +121,7 @@ def scale_call(params: ScaleParams, target: int, version: str) -> ApiCall:
     )
 
 
-def _patch(params: ScaleParams, body: dict[str, Any], client: Client) -> None:
+def _patch(params: ScaleParams, body: Any, client: Client) -> None:
     client.patch(
         Deployment.Scale, params.deployment, body, namespace=params.namespace, patch_type=PatchType.MERGE
     )

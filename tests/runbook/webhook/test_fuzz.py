@@ -27,6 +27,8 @@ JSONISH = st.recursive(
 )
 LABELS = st.dictionaries(st.text(max_size=30), st.text(max_size=200), max_size=6)
 ALLOWED = {200, 401, 413, 415, 422, 503}
+# The client is built once per test, not per example; slow generation on a busy machine is no failure.
+SUPPRESSED = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +54,7 @@ def fuzz_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient
     store.close()
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=SUPPRESSED)
 @given(
     body=JSONISH | st.binary(max_size=64).map(lambda b: b.decode("latin-1")),
     auth=st.sampled_from([AUTH, {}, {"Authorization": "Bearer x"}]),
@@ -66,7 +68,7 @@ def test_fuzz_bodies(fuzz_client: TestClient, body: Any, auth: dict[str, str], k
 
 
 @pytest.mark.slow
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=SUPPRESSED)
 @given(
     labels=LABELS,
     annotations=LABELS,

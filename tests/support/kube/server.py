@@ -6,7 +6,12 @@ and RBAC evaluated from the rendered Roles and bindings (`rbac.py`).
     GET    /api/v1/namespaces/{ns}/pods       POST  /api/v1/namespaces/{ns}/pods/{p}/eviction
     GET    /apis/policy/v1/namespaces/{ns}/poddisruptionbudgets
     GET    /apis/apps/v1/namespaces/{ns}/deployments/{d}   PATCH the same, and .../{d}/scale
+    GET    /apis/apps/v1/namespaces/{ns}/replicasets?labelSelector=...  (the whole selector grammar)
+    GET    /apis/argoproj.io/v1alpha1/namespaces/{ns}/rollouts/{r}   PATCH the same, and .../{r}/status
     GET    /apis/{group}/{version}/namespaces/{ns}/{plural}[/{name}]  any resource the test installs
+
+A PATCH is a merge, strategic merge or JSON patch (RFC 6902, with `test`: a failed one is the real 422);
+Deployments, ReplicaSets and Rollouts keep their status apart (`/status`) and count `generation`.
 
 Every request is recorded (method, path, query, content type, body, who, status) so a test can compare
 what a dry run printed with what the execution sent.
@@ -22,15 +27,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.support.kube.errors import ApiStatusError
 from tests.support.kube.rbac import Rbac, Request
-from tests.support.kube.store import KINDS, ApiStatusError, Store
+from tests.support.kube.selectors import selected
+from tests.support.kube.store import KINDS, WITH_STATUS, Store
 
 WATCH_SECONDS = 30.0
-PATCH_TYPES = (
-    "application/merge-patch+json",
-    "application/strategic-merge-patch+json",
-    "application/json-patch+json",
-)
+JSON_PATCH = "application/json-patch+json"
+PATCH_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json", JSON_PATCH)
 
 
 def status(code: int, reason: str, message: str) -> dict[str, Any]:
@@ -116,21 +120,6 @@ def _verb(method: str, route: Route, query: dict[str, list[str]]) -> str:
     )
 
 
-def _selected(items: list[dict[str, Any]], query: dict[str, list[str]]) -> list[dict[str, Any]]:
-    for selector in query.get("fieldSelector", []):
-        for term in selector.split(","):
-            name, _, value = term.partition("=")
-            if name == "spec.nodeName":
-                items = [i for i in items if (i.get("spec") or {}).get("nodeName") == value]
-            elif name == "metadata.name":
-                items = [i for i in items if i["metadata"]["name"] == value]
-    for selector in query.get("labelSelector", []):
-        for term in selector.split(","):
-            name, _, value = term.partition("=")
-            items = [i for i in items if (i["metadata"].get("labels") or {}).get(name) == value]
-    return items
-
-
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     api: FakeApi
@@ -208,12 +197,12 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiStatusError(415, "UnsupportedMediaType", f"unknown body format: {entry['content_type']}")
         if route.name is None and method == "GET":
             return self._collection(route, request.verb, query)
-        return self._object(method, route, body)
+        return self._object(method, route, body, entry["content_type"])
 
     def _collection(
         self, route: Route, verb: str, query: dict[str, list[str]]
     ) -> tuple[int, dict[str, Any] | None]:
-        items = _selected(self.api.store.list(route.key, route.namespace), query)
+        items = selected(self.api.store.list(route.key, route.namespace), query)
         if verb == "watch":
             self._watch(route, items)
             return 200, None
@@ -225,7 +214,9 @@ class Handler(BaseHTTPRequestHandler):
             "items": items,
         }
 
-    def _object(self, method: str, route: Route, body: Any) -> tuple[int, dict[str, Any] | None]:
+    def _object(
+        self, method: str, route: Route, body: Any, content_type: str | None
+    ) -> tuple[int, dict[str, Any] | None]:
         store, name, namespace = self.api.store, route.name or "", route.namespace
         if route.sub == "eviction" and method == "POST" and route.plural == "pods":
             store.evict(namespace or "", name)
@@ -234,10 +225,16 @@ class Handler(BaseHTTPRequestHandler):
             if method == "GET":
                 return 200, store.scale(namespace or "", name)
             return 200, store.patch_scale(namespace or "", name, body or {})
+        if route.sub == "status" and route.key in WITH_STATUS and method in ("GET", "PATCH"):
+            if method == "GET":
+                return 200, store.get(route.key, namespace, name)
+            return 200, store.patch_status(route.key, namespace, name, body or {})
         if route.sub is not None:
             raise ApiStatusError(404, "NotFound", "the server could not find the requested resource")
         if method == "GET":
             return 200, store.get(route.key, namespace, name)
+        if method == "PATCH" and content_type == JSON_PATCH:
+            return 200, store.json_patch(route.key, namespace, name, body)
         if method in ("PATCH", "PUT"):
             return 200, store.patch(route.key, namespace, name, body or {})
         if method == "DELETE":

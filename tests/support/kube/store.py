@@ -7,7 +7,10 @@ maxUnavailable, integers or percentages, against the pods that are Running; an e
 expected, as its controller has not replaced it yet) and answers 429 when one would be broken, else
 deletes the pod; a budget's status is computed when it is read; a Deployment's
 `scale` subresource reads and writes spec.replicas, and a write carrying another resourceVersion than
-the object's is a 409 Conflict.
+the object's is a 409 Conflict. Deployments, ReplicaSets and Argo Rollouts have a `status` subresource:
+a patch of the object leaves its status alone and one of `/status` changes nothing else, and
+`metadata.generation` counts the changes of everything but metadata and status (a status write does
+not move it).
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.support.kube.errors import ApiStatusError
+from tests.support.kube.patches import json_patch, merge_patch
+
 # (group, plural) -> kind and whether it is namespaced; anything else added is namespaced.
 KINDS: dict[tuple[str, str], tuple[str, str, bool]] = {
     ("", "nodes"): ("Node", "v1", False),
@@ -29,16 +35,11 @@ KINDS: dict[tuple[str, str], tuple[str, str, bool]] = {
     ("policy", "poddisruptionbudgets"): ("PodDisruptionBudget", "policy/v1", True),
     ("apps", "deployments"): ("Deployment", "apps/v1", True),
     ("autoscaling", "horizontalpodautoscalers"): ("HorizontalPodAutoscaler", "autoscaling/v2", True),
+    ("apps", "replicasets"): ("ReplicaSet", "apps/v1", True),
+    ("argoproj.io", "rollouts"): ("Rollout", "argoproj.io/v1alpha1", True),
 }
 PLURALS = {kind: key for key, (kind, _, _) in KINDS.items()}
-
-
-class ApiStatusError(Exception):
-    """An API error: the Status object's code, reason and message."""
-
-    def __init__(self, code: int, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.code, self.reason, self.message = code, reason, message
+WITH_STATUS = {("apps", "deployments"), ("apps", "replicasets"), ("argoproj.io", "rollouts")}
 
 
 def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
@@ -58,17 +59,9 @@ def selector_matches(selector: dict[str, Any] | None, labels: dict[str, str]) ->
     return True
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 merge patch (a strategic merge patch of scalars and maps behaves the same)."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
+def _spec(obj: dict[str, Any]) -> dict[str, Any]:
+    """What `metadata.generation` counts the changes of: everything but metadata and status."""
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
 def _quantity(value: Any, total: int, round_up: bool) -> int:
@@ -92,6 +85,8 @@ class Store:
         meta = obj.setdefault("metadata", {})
         meta.setdefault("resourceVersion", str(next(self._versions)))
         meta.setdefault("uid", f"uid-{meta['name']}")
+        if key in WITH_STATUS:
+            meta.setdefault("generation", 1)
         with self.lock:
             self.objects.setdefault(key, {})[(meta.get("namespace") or "", meta["name"])] = obj
         self._notify(key, "ADDED", obj)
@@ -119,22 +114,52 @@ class Store:
     def patch(
         self, key: tuple[str, str], namespace: str | None, name: str, body: dict[str, Any]
     ) -> dict[str, Any]:
+        """A merge (or strategic merge) patch of the object; a resourceVersion in it is a precondition."""
+        return self._update(key, namespace, name, lambda current: merge_patch(current, body))
+
+    def json_patch(
+        self, key: tuple[str, str], namespace: str | None, name: str, operations: Any
+    ) -> dict[str, Any]:
+        """An RFC 6902 patch of the object: all of it, or nothing and a 422."""
+        return self._update(key, namespace, name, lambda current: json_patch(current, operations))
+
+    def patch_status(
+        self, key: tuple[str, str], namespace: str | None, name: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A merge patch of the `status` subresource: only the status changes."""
+
+        def change(current: dict[str, Any]) -> dict[str, Any]:
+            status = merge_patch(current.get("status") or {}, (body or {}).get("status") or {})
+            return {**current, "status": status}
+
+        return self._update(key, namespace, name, change, of_status=True)
+
+    def _update(
+        self,
+        key: tuple[str, str],
+        namespace: str | None,
+        name: str,
+        change: Callable[[dict[str, Any]], dict[str, Any]],
+        of_status: bool = False,
+    ) -> dict[str, Any]:
         with self.lock:
             current = self.get(key, namespace, name)
-            wanted = (body.get("metadata") or {}).get("resourceVersion")
-            if wanted is not None and wanted != current["metadata"]["resourceVersion"]:
+            updated = change(copy.deepcopy(current))
+            meta = updated.setdefault("metadata", {})
+            if meta.get("resourceVersion") != current["metadata"]["resourceVersion"]:
                 raise ApiStatusError(
                     409,
                     "Conflict",
                     f'Operation cannot be fulfilled on {key[1]} "{name}": the object has been modified; '
                     "please apply your changes to the latest version and try again",
                 )
-            body = {
-                **body,
-                "metadata": {k: v for k, v in (body.get("metadata") or {}).items() if k != "resourceVersion"},
-            }
-            updated = merge_patch(current, body)
-            updated["metadata"]["resourceVersion"] = str(next(self._versions))
+            if key in WITH_STATUS and not of_status:  # the object's endpoint leaves its status alone
+                updated["status"] = current.get("status")
+                if updated["status"] is None:
+                    del updated["status"]
+            if key in WITH_STATUS and _spec(updated) != _spec(current):
+                meta["generation"] = int(current["metadata"].get("generation") or 0) + 1
+            meta["resourceVersion"] = str(next(self._versions))
             self.objects[key][(namespace or "", name)] = updated
         self._notify(key, "MODIFIED", updated)
         return updated
