@@ -27,6 +27,7 @@ from servescope.tune.strategies import run_study
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, write
+from report_sections import table
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "servescope"
 VLLM, MODEL = CACHE / "vllm-venv" / "bin" / "vllm", CACHE / "tiny-llm"
@@ -90,29 +91,32 @@ def study(seqs: list[int], port: int) -> list[dict[str, Any]]:
     return rows
 
 
+def _cells(row: dict[str, Any], first: float) -> list[str]:
+    if row["state"] != "complete":
+        return [str(row["max_num_seqs"]), f"{row['state']}: {row['reason']}", "", "", "", ""]
+    low, high = row["interval"]
+    return [
+        str(row["max_num_seqs"]),
+        f"{row['knee']:.2f} [{low:.2f}, {high:.2f}]",
+        f"{row['knee'] / first:.2f}x",
+        f"{row['at']} req/s",
+        "-" if row["p99_tpot_s"] is None else f"{row['p99_tpot_s'] * 1000:.1f} ms",
+        "-" if row["p99_ttft_s"] is None else f"{row['p99_ttft_s'] * 1000:.0f} ms",
+    ]
+
+
 def markdown(rows: list[dict[str, Any]], where: str) -> str:
+    first = rows[0]["knee"] or float("nan")
+    header = ["max_num_seqs", "knee req/s [interval]", "x batch 1", "highest passing step"]
     lines = [
         f"Real CPU vLLM (tiny model, --enforce-eager) on {where}; P90 TTFT <= 500 ms; random prompts of 32 "
         "tokens, 16 output tokens; each configuration restarted through the tune command launcher; "
         "schedule lag bound 250 ms.",
         "",
-        "| max_num_seqs | knee req/s [interval] | x batch 1 | highest passing step | P99 TPOT there | "
-        "P99 TTFT there |",
-        "| --- | --- | --- | --- | --- | --- |",
+        *table([*header, "P99 TPOT there", "P99 TTFT there"], [_cells(row, first) for row in rows]),
+        "",
+        "The operators' guide, on A100-class GPUs: batch 1 -> 8, 3.2x QPS and +120 % P99.",
     ]
-    first = rows[0]["knee"] or float("nan")
-    for row in rows:
-        if row["state"] != "complete":
-            lines.append(f"| {row['max_num_seqs']} | {row['state']}: {row['reason']} | | | | |")
-            continue
-        tpot = "-" if row["p99_tpot_s"] is None else f"{row['p99_tpot_s'] * 1000:.1f} ms"
-        ttft = "-" if row["p99_ttft_s"] is None else f"{row['p99_ttft_s'] * 1000:.0f} ms"
-        low, high = row["interval"]
-        lines.append(
-            f"| {row['max_num_seqs']} | {row['knee']:.2f} [{low:.2f}, {high:.2f}] | "
-            f"{row['knee'] / first:.2f}x | {row['at']} req/s | {tpot} | {ttft} |"
-        )
-    lines += ["", "The operators' guide, on A100-class GPUs: batch 1 -> 8, 3.2x QPS and +120 % P99."]
     return "\n".join(lines) + "\n"
 
 
