@@ -1,12 +1,16 @@
 """Series per node, as the DaemonSet configures the exporter, and what that makes at fleet scale.
 
-The exporter runs `servescope serve --simulate --gpus 8 --engines 4` with the SERVESCOPE_* settings that
-`servescope deploy render` puts into the DaemonSet by default (read from the rendered manifest, so the
-count follows the defaults). One substitution: the DaemonSet reads DCGM from the GPU Operator's
-dcgm-exporter, which a simulated node does not have; the simulated node's `dcgmi` serves the same
-fields instead. Once every source has answered, /metrics is fetched until its series count holds still,
-then counted per family. Prometheus adds 5 series of its own per target (up, scrape_duration_seconds,
-scrape_samples_scraped, scrape_samples_post_metric_relabeling, scrape_series_added).
+The exporter runs `servescope serve --simulate --cluster --gpus 8 --engines 4` with the SERVESCOPE_*
+settings that `servescope deploy render` puts into the DaemonSet by default (read from the rendered
+manifest, so the count follows the defaults). The simulated node is a Kubernetes node (`--cluster`): a
+kubelet pod-resources socket where each engine is a pod, and an API server with those pods' labels, so
+the pod attribution series are counted and the engines' series carry `namespace`, `pod`, `container`
+and (exporter topology, --pod-revisions) `revision`, as on a cluster. One substitution: the DaemonSet
+reads DCGM from the GPU Operator's dcgm-exporter, which a simulated node does not have; the simulated
+node's `dcgmi` serves the same fields instead. Once every source has answered, /metrics is fetched until
+its series count holds still, then counted per family. Prometheus adds 5 series of its own per target
+(up, scrape_duration_seconds, scrape_samples_scraped, scrape_samples_post_metric_relabeling,
+scrape_series_added).
 
 Two topologies are counted: `exporter` (the default: the exporter scrapes the engines; Prometheus does
 not store their raw series) and `podmonitor` (Prometheus scrapes the 4 engines itself, the exporter adds
@@ -80,7 +84,7 @@ def settled(server: Server) -> tuple[str, float]:
 
 def run_exporter(settings: dict[str, str], gpus: int, engines: int) -> tuple[str, float, Counter[str]]:
     """The settled exposition, how long it took, and the engines' own series (scraped meanwhile)."""
-    argv = [SERVESCOPE, "serve", "--simulate", "--gpus", str(gpus), "--engines", str(engines)]
+    argv = [SERVESCOPE, "serve", "--simulate", "--cluster", "--gpus", str(gpus), "--engines", str(engines)]
     argv += ["--listen", "127.0.0.1:0", "--hostname", "bench-node"]
     saved = {name: os.environ.get(name) for name in settings}
     os.environ.update(settings)  # start() passes this process's environment on
@@ -153,9 +157,10 @@ def markdown(data: dict[str, Any]) -> str:
         "",
         f"Machine: {data['machine']}",
         "",
-        f"`servescope serve --simulate --gpus {gpus} --engines {engines}` with the DaemonSet's settings "
-        "(`servescope deploy render` defaults; DCGM from the simulated dcgmi instead of the GPU Operator's "
-        f"dcgm-exporter), {PER_TARGET} series per scrape target added for Prometheus's own.",
+        f"`servescope serve --simulate --cluster --gpus {gpus} --engines {engines}` with the DaemonSet's "
+        "settings (`servescope deploy render` defaults; DCGM from the simulated dcgmi instead of the GPU "
+        "Operator's dcgm-exporter; the engines are pods of a simulated Kubernetes node, with their revision "
+        f"labels), {PER_TARGET} series per scrape target added for Prometheus's own.",
         "",
         "| topology | exporter series | engines' own series | per node | "
         f"{nodes:,} nodes x {gpus} GPUs | target <= {target:,}/node |",

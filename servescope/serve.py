@@ -66,6 +66,19 @@ class SimulationSettings(BaseSettings):
         "What the simulated node and engines go through; `none` is a slow daily-like load wave. `servescope "
         "sim scenarios` lists every scenario with what it does.",
     )
+    cluster: bool = setting(
+        False,
+        "--cluster/--no-cluster",
+        "Also simulate the node's Kubernetes: a kubelet pod-resources socket where each engine is a pod of "
+        "one Deployment, and an API server listing and watching those pods with their revision labels. The "
+        "exporter reads the socket (GPU -> pod), and the API server with --pod-labels (each engine's "
+        "`revision`). On, with --pod-labels, for the scenarios that need it (canary).",
+    )
+    cluster_api_listen: str = setting(
+        "127.0.0.1:0",
+        "--cluster-api-listen",
+        "With a simulated cluster: where its API server listens (the demo tells the runbook service).",
+    )
     scenario_pace: Literal["real", "demo"] = setting(
         "real",
         "--scenario-pace",

@@ -121,3 +121,14 @@ def test_importing_the_exporter_entry_module_loads_no_simulator_module() -> None
     )
     assert "servescope.serve" in found.stderr
     assert FORBIDDEN.findall(found.stderr) == []
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_an_installed_package_carries_every_page_template(installed: Path) -> None:
+    """The HTML pages are rendered from package data (`<package>/templates/`): the wheel must carry all."""
+    package = ROOT / "servescope"
+    shipped = {p.relative_to(package) for p in package.glob("**/templates/*") if p.is_file()}
+    assert len(shipped) >= 10, shipped
+    missing = sorted(str(p) for p in shipped if not (installed / "servescope" / p).is_file())
+    assert not missing, f"templates not in the wheel: {missing}"

@@ -21,17 +21,13 @@ from servescope.advisor.kv_sizing import (
     read_architecture,
     size,
 )
+from servescope.common.cli_errors import usage_error
 from servescope.common.cli_group import command_group
 
 app = command_group("Advice for serving settings, computed from a model's config.")
 
 # Quantised weights still compute (and, with vLLM's --kv-cache-dtype auto, cache) in 16-bit activations.
 _FLOAT_DTYPES = ("bf16", "fp16", "fp32")
-
-
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"servescope: error: {message}", err=True)
-    return typer.Exit(2)
 
 
 def _load_config(path: Path) -> Architecture:
@@ -209,5 +205,5 @@ def batch_size(  # noqa: PLR0917 (typer declares one parameter per option)
     try:
         advice = _advise(request)
     except SizingError as exc:
-        raise _fail(str(exc)) from None
+        usage_error(str(exc))
     typer.echo(json.dumps(_as_json(advice), indent=2) if as_json else _table(advice))

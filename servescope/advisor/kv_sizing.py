@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
+from servescope.common.errors import ServescopeError
+
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4, "int8": 1}
 _UNITS = {
     "": 1, "b": 1,
@@ -17,8 +19,10 @@ _UNITS = {
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*", re.IGNORECASE)
 
 
-class SizingError(ValueError):
+class SizingError(ServescopeError, ValueError):
     """Bad sizing input; the message starts with the input it is about."""
+
+    reason = "sizing_invalid"
 
 
 def parse_size(text: str, flag: str = "--gpu-memory") -> int:

@@ -13,6 +13,7 @@ from servescope.alerts.bundle import FILES, groups, stale, write
 from servescope.alerts.config import load_config
 from servescope.alerts.lint import lint, lint_rule_file
 from servescope.alerts.profiles import PROFILES, with_profile
+from servescope.common.cli_errors import complain, usage_error
 from servescope.common.errors import validation_message
 
 DEFAULT_OUT = BUILD_DIR
@@ -65,16 +66,14 @@ def build(
         cfg = with_profile(load_config(config), profile, **overrides)
     except ValidationError as exc:
         message = validation_message(exc, _config_field, prefix=f"{config}: ")
-        typer.echo(f"servescope: error: {message}", err=True)
-        raise typer.Exit(1) from None
+        usage_error(message, 1)
     except ValueError as exc:
-        typer.echo(f"servescope: error: {exc}", err=True)
-        raise typer.Exit(1) from None
+        usage_error(str(exc), 1)
     problems = lint(groups(cfg), cfg)
     if problems:
         # A config override can produce a broken rule (e.g. a selector that is not PromQL): never write it.
         for problem in problems:
-            typer.echo(f"servescope: lint: {problem}", err=True)
+            complain(str(problem), kind="lint")
         raise typer.Exit(1)
     if check:
         outdated = stale(out, cfg)
@@ -102,8 +101,7 @@ def lint_command(
         cfg = load_config(config)
         problems = [problem for path in files for problem in lint_rule_file(path, cfg)]
     except (OSError, ValueError) as exc:
-        typer.echo(f"servescope: error: {exc}", err=True)
-        raise typer.Exit(1) from None
+        usage_error(str(exc), 1)
     for problem in problems:
         typer.echo(str(problem))
     if problems:

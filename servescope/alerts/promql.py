@@ -6,6 +6,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from servescope.common.errors import ServescopeError
+
 AGGREGATORS = frozenset(
     {
         "sum",
@@ -26,8 +28,8 @@ AGGREGATORS = frozenset(
 )
 
 
-class PromQLError(ValueError):
-    pass
+class PromQLError(ServescopeError, ValueError):
+    reason = "promql_invalid"
 
 
 _TOKEN = re.compile(

@@ -16,8 +16,9 @@ from servescope.canary.html import page
 from servescope.canary.prometheus import Prometheus, PrometheusError
 from servescope.canary.report import markdown, text, to_json
 from servescope.canary.settings import AnalyzeSettings, parse_time
+from servescope.common.cli_errors import usage_error
 from servescope.common.durations import parse_duration
-from servescope.common.settings_cli import settings_command, usage_error
+from servescope.common.settings_cli import settings_command
 
 # 0 promote, 1 rollback, 2 inconclusive (the analysis); 3 it could not run.
 FAILED = 3

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from servescope.common.errors import ServescopeError
 from servescope.runbooks.actions.base import ActionError
 from servescope.runbooks.actions.fetch import UnreachableError, request
 from servescope.runbooks.actions.promql import promql_string
@@ -16,8 +17,10 @@ MAX_ANSWER_BYTES = 4 * 2**20
 Sample = tuple[dict[str, str], float]
 
 
-class PrometheusError(Exception):
+class PrometheusError(ServescopeError):
     """Prometheus could not be asked, or refused a query; the message names the URL and the query."""
+
+    reason = "prometheus_failed"
 
 
 def literal(value: str) -> str:

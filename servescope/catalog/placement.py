@@ -5,6 +5,7 @@ Kept apart from the collected series of the catalog's main module; the catalog l
 
 from __future__ import annotations
 
+from servescope.catalog.revision import REVISION_LABEL
 from servescope.catalog.spec import GPU_LABELS, POD_LABELS, MetricSpec
 from servescope.catalog.spec import gauge as _gauge
 
@@ -41,8 +42,9 @@ ALLOCATABLE_DEVICES = _gauge(
 ENDPOINT_POD_INFO = _gauge(
     "servescope_serving_endpoint_pod_info",
     "The pod and container of a serving endpoint: the one container the kubelet says holds all of "
-    "its engines' GPUs (absent when unknown or several; value is always 1).",
-    ("endpoint", *POD),
+    "its engines' GPUs (absent when unknown or several), and the pod's rollout revision when the API server "
+    "says (value is always 1).",
+    ("endpoint", *POD, REVISION_LABEL),
     "vllm",
 )
 DISCOVERED_ENDPOINTS = _gauge(

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from servescope.catalog.core import SOURCE_ERRORS, SOURCE_LAST_SUCCESS, SOURCE_UP
+from servescope.catalog.revision import REVISION_LABEL
 from servescope.catalog.spec import POD_LABELS, Kind, MetricSpec
 from servescope.catalog.spec import counter as _counter
 from servescope.catalog.spec import gauge as _gauge
 
-# namespace/pod/container: the pod holding all of the endpoint's GPUs, when the kubelet says (else omitted).
-S = ("model_name", "engine", "endpoint", *POD_LABELS)
+# namespace/pod/container: the pod holding all of the endpoint's GPUs, when the kubelet says; revision: that
+# pod's rollout revision, when the API server says (each omitted when unknown).
+S = ("model_name", "engine", "endpoint", *POD_LABELS, REVISION_LABEL)
 
 
 def _serving_gauge(name: str, help_: str, labels: tuple[str, ...] = S) -> MetricSpec:

@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
+from servescope.catalog.revision import REVISION_LABEL
+
 
 class Kind(StrEnum):
     GAUGE = "gauge"
@@ -17,6 +19,9 @@ GPU_LABELS = ("gpu", "uuid", "hostname")
 # The workload a series belongs to, from the kubelet's pod-resources API: rendered only when known (an
 # empty value is no label to Prometheus, and a node without Kubernetes exports the same lines as before).
 POD_LABELS = ("namespace", "pod", "container")
+# The labels rendered only when known: the workload's, and the rollout revision of its pod (from the pod's
+# labels, catalog.revision). A pod with no revision label exports the same lines as before.
+OPTIONAL_LABELS = frozenset((*POD_LABELS, REVISION_LABEL))
 
 _NAME = re.compile(r"^servescope_[a-z0-9_]+$")
 _LABEL = re.compile(r"^[a-z][a-z0-9_]*$")

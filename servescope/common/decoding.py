@@ -14,6 +14,8 @@ import zlib
 from collections.abc import Callable
 from typing import Literal
 
+from servescope.common.errors import ServescopeError
+
 # `refused`: the address policy refused every address of the host (common/addresses.py).
 Reason = Literal["connect", "timeout", "http_status", "too_large", "parse", "refused"]
 CHUNK = 64 * 1024
@@ -22,7 +24,7 @@ DECODED = frozenset({"gzip", "x-gzip", "deflate"})
 IDENTITY = frozenset({"", "identity"})
 
 
-class FetchError(Exception):
+class FetchError(ServescopeError):
     """A request that did not get a whole, bounded answer; `reason` is a short word for metrics."""
 
     def __init__(self, reason: Reason, message: str) -> None:

@@ -5,14 +5,18 @@ from __future__ import annotations
 import math
 import re
 
+from servescope.common.errors import ServescopeError
+
 UNIT_SECONDS = {"y": 31536000.0, "w": 604800.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 # Prometheus's grammar: units largest first, each at most once, at least one part.
 _DURATION = re.compile(r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$")
 _UNITS_IN_ORDER = ("y", "w", "d", "h", "m", "s", "ms")
 
 
-class DurationError(ValueError):
+class DurationError(ServescopeError, ValueError):
     """Text that is not a Prometheus duration; the message names it."""
+
+    reason = "duration_invalid"
 
 
 def parse_duration(text: str) -> float:

@@ -1,9 +1,23 @@
-"""One line for a pydantic ValidationError, naming what the user typed (a flag, a field, a path)."""
+"""servescope's own errors: the one base (a message for people, a reason for programs), and one line
+for a pydantic ValidationError, naming what the user typed (a flag, a field, a path)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
+
+
+class ServescopeError(Exception):
+    """The base of every error servescope raises on purpose: its message says what happened and what to
+    check; `reason` is a short snake_case word for what programs read (a metric label, a log field, a
+    JSON answer). A class names its usual reason; an instance may carry its own (`reason=`)."""
+
+    reason: str = "error"
+
+    def __init__(self, *args: object, reason: str | None = None) -> None:
+        super().__init__(*args)
+        if reason is not None:
+            self.reason = reason
 
 
 class Errors(Protocol):

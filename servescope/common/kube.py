@@ -17,17 +17,30 @@ from dataclasses import dataclass
 
 import httpx2
 from lightkube import ApiError, Client, KubeConfig
+from lightkube.config import client_adapter
 from lightkube.config.models import Cluster, User
 from lightkube.core.exceptions import ConfigError
+
+from servescope.common.errors import ServescopeError
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 FIELD_MANAGER = "servescope-runbooks"
 
-__all__ = ["ApiError", "KubeAccess", "KubeConfigError", "client", "close_clients", "describe_api_error"]
+__all__ = [
+    "ApiError",
+    "KubeAccess",
+    "KubeConfigError",
+    "client",
+    "close_clients",
+    "describe_api_error",
+    "http_client",
+]
 
 
-class KubeConfigError(RuntimeError):
+class KubeConfigError(ServescopeError, RuntimeError):
     """No way to reach the Kubernetes API was found; the message says what was tried."""
+
+    reason = "kube_config"
 
 
 @dataclass(frozen=True)
@@ -80,6 +93,20 @@ def client(access: KubeAccess) -> Client:
             raise KubeConfigError(f"cannot reach {access.describe()}: {exc}") from None
         _clients[access] = found
         return found
+
+
+def http_client(access: KubeAccess, timeout: httpx2.Timeout) -> httpx2.Client:
+    """An HTTP client of the API server configured as lightkube's are (address, CA, the token re-read
+    when the kubelet rotates it), for requests its Client does not make: a list and a watch of object
+    metadata only, with bookmarks (exporter/k8s/pod_labels.py). Not shared: its owner closes it."""
+    try:
+        params = client_adapter.ConnectionParams(timeout=timeout, trust_env=False)
+        config = _config(access).get()
+        if config is None:
+            raise ConfigError("the kubeconfig names no current context")
+        return client_adapter.Client(config, params)
+    except (ConfigError, OSError, KeyError) as exc:
+        raise KubeConfigError(f"cannot reach {access.describe()}: {exc}") from None
 
 
 def close_clients() -> None:

@@ -9,9 +9,13 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
+from servescope.common.errors import ServescopeError
 
-class ListenError(Exception):
+
+class ListenError(ServescopeError):
     """The exporter cannot listen where it was told to; the message says why and what to do."""
+
+    reason = "listen"
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,13 +26,17 @@ from typing import Any
 
 import httpx
 
+from servescope.common.errors import ServescopeError
+
 STOP_GRACE_SECONDS = 8.0
 POLL_SECONDS = 0.1
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
-class ChildFailedError(RuntimeError):
+class ChildFailedError(ServescopeError, RuntimeError):
     """A child exited or never became ready; the message names it and quotes its log."""
+
+    reason = "child_failed"
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -13,14 +13,16 @@ import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import AliasChoices, BaseModel, Field, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from servescope.common.errors import validation_message
+# Re-exported: the commands that build on settings_command import it from here.
+from servescope.common.cli_errors import usage_error as usage_error  # noqa: PLC0414
+from servescope.common.errors import ServescopeError, validation_message
 
 ENV_PREFIX = "SERVESCOPE_"
 Model = TypeVar("Model", bound=BaseModel)
@@ -142,13 +144,10 @@ def _parameter(option: Option, panel: str | None) -> inspect.Parameter:
     )
 
 
-def usage_error(message: str, code: int = 2) -> NoReturn:
-    typer.echo(f"servescope: error: {message}", err=True)
-    raise typer.Exit(code)
-
-
-class SettingsError(ValueError):
+class SettingsError(ServescopeError, ValueError):
     """A value of the command line or environment that a settings model refused; names the flag."""
+
+    reason = "settings_invalid"
 
 
 def build_models(options: Sequence[Option], values: Mapping[str, Any]) -> dict[type[BaseModel], BaseModel]:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from servescope.common.cli_errors import usage_error
 from servescope.dashboards import BUILD_DIR
 from servescope.dashboards.build import stale, write
 
@@ -66,8 +67,7 @@ def push(
         token = token_from_env()
         report = push_dashboards(grafana_url, token, folder, directory, overwrite=overwrite, echo=echo)
     except PushError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
+        usage_error(str(exc), 1)
     total = len(report.outcomes)
     summary = f"pushed {report.pushed}, failed {report.failed} (of {total}) to folder {folder!r}"
     typer.echo(summary, err=bool(report.failed))

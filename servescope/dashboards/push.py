@@ -20,6 +20,8 @@ from typing import Any
 
 import httpx
 
+from servescope.common.errors import ServescopeError
+
 # The first one set wins: the servescope-specific name, then the generic one.
 TOKEN_VARIABLES = ("SERVESCOPE_GRAFANA_TOKEN", "GRAFANA_TOKEN")
 TIMEOUT_SECONDS = 15.0
@@ -32,8 +34,10 @@ _CONFLICTS = {
 }
 
 
-class PushError(Exception):
+class PushError(ServescopeError):
     """A failure that stops the whole push (no token, no folder, bad credentials, Grafana unreachable)."""
+
+    reason = "push_failed"
 
 
 @dataclass

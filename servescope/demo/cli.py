@@ -57,6 +57,10 @@ def _check(scenario: str, gpus: int, engines: int) -> None:
         usage_error(f"--scenario {scenario!r}: choose one of {', '.join(DEMO_SCENARIOS)}", 2)
     if engines > gpus:
         usage_error(f"--engines {engines}: more engines than --gpus {gpus}", 2)
+    if scenario == "canary" and engines < 2:
+        usage_error(
+            f"--engines {engines}: the canary scenario needs a stable engine beside the canary (2+)", 2
+        )
 
 
 def _run(options: DemoOptions, duration: float | None) -> int:

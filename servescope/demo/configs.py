@@ -32,6 +32,7 @@ class Ports:
     runbooks: int
     prometheus: int
     alertmanager: int
+    cluster: int = 0  # the simulated API server, for a scenario with a cluster (0: none)
 
 
 def url(port: int) -> str:
@@ -91,6 +92,7 @@ class ConfigFiles:
     alertmanager: Path
     webhook_token: Path
     change_token: Path
+    alerts: Path  # the alerts config the rules come from (`canary analyze --config` reads the same)
 
 
 def write_configs(state: Path, ports: Ports) -> ConfigFiles:
@@ -104,10 +106,12 @@ def write_configs(state: Path, ports: Ports) -> ConfigFiles:
         alertmanager=state / "alertmanager.yml",
         webhook_token=state / "secrets" / "webhook-token",
         change_token=state / "secrets" / "change-token",
+        alerts=state / "alerts.yaml",
     )
     write_secret(files.webhook_token)
     write_secret(files.change_token)
     cfg = demo_alerts(ports, files.webhook_token)
+    _dump(files.alerts, cfg.model_dump(mode="json"))
     _dump(files.rules, rule_file(cfg))
     _dump(files.prometheus, prometheus_config(ports, files.rules))
     _dump(files.alertmanager, alertmanager_config(cfg, all_alerts(cfg)))

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 
+from servescope.demo import canary
 from servescope.demo.children import Child, ChildFailedError, free_port
 from servescope.demo.configs import ConfigFiles, Ports, url, write_configs
 from servescope.demo.state_dir import prepare_state_dir
 from servescope.demo.verify import verify_stack
 from servescope.sim.engines import gpu_groups
-from servescope.sim.fault_scenarios import FaultPlan
 from servescope.sim.registry import make_scenario
 
 INSTALL_HINT = (
@@ -95,7 +95,10 @@ class DemoStack:
             prometheus, alertmanager = find_binaries()
         full = bool(prometheus and alertmanager)
         prepare_state_dir(o.state_dir)
-        self.ports = Ports(free_port(), free_port(), free_port(), free_port())
+        cluster = free_port() if canary.needs_cluster(o.scenario, o.gpus, o.engines) else 0
+        self.ports = Ports(free_port(), free_port(), free_port(), free_port(), cluster)
+        if cluster:
+            self.urls["kube_api"] = canary.api_url(cluster)  # the simulated cluster's, in urls.json
         self.files = write_configs(o.state_dir, self.ports)
         if not full:
             self.echo(f"Prometheus and Alertmanager not found: running without them; {INSTALL_HINT}.")
@@ -144,6 +147,7 @@ class DemoStack:
             "--scenario-pace=demo",
             f"--hostname={HOSTNAME}",
             f"--listen=127.0.0.1:{ports.exporter}",
+            *canary.exporter_args(ports.cluster),
         ]
         return Child("exporter", argv, self._log("exporter"))
 
@@ -160,6 +164,7 @@ class DemoStack:
             f"--webhook-token-file={files.webhook_token}",
             f"--incidents-db={state / 'incidents.sqlite'}",
             f"--audit-log={state / 'audit.jsonl'}",
+            *canary.runbook_args(ports.cluster),
         ]
         if full:
             argv += [
@@ -225,14 +230,13 @@ class DemoStack:
             *(f"  {line}" for line in self.timeline()),
             "",
         ]
+        lines += canary.guide(self._ports().cluster, u.get("prometheus"), self._files().alerts)
         return "\n".join(lines)
 
     def timeline(self) -> list[str]:
         o = self.options
         scenario = make_scenario(o.scenario, pace="demo", layout=gpu_groups(o.gpus, o.engines))
-        if isinstance(scenario, FaultPlan):
-            return [f"at {_clock(t)}  {what}" for t, what in scenario.timeline()]
-        return [scenario.description]
+        return [f"at {_clock(t)}  {what}" for t, what in scenario.timeline()] or [scenario.description]
 
     def wait(self, duration: float | None = None) -> int:
         """Block until Ctrl-C / SIGTERM (0), `duration` seconds (0), or a child dying (1)."""

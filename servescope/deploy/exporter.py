@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from servescope.common.settings_cli import env_names
-from servescope.deploy import dcgm, names
+from servescope.deploy import dcgm, names, revision
 from servescope.deploy.names import (
     EXPORTER,
     EXPORTER_PORT,
@@ -51,7 +51,8 @@ def namespace(options: DeployOptions) -> dict[str, Any]:
 
 
 def service_account(options: DeployOptions) -> dict[str, Any]:
-    # The exporter never calls the Kubernetes API: no token in its pods.
+    # Tokens are not mounted by default: only the pods of an exporter that watches its node's pods get one
+    # (_pod_spec), and its ClusterRole grants nothing else (revision.py).
     return namespaced(
         "v1", "ServiceAccount", EXPORTER, options.namespace, COMPONENT, automountServiceAccountToken=False
     )
@@ -107,7 +108,7 @@ def _env(options: DeployOptions) -> list[dict[str, Any]]:
     else:
         # Prometheus scrapes the engines through the PodMonitor; the exporter adds GPU series only.
         env.append(_setting(VllmSettings, "discovery", "false"))
-    return env + dcgm.exporter_env(options)
+    return env + revision.exporter_env(options) + dcgm.exporter_env(options)
 
 
 def exporter_settings(options: DeployOptions) -> dict[str, str]:
@@ -165,7 +166,8 @@ def _pod_spec(options: DeployOptions) -> dict[str, Any]:
         volumes.append({"name": "pod-resources", "hostPath": {"path": host_folder, "type": "Directory"}})
     spec: dict[str, Any] = {
         "serviceAccountName": EXPORTER,
-        "automountServiceAccountToken": False,
+        # A token only to list and watch the node's pods (their revisions), nothing else (revision.py).
+        "automountServiceAccountToken": options.exporter_watches_pods,
         "enableServiceLinks": False,
         "nodeSelector": dict(options.node_selector),
         # GPU node pools are usually tainted so that only GPU workloads land there; the exporter must too.
@@ -217,4 +219,5 @@ def service(options: DeployOptions) -> dict[str, Any]:
 
 def documents(options: DeployOptions) -> list[dict[str, Any]]:
     docs = [service_account(options), daemonset(options), service(options), *dcgm.documents(options)]
+    docs += revision.exporter_rbac(options)
     return ([namespace(options)] if options.create_namespace else []) + docs

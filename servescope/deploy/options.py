@@ -156,9 +156,18 @@ class DeployOptions(RunbookDeployOptions, AgentOptions, CapacityJobOptions):
     revision_pod_labels: list[str] = repeated(
         lambda: list(DEFAULT_REVISION_POD_LABELS),
         "--revision-pod-label",
-        "With --topology podmonitor: pod label whose value is the engine's rollout `revision` (repeatable, "
-        "the first the pod carries wins); the per-revision rules and the canary alerts read it, and the "
-        "runbook service's rollback steps find a revision's ReplicaSet by it.",
+        "Pod label whose value is the engine's rollout `revision` (repeatable, the first the pod carries "
+        "wins); the per-revision rules and the canary alerts read it, and the runbook service's rollback "
+        "steps find a revision's ReplicaSet by it. The PodMonitor relabels it (--topology podmonitor); the "
+        "exporter reads it from the API server (--topology exporter, --pod-revisions).",
+    )
+    pod_revisions: bool = setting(
+        True,
+        "--pod-revisions/--no-pod-revisions",
+        "With --topology exporter and --pod-resources: the exporter lists and watches the metadata of its "
+        "node's pods through the API server and labels each engine's serving series with its pod's "
+        "`revision`; a ClusterRole with list and watch on pods, and a ServiceAccount token in its pods. "
+        "Off: neither, and the serving series carry no revision.",
     )
     runbook_url: OptionalUrl = setting(
         "",
@@ -199,6 +208,11 @@ class DeployOptions(RunbookDeployOptions, AgentOptions, CapacityJobOptions):
     def host_pid(self) -> bool:
         """hostPID, UID 0, SYS_PTRACE and DAC_READ_SEARCH: for the socket walk or per-process memory."""
         return self.topology == "exporter" or self.process_memory
+
+    @property
+    def exporter_watches_pods(self) -> bool:
+        """The exporter learns its engines' revisions from the API server (RBAC and a token for it)."""
+        return self.topology == "exporter" and self.pod_resources and self.pod_revisions
 
     @property
     def runs_as_root(self) -> bool:

@@ -11,22 +11,12 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from servescope import __version__
 from servescope.common.head import HeadAsGet
-from servescope.common.html import esc, page
+from servescope.common.html import page, render
 from servescope.exporter.dcgm_api import dcgm_router
 from servescope.exporter.exposition import CONTENT_TYPE
 from servescope.exporter.memory_api import MemoryApi
 from servescope.exporter.nvlink_api import nvlink_router
 from servescope.exporter.runtime import Runtime
-
-_INDEX = """<h1>servescope {version}</h1><p>{mode}</p><ul>
-<li><a href="/metrics">/metrics</a> Prometheus exposition</li>
-<li><a href="/readyz">/readyz</a> readiness, per source</li>
-<li><a href="/healthz">/healthz</a> liveness</li>
-<li><a href="/api/v1/sources">/api/v1/sources</a> source health as JSON</li>
-<li><a href="/api/v1/gpus">/api/v1/gpus</a> memory trends and leak verdicts per GPU; per GPU:
-<code>/api/v1/gpus/0/memory?window=10m</code> (1 s samples) and
-<a href="/api/v1/gpus/0/memory.svg">/api/v1/gpus/0/memory.svg</a> (the curve)</li>
-</ul>"""
 
 
 def create_app(
@@ -122,4 +112,4 @@ def _add_own_routes(app: FastAPI, runtime: Runtime) -> None:
     @app.get("/", include_in_schema=False)
     async def index() -> HTMLResponse:
         mode = "SIMULATED fleet: not real data." if runtime.simulated else "Real NVML."
-        return page("servescope", _INDEX.format(version=esc(__version__), mode=mode))
+        return page("servescope", render("servescope.exporter", "index.html", version=__version__, mode=mode))

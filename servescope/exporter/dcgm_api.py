@@ -13,8 +13,8 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
+from servescope.common.text_parser import parse_exposition
 from servescope.exporter.publisher import Publisher
-from servescope.exporter.vllm.text_parser import parse_exposition
 
 DCGM_ROUTE = "/api/v1/gpus/{gpu}/dcgm"
 PREFIX = "servescope_dcgm_"

@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from servescope.catalog.spec import POD_LABELS, MetricSpec
+from servescope.catalog.spec import OPTIONAL_LABELS, MetricSpec
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -76,7 +76,7 @@ class SeriesRenderer:
                 pairs = ",".join(
                     f'{name}="{escape_label_value(value)}"'
                     for name, value in zip(names, label_values, strict=True)
-                    if value or name not in POD_LABELS  # the workload's labels only when known
+                    if value or name not in OPTIONAL_LABELS  # the workload's labels only when known
                 )
                 prefix = f"{spec.name}{suffix}{{{pairs}}} "
             else:

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse, Response
 
 from servescope.common.durations import DurationError, human_duration, parse_duration
+from servescope.common.errors import ServescopeError
 from servescope.exporter.derived.memory_signals import exhaustion
 from servescope.exporter.derived.source import DerivedSource
 from servescope.exporter.derived.svg import render_memory_svg
@@ -22,7 +23,7 @@ MEMORY_ROUTE = "/api/v1/gpus/{gpu}/memory"
 SVG_ROUTE = "/api/v1/gpus/{gpu}/memory.svg"
 
 
-class ApiError(Exception):
+class ApiError(ServescopeError):
     def __init__(self, status: int, reason: str, message: str) -> None:
         super().__init__(message)
         self.status, self.reason, self.message = status, reason, message

@@ -26,7 +26,11 @@ class SourceRunner:
         wall: Callable[[], float] = time.time,
     ) -> None:
         self.source = source
-        self.health = SourceHealth(source.name, source.interval_seconds)
+        # A source that only adds labels to others' series says so (`optional`): its failures are
+        # reported like any other's, but do not hold the exporter's readiness back.
+        self.health = SourceHealth(
+            source.name, source.interval_seconds, optional=getattr(source, "optional", False)
+        )
         self._publisher = publisher
         self._monotonic = monotonic
         self._wall = wall

@@ -20,6 +20,7 @@ from servescope.exporter.dcgm.supervisor import spawn_process
 from servescope.exporter.derived.engine_signals import AdvisorConfig
 from servescope.exporter.derived.source import DerivedSource
 from servescope.exporter.gpu_directory import GpuDirectory
+from servescope.exporter.k8s.pod_labels import pod_labels_source
 from servescope.exporter.k8s.source import PodResourcesSource
 from servescope.exporter.nvml.collector import NvmlSource
 from servescope.exporter.nvml.library import NvmlLibrary
@@ -30,6 +31,7 @@ from servescope.exporter.settings import DerivedSettings, Settings
 from servescope.exporter.sources.base import Source
 from servescope.exporter.stores.history import MemoryHistory
 from servescope.exporter.stores.nvlink import NvlinkLinks
+from servescope.exporter.stores.pod_revisions import PodRevisions
 from servescope.exporter.stores.serving_board import ServingBoard
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.scrape import Scraper
@@ -143,9 +145,14 @@ def build_runtime(settings: Settings, hardware: Hardware | None = None) -> Runti
     if settings.dcgm.enabled:
         runtime.add(_dcgm_source(settings, hardware, counters, hostname, directory))
     pod_resources = _pod_resources_source(settings, lib, hostname, directory)
+    revisions = PodRevisions()
     if pod_resources is not None:
         runtime.add(pod_resources)
-    runtime.add(_vllm_source(settings, directory, runtime, hardware.engine_processes))
+    if settings.k8s.pod_labels and pod_resources is not None:
+        runtime.add(pod_labels_source(settings.k8s, hostname, revisions))
+    elif settings.k8s.pod_labels:
+        log.warning("--pod-labels without the kubelet's pod-resources socket: no engine's pod, no revision")
+    runtime.add(_vllm_source(settings, directory, runtime, hardware.engine_processes, revisions))
     runtime.derived = _derived_source(settings.derived, runtime)
     runtime.add(runtime.derived)
     return runtime
@@ -169,7 +176,11 @@ def _nvml_source(
 
 
 def _vllm_source(
-    settings: Settings, directory: GpuDirectory, runtime: Runtime, engine_processes: tuple[str, ...]
+    settings: Settings,
+    directory: GpuDirectory,
+    runtime: Runtime,
+    engine_processes: tuple[str, ...],
+    revisions: PodRevisions,
 ) -> VllmSource:
     """The engines, configured or discovered, recording into the runtime's serving board."""
     vllm = settings.vllm
@@ -185,6 +196,7 @@ def _vllm_source(
         discovery=vllm.discovery,
         engine_patterns=[*engine_processes, *vllm.engine_processes],
         board=runtime.board,
+        revisions=revisions,
     )
 
 

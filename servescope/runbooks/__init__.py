@@ -25,8 +25,8 @@ Where things are, from the Markdown to the browser:
       incident_service.py,            the SQLite file, moved aside when unusable; caps.py: what is kept
       incidents.py, incident_db.py,   of an alert; retention.py: what is deleted; the service resumes
       caps.py, retention.py           read steps a stop left unfinished)
-    shell.py, markdown.py,            the pages' style and script (common/html.py is the shell), the
-      runbook_html.py, incident_html.py one Markdown renderer, the page bodies
+    shell.py, markdown.py,            the pages, Jinja2 templates in templates/ (common/html.py builds the
+      runbook_html.py, incident_html.py environment and the shell); the prose by markdown-it-py
     auth.py, audit.py, refusals.py    the tokens (change steps, webhook), the hash-chained audit trail, and
                                       what refused requests become (counts, rate-limited logs)
 """

@@ -13,6 +13,8 @@ import anyio
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from servescope.common.errors import ServescopeError
+
 DEFAULT_BODY_LIMIT = 65_536  # a step run's JSON: 64 labels of at most 1 KiB each fit
 WEBHOOK_BODY_LIMIT = 1_048_576
 
@@ -20,12 +22,16 @@ WEBHOOK_BODY_LIMIT = 1_048_576
 BODY_TIMEOUT = 10.0  # seconds a client has to send a body once its headers are in
 
 
-class BodyTimeoutError(ValueError):
+class BodyTimeoutError(ServescopeError, ValueError):
     """A body not sent whole within BODY_TIMEOUT."""
 
+    reason = "body_timeout"
 
-class BodyTooLargeError(ValueError):
+
+class BodyTooLargeError(ServescopeError, ValueError):
     """A request body over its route's limit; the message names the limit."""
+
+    reason = "body_too_large"
 
     def __init__(self, limit: int) -> None:
         super().__init__(f"request body over the limit of {limit} bytes")

@@ -30,6 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from servescope.common.errors import ServescopeError
+
 DEFAULT_AUDIT_LOG = "servescope-audit.jsonl"
 GENESIS = "0" * 64
 Outcome = Literal[
@@ -41,8 +43,10 @@ MAX_RECORD_BYTES = 16_384
 _TAIL_BYTES = 2 * MAX_RECORD_BYTES  # the last record is within this much of the end
 
 
-class AuditError(OSError):
+class AuditError(ServescopeError, OSError):
     """The audit record could not be written; the message names the file and the reason."""
+
+    reason = "audit_write"
 
 
 def fingerprint(token: str | None) -> str | None:

@@ -14,13 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from servescope.common.errors import ServescopeError
 from servescope.runbooks.settings import ENV_TOKEN, TokenSettings
 
 REALM = 'Bearer realm="servescope", Basic realm="servescope"'
 
 
-class TokenFileError(ValueError):
+class TokenFileError(ServescopeError, ValueError):
     """A token file that cannot be read or is empty; the message names the flag and the file."""
+
+    reason = "token_file"
 
 
 def read_token_file(path: Path, flag: str) -> str:

@@ -13,18 +13,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from servescope.common.errors import ServescopeError
+
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _TEMPLATE = re.compile(r"\{\{\s*labels\.([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}")
 _TEMPLATING = ("{{", "}}", "{%", "%}", "{#", "#}")
 _SCALARS = (str, int, float, bool)
 
 
-class TemplateError(ValueError):
+class TemplateError(ServescopeError, ValueError):
     """A parameter value with templating other than exactly one `{{ labels.<name> }}`."""
 
+    reason = "template_invalid"
 
-class BindingError(ValueError):
+
+class BindingError(ServescopeError, ValueError):
     """A template names a label the alert does not carry."""
+
+    reason = "label_missing"
 
 
 @dataclass(frozen=True, slots=True)

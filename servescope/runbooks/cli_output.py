@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from servescope.common.cli_errors import complain
 from servescope.runbooks.binding import render
 from servescope.runbooks.document import Runbook, RunbookError, Step
 from servescope.runbooks.runner import Report, preview
@@ -22,7 +23,7 @@ def print_list(found: list[Runbook], errors: list[RunbookError]) -> None:
     for alert, severity, steps in [headers, *rows]:
         typer.echo(f"{alert:<{widths[0]}}  {severity:<{widths[1]}}  {steps}")
     for error in errors:
-        typer.echo(f"servescope: error: {error}", err=True)
+        complain(str(error))
 
 
 def step_line(step: Step, labels: dict[str, str]) -> tuple[str, bool]:

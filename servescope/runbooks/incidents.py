@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from servescope.common.errors import ServescopeError
 from servescope.runbooks import caps
 from servescope.runbooks.incident_db import open_db
 
@@ -34,8 +35,10 @@ NEVER = "0001-01-01T00:00:00Z"  # Alertmanager's endsAt while an alert fires
 MAX_ID = 2**63 - 1  # SQLite's largest integer: a larger id names no incident
 
 
-class StoreError(RuntimeError):
+class StoreError(ServescopeError, RuntimeError):
     """A write to the incident store failed; the message names the file and the reason."""
+
+    reason = "store_write"
 
 
 def _now() -> str:

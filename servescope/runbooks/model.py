@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from servescope.common.errors import ServescopeError
 from servescope.runbooks.binding import templates_in
 
 SEVERITIES = ("critical", "warning", "info")
@@ -15,16 +16,20 @@ STEP_ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 ALERT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 
-class RunbookError(ValueError):
+class RunbookError(ServescopeError, ValueError):
     """A runbook that cannot be used; the message starts with `path:line: `."""
+
+    reason = "runbook_invalid"
 
     def __init__(self, path: Path | str, line: int, message: str) -> None:
         super().__init__(f"{path}:{line}: {message}")
         self.path, self.line, self.message = Path(path), line, message
 
 
-class UnknownAlertError(LookupError):
+class UnknownAlertError(ServescopeError, LookupError):
     """No runbook for that alert name."""
+
+    reason = "unknown_alert"
 
 
 @dataclass(frozen=True)

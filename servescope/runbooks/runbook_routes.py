@@ -21,14 +21,13 @@ from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 
 from servescope.common.errors import first_reason
-from servescope.common.html import esc
 from servescope.runbooks.actions import ACTIONS, RunContext
 from servescope.runbooks.audit import AuditLog
 from servescope.runbooks.auth import ChangeTokens, Networks
 from servescope.runbooks.document import is_label_name, load_runbook, load_runbooks
 from servescope.runbooks.model import Runbook, RunbookError, UnknownAlertError
 from servescope.runbooks.runbook_html import index_html, runbook_html
-from servescope.runbooks.shell import not_found, page
+from servescope.runbooks.shell import broken, not_found, page
 from servescope.runbooks.step_pool import PoolBusyError, StepPool
 
 Incidents = Callable[[str], list[dict[str, Any]]]
@@ -90,7 +89,7 @@ def add_page_routes(router: APIRouter, pages: Pages) -> None:
         except UnknownAlertError:
             return not_found(f"No runbook for alert {alert[:80]!r}.")
         except RunbookError as exc:
-            return page("Broken runbook", f"<h1>Broken runbook</h1><pre>{esc(exc)}</pre>", status=500)
+            return broken(exc)
         labels = _labels_from_query(request)
         latest = pages.latest_incidents(runbook.alert)
         nonce = secrets.token_urlsafe(16)

@@ -13,18 +13,20 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from servescope.common.errors import first_reason
+from servescope.common.errors import ServescopeError, first_reason
 from servescope.runbooks.actions import ACTIONS, Action, Params, RunContext, StepResult
 from servescope.runbooks.binding import BindingError, Template, bind, render
 from servescope.runbooks.document import Runbook, Step
 
 
-class ParamError(ValueError):
+class ParamError(ServescopeError, ValueError):
     """A step that cannot run with these labels: a missing label or an invalid parameter (named)."""
 
+    reason = "param_invalid"
 
-class UnknownStepError(LookupError):
-    pass
+
+class UnknownStepError(ServescopeError, LookupError):
+    reason = "unknown_step"
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 import typer
 from pydantic import BaseModel
 
+from servescope.common.cli_errors import usage_error
 from servescope.common.http_server import ServerBounds
-from servescope.common.settings_cli import settings_command, usage_error
+from servescope.common.settings_cli import settings_command
 from servescope.runbooks.auth import ChangeTokens, TokenFileError, WebhookAuth, change_tokens
 from servescope.runbooks.settings import (
     ENV_TOKEN,

@@ -13,11 +13,15 @@ from typing import TypeVar
 import anyio
 import anyio.to_thread
 
+from servescope.common.errors import ServescopeError
+
 T = TypeVar("T")
 
 
-class PoolBusyError(RuntimeError):
+class PoolBusyError(ServescopeError, RuntimeError):
     """Every worker busy and the waiting line full."""
+
+    reason = "pool_busy"
 
 
 class StepPool:

@@ -29,6 +29,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import ValidationError
 
+from servescope.common.errors import ServescopeError
 from servescope.runbooks.actions import RunContext
 from servescope.runbooks.actions.trust import REGISTRY as TRUST_REGISTRY
 from servescope.runbooks.asgi import BodyTimeoutError, BodyTooLargeError, read_body
@@ -44,13 +45,13 @@ from servescope.runbooks.step_pool import PoolBusyError, StepPool
 WEBHOOK_PATH = "/alertmanager/webhook"
 
 
-class RefusedError(Exception):
+class RefusedError(ServescopeError):
     """A webhook request answered with an error: status, outcome (a metric label), message, headers."""
 
     def __init__(
         self, status: int, outcome: str, message: str, headers: dict[str, str] | None = None
     ) -> None:
-        super().__init__(message)
+        super().__init__(message, reason=outcome)
         self.status, self.outcome, self.message, self.headers = status, outcome, message, headers
 
 

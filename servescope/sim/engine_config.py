@@ -62,16 +62,17 @@ class StepCost:
             + self.prefill_per_token * prefill_tokens
         )
 
-    def scaled(self, flags: Effective) -> StepCost:
-        """This cost under quantization and KV-cache dtype factors (engine_params.py)."""
-        if (flags.weight_read, flags.kv_read, flags.prefill_compute) == (1.0, 1.0, 1.0):
+    def scaled(self, flags: Effective, prefill_factor: float = 1.0) -> StepCost:
+        """This cost under quantization and KV-cache dtype factors (engine_params.py), and a build's own
+        prefill factor."""
+        if (flags.weight_read, flags.kv_read, flags.prefill_compute * prefill_factor) == (1.0, 1.0, 1.0):
             return self
         return replace(
             self,
             base=self.base * flags.weight_read,
             experts=self.experts * flags.weight_read,
             kv_per_1k_context=self.kv_per_1k_context * flags.kv_read,
-            prefill_per_token=self.prefill_per_token * flags.prefill_compute,
+            prefill_per_token=self.prefill_per_token * flags.prefill_compute * prefill_factor,
         )
 
 
@@ -107,6 +108,8 @@ class EngineConfig:
     enable_prefix_caching: bool = True
     scheduling_policy: str = "fcfs"
     arrival_pattern: str = "poisson"  # or "constant": one request every 1 / arrival_rate seconds
+    # A build whose prefill is this many times slower (a slower attention kernel): the canary scenario.
+    prefill_factor: float = 1.0
 
     def __post_init__(self) -> None:
         problems = []
@@ -115,6 +118,8 @@ class EngineConfig:
                 problems.append(f"{name} must be >= {low}, got {getattr(self, name)}")
         if not math.isfinite(self.arrival_rate):
             problems.append(f"arrival_rate must be finite, got {self.arrival_rate}")
+        if not 0 < self.prefill_factor < math.inf:
+            problems.append(f"prefill_factor must be > 0, got {self.prefill_factor}")
         for name in ("prefix_hit_fraction", "abort_fraction"):
             if not 0 <= getattr(self, name) <= 1:
                 problems.append(f"{name} must be between 0 and 1, got {getattr(self, name)}")

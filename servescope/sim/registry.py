@@ -6,7 +6,8 @@ DEMO_SCENARIOS, the ones a demo plays.
 
 SERVESCOPE_SIM_LEAK_MIB_PER_MINUTE, when set, replaces the pace's leak rate (memory-leak and tour): an
 end-to-end test that must see the leak end in OOM sooner sets it for `servescope demo`, whose exporter
-inherits it and whose printed timeline says the same rate.
+inherits it and whose printed timeline says the same rate. SERVESCOPE_SIM_CANARY_AT (seconds) does the
+same for the time the canary scenario's new revision starts (canary_scenario.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from servescope.sim.canary_scenario import Canary, canary
 from servescope.sim.fault_scenarios import (
     GpuLost,
     NvlinkCrc,
@@ -68,13 +70,14 @@ _BUILDERS: tuple[tuple[type[Scenario], Callable[[_Request], Scenario]], ...] = (
     (GpuLost, lambda r: gpu_lost(r.pace)),
     (VllmDown, lambda r: vllm_down(r.pace, r.layout)),
     (Tour, lambda r: tour(r.pace, r.layout, r.leak_mib_per_minute)),
+    (Canary, lambda r: canary(r.pace, r.layout)),
 )
 _BY_NAME = {kind.name: build for kind, build in _BUILDERS}
 SCENARIOS: tuple[str, ...] = tuple(_BY_NAME)
 # What `servescope demo` plays, quiet first and then in the tour's order; traffic-ramp and
 # hardware-faults exist for detector tests (no demo pace, no story to follow).
 DEMO_SCENARIOS: tuple[str, ...] = tuple(
-    kind.name for kind in (Steady, KvPressure, MemoryLeak, NvlinkCrc, GpuLost, VllmDown, Tour)
+    kind.name for kind in (Steady, KvPressure, MemoryLeak, NvlinkCrc, GpuLost, VllmDown, Tour, Canary)
 )
 
 

@@ -1,4 +1,5 @@
-"""Plays a scenario on a live simulated fleet and its engine processes, once a second, in a thread."""
+"""Plays a scenario on a live simulated fleet, its engine processes and (when it has one) its Kubernetes
+side, once a second, in a thread."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import httpx
 
 from servescope.sim.engines import SimEngine
 from servescope.sim.fleet import SimulatedFleet
+from servescope.sim.kubernetes import SimulatedCluster
 from servescope.sim.scenarios import EngineLoad, Scenario
 
 log = logging.getLogger(__name__)
@@ -19,8 +21,14 @@ TICK_SECONDS = 1.0
 class ScenarioDriver:
     """Applies `scenario` to the fleet at its simulated time; tells each engine its load over /control."""
 
-    def __init__(self, scenario: Scenario, fleet: SimulatedFleet, engines: list[SimEngine]) -> None:
-        self.scenario, self.fleet, self.engines = scenario, fleet, engines
+    def __init__(
+        self,
+        scenario: Scenario,
+        fleet: SimulatedFleet,
+        engines: list[SimEngine],
+        cluster: SimulatedCluster | None = None,
+    ) -> None:
+        self.scenario, self.fleet, self.engines, self.cluster = scenario, fleet, engines, cluster
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._sent: dict[int, EngineLoad] = {}
@@ -48,6 +56,9 @@ class ScenarioDriver:
             control = engine.url.removesuffix("/metrics") + "/control"
             if engine.url and load != self._sent.get(index) and self._send(control, load):
                 self._sent[index] = load
+        revisions = self.scenario.revisions(t, len(self.engines))
+        if self.cluster is not None and revisions:
+            self.cluster.set_revisions(revisions)  # a changed revision is a new pod on the engine's GPUs
 
     def _send(self, url: str, load: EngineLoad) -> bool:
         """True when the engine took the load; a failed send is retried on the next tick."""

@@ -67,6 +67,8 @@ class Pace:
     phase_seconds: float
     # nvlink-crc, gpu-lost, vllm-down: when the fault starts.
     fault_start_seconds: float
+    # canary: when an engine becomes the new revision.
+    canary_start_seconds: float = 240.0
 
 
 PACES = {
@@ -92,6 +94,7 @@ class EngineLoad:
     prompt_tokens: int = 512
     output_tokens: int = 128
     down: bool = False  # the engine answers 503 (its engine core died; the API server still listens)
+    prefill_factor: float = 1.0  # its build's prefill is this many times slower (the canary scenario)
 
 
 STEADY_ENGINE = EngineLoad(arrival_rate=4.0)
@@ -107,6 +110,8 @@ class Scenario(ABC):
 
     name: ClassVar[str]
     description: ClassVar[str]
+    # The node's Kubernetes side (cluster.py: a kubelet socket and an API server) plays a part.
+    needs_cluster: ClassVar[bool] = False
 
     @abstractmethod
     def gpu_load(self, t: float) -> float:
@@ -119,6 +124,14 @@ class Scenario(ABC):
     def engine_loads(self, t: float, engines: int) -> list[EngineLoad]:
         """What each of `engines` engines runs at `t`; the same for all unless a scenario targets one."""
         return [self.engine_load(t)] * engines
+
+    def revisions(self, t: float, engines: int) -> list[str]:
+        """The rollout revision each engine's pod runs at `t`; empty: they stay as they are."""
+        return []
+
+    def timeline(self) -> list[tuple[float, str]]:
+        """(second, what happens), in order, for a demo to print; empty: the description says it all."""
+        return []
 
     def apply(self, fleet: SimulatedFleet, t: float) -> None:
         """Set the fleet's loads and memory profiles for simulated second `t` (idempotent)."""

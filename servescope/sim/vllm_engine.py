@@ -45,7 +45,11 @@ class SimulatedEngine(Scheduling):
     ) -> None:
         self.config = config or EngineConfig()
         flags = effective(self.config)
-        self._blocks, self._cost = flags.num_gpu_blocks, self.config.cost.scaled(flags)
+        self._flags = flags
+        self._blocks, self._cost = (
+            flags.num_gpu_blocks,
+            self.config.cost.scaled(flags, self.config.prefill_factor),
+        )
         self.model_name, self.engine_id = model_name, engine_id
         # One stream per source of randomness, so that the order in which they are drawn never matters.
         self._arrival_rng = random.Random(f"{seed}/arrivals")
@@ -104,11 +108,17 @@ class SimulatedEngine(Scheduling):
         prompt_tokens: int | None = None,
         output_tokens: int | None = None,
         concurrency: int | None = None,
+        prefill_factor: float | None = None,
     ) -> EngineConfig:
-        """Change the load from the current time on; raises ValueError naming any invalid value."""
+        """Change the load (and the build's prefill speed) from the current time on; raises ValueError
+        naming any invalid value."""
         given: dict[str, Any] = {"arrival_rate": arrival_rate, "max_num_seqs": max_num_seqs}
         given |= {"prompt_tokens": prompt_tokens, "output_tokens": output_tokens, "concurrency": concurrency}
+        given["prefill_factor"] = prefill_factor
         self.config = replace(self.config, **{k: v for k, v in given.items() if v is not None})
+        self._cost = self.config.cost.scaled(
+            self._flags, self.config.prefill_factor
+        )  # steps planned from now
         if not self.down:
             if arrival_rate is not None:
                 # Poisson arrivals are memoryless: redrawing the next one from now is exact.

@@ -42,6 +42,9 @@ class Control(BaseModel):
     output_tokens: int | None = Field(None, ge=1, description="Mean output length in tokens.")
     concurrency: int | None = Field(None, ge=0, le=100_000, description="Closed-loop clients.")
     down: bool | None = Field(None, description="Kill (true) or restart (false) the engine.")
+    prefill_factor: float | None = Field(
+        None, ge=0.01, le=100, description="How many times slower than the model's prefill is (a build's)."
+    )
 
 
 def settings(engine: SimulatedEngine) -> dict[str, Any]:
@@ -53,6 +56,7 @@ def settings(engine: SimulatedEngine) -> dict[str, Any]:
         "prompt_tokens": c.prompt_tokens,
         "output_tokens": c.output_tokens,
         "concurrency": c.concurrency,
+        "prefill_factor": c.prefill_factor,
         "down": engine.down,
     }
 

@@ -18,6 +18,7 @@ from servescope.exporter.runtime import Hardware, Runtime, build_runtime
 from servescope.exporter.settings import Settings
 from servescope.sim.engines import SimEngine, gpu_groups, start_engines, stop_engines
 from servescope.sim.fleet import SimulatedFleet
+from servescope.sim.kubernetes import SimulatedCluster
 from servescope.sim.models import MODELS
 from servescope.sim.node_state import STATE_ENV, StateWriter
 from servescope.sim.pynvml_module import SimulatedPynvml
@@ -43,6 +44,8 @@ class SimulationSettings(Protocol):
     engines: int
     scenario: str
     scenario_pace: Literal["real", "demo"]
+    cluster: bool
+    cluster_api_listen: str
 
 
 class SimulationError(ValueError):
@@ -75,19 +78,23 @@ class SimulatedNode:
         seed: int,
         scenario: Scenario | None,
         state: StateWriter | None = None,
+        *,
+        cluster: SimulatedCluster | None = None,
     ) -> None:
         self.fleet, self.engine_count, self.seed, self.scenario = fleet, engines, seed, scenario
         self.engines: list[SimEngine] = []
         self.driver: ScenarioDriver | None = None
-        self.state = state
+        self.state, self.cluster = state, cluster
 
     def start(self) -> None:
         if self.state is not None:
             self.state.start()
+        if self.cluster is not None:
+            self.cluster.start()
         if self.engine_count:
             self.engines = start_engines(self.fleet, self.engine_count, self.seed)
         if self.scenario is not None:
-            self.driver = ScenarioDriver(self.scenario, self.fleet, self.engines)
+            self.driver = ScenarioDriver(self.scenario, self.fleet, self.engines, self.cluster)
             self.driver.start()
 
     def stop(self) -> None:
@@ -96,6 +103,9 @@ class SimulatedNode:
             self.driver = None
         stop_engines(self.engines)
         self.engines = []
+        if self.cluster is not None:
+            self.cluster.stop()
+            self.cluster = None
         if self.state is not None:
             self.state.stop()
             shutil.rmtree(self.state.path.parent, ignore_errors=True)
@@ -115,6 +125,17 @@ def check(simulation: SimulationSettings) -> None:
         )
 
 
+def _scenario(simulation: SimulationSettings) -> Scenario | None:
+    """The scenario the node plays, or None for the plain load wave."""
+    if simulation.scenario == NO_SCENARIO:
+        return None
+    layout = gpu_groups(simulation.gpus, simulation.engines)
+    try:
+        return make_scenario(simulation.scenario, pace=simulation.scenario_pace, layout=layout)
+    except ValueError as exc:  # a bad leak rate in the environment
+        raise SimulationError(str(exc)) from None
+
+
 def simulated_runtime(settings: Settings, simulation: SimulationSettings) -> Runtime:
     """The exporter's runtime over a simulated node; raises SimulationError for unknown names."""
     check(simulation)
@@ -124,13 +145,7 @@ def simulated_runtime(settings: Settings, simulation: SimulationSettings) -> Run
         simulation.seed,
         nvlinks=None if simulation.nvlinks < 0 else simulation.nvlinks,
     )
-    scenario = None
-    if simulation.scenario != NO_SCENARIO:
-        layout = gpu_groups(simulation.gpus, simulation.engines)
-        try:
-            scenario = make_scenario(simulation.scenario, pace=simulation.scenario_pace, layout=layout)
-        except ValueError as exc:  # a bad leak rate in the environment
-            raise SimulationError(str(exc)) from None
+    scenario = _scenario(simulation)
     env = fake_dcgmi_environment(simulation.gpus, simulation.seed, simulation.gpu_model)
     # The fake `dcgmi` follows this fleet (what scenarios drive), as a host engine reads the same GPUs.
     state = StateWriter(fleet, Path(tempfile.mkdtemp(prefix="servescope-sim-")) / "node-state.json")
@@ -148,6 +163,39 @@ def simulated_runtime(settings: Settings, simulation: SimulationSettings) -> Run
         simulation.gpu_model,
         simulation.seed,
     )
+    cluster = None
+    on_cluster = scenario is not None and scenario.needs_cluster
+    if simulation.cluster or on_cluster:
+        # A scenario played on the cluster needs the engines' revisions: the pods' labels are read then.
+        labels = settings.k8s.pod_labels or on_cluster
+        cluster, settings = _with_cluster(settings, simulation, fleet, state.path.parent, labels)
     runtime = build_runtime(settings, hardware)
-    runtime.companions.append(SimulatedNode(fleet, simulation.engines, simulation.seed, scenario, state))
+    node = SimulatedNode(fleet, simulation.engines, simulation.seed, scenario, state, cluster=cluster)
+    runtime.companions.append(node)
     return runtime
+
+
+def _with_cluster(
+    settings: Settings, simulation: SimulationSettings, fleet: SimulatedFleet, folder: Path, labels: bool
+) -> tuple[SimulatedCluster, Settings]:
+    """The node's simulated Kubernetes side, and the settings that point the exporter at it: the kubelet
+    socket (GPU -> pod) and, with `labels`, the API server (each pod's revision), as on a cluster node."""
+    groups = gpu_groups(simulation.gpus, simulation.engines)
+    uuids = [[fleet.gpus[index].uuid for index in group] for group in groups]
+    node = settings.node.resolved_hostname()
+    try:
+        cluster = SimulatedCluster(node, uuids, folder / "kubelet.sock", simulation.cluster_api_listen)
+    except (OSError, ValueError) as exc:
+        raise SimulationError(f"invalid value for --cluster-api-listen: {exc}") from None
+    log.warning(
+        "simulated Kubernetes: API server %s, kubelet socket %s, node %s", cluster.url, cluster.socket, node
+    )
+    k8s = settings.k8s.model_copy(
+        update={
+            "pod_resources_socket": str(cluster.socket),
+            "pod_resources_interval_seconds": min(settings.k8s.pod_resources_interval_seconds, 5.0),
+            "pod_labels": labels,
+            "kube_api_url": cluster.url,
+        }
+    )
+    return cluster, settings.model_copy(update={"k8s": k8s})

@@ -243,8 +243,8 @@ def test_missing_token_is_refused_naming_the_variable(
 ) -> None:
     result = run("--grafana-url", grafana.url, "--dir", str(built), token=None, monkeypatch=monkeypatch)
 
-    assert result.exit_code != 0
-    assert "GRAFANA_TOKEN" in result.output
+    assert result.exit_code == 1
+    assert "servescope: error: " in result.output and "GRAFANA_TOKEN" in result.output
     assert not grafana.requests, "no request is sent without a token"
 
 

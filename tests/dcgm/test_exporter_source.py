@@ -8,7 +8,13 @@ from collections.abc import Iterator
 import pytest
 
 from servescope.exporter.dcgm.counters import load_counters
-from servescope.exporter.dcgm.exporter_source import MAX_BYTES, DcgmExporterSource, read_exporter, to_samples
+from servescope.exporter.dcgm.exporter_source import (
+    LIMITS,
+    MAX_BYTES,
+    DcgmExporterSource,
+    read_exporter,
+    to_samples,
+)
 from servescope.exporter.sources.base import SourceError
 from tests.helpers import SAMPLES, values
 from tests.support.http_fakes import QuietHandler, loopback_http
@@ -104,3 +110,27 @@ def test_unreachable_exporter_is_a_connect_error() -> None:
     with pytest.raises(SourceError) as failure:
         source.collect()
     assert failure.value.reason == "connect"
+
+
+@pytest.mark.e2e
+def test_the_parser_s_limits_bound_a_hostile_page_and_are_reported(
+    server: tuple[str, type[_Handler]],
+) -> None:
+    """A dcgm-exporter page is parsed by the engines' parser, under the same limits: a label value past
+    the length bound is refused and the samples it drops are counted as the scrape's problems."""
+    url, handler = server
+    long_pod = "p" * (LIMITS.max_label_value_length + 1)
+    hostile = f'DCGM_FI_PROF_SM_ACTIVE{{gpu="2",UUID="GPU-c",Hostname="node-x",pod="{long_pod}"}} 0.5\n'
+    handler.status, handler.body = 200, (MODERN + hostile).encode()
+    source = DcgmExporterSource(url, load_counters(), hostname="me")
+    try:
+        collection = source.collect()
+    finally:
+        source.close()
+    assert not values(collection.samples, "servescope_dcgm_sm_active_ratio", gpu="2")
+    assert values(collection.samples, "servescope_dcgm_sm_active_ratio", gpu="1") == [0.25]
+    reasons = {p.reason: p.message for p in collection.problems}
+    assert reasons == {
+        "blank_sentinel": "1 blank DCGM values dropped",
+        "label_value_length": "1 DCGM samples dropped over the parser's limits",
+    }

@@ -104,6 +104,15 @@ def test_demo_rules_are_the_bundle_at_the_demo_profile_and_lint_clean(tmp_path: 
     )
 
 
+def test_the_demo_profile_judges_canaries_sooner_and_keeps_the_rest_of_the_section(tmp_path: Path) -> None:
+    mine = AlertsConfig.model_validate({"canary": {"latency_ratio": 1.3, "window": "30m"}})
+    demo = with_profile(mine, "demo")
+    assert (demo.canary.window, demo.canary.min_requests, demo.canary.worse_for) == ("2m", 200, "1m")
+    assert demo.canary.latency_ratio == 1.3  # a field the profile leaves alone is the config's
+    files = write_configs(tmp_path, Ports(19108, 19110, 19090, 19093))
+    assert AlertsConfig.model_validate(yaml.safe_load(files.alerts.read_text())).canary.window == "2m"
+
+
 def test_unknown_profile_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown profile 'fast'; known: default, demo"):
         with_profile(AlertsConfig(), "fast")
@@ -115,6 +124,10 @@ def test_unknown_profile_is_refused() -> None:
     [
         (["--scenario", "meltdown"], "--scenario 'meltdown': choose one of steady, kv-pressure"),
         (["--gpus", "2", "--engines", "4"], "--engines 4: more engines than --gpus 2"),
+        (
+            ["--scenario", "canary", "--engines", "1"],
+            "--engines 1: the canary scenario needs a stable engine",
+        ),
     ],
 )
 def test_bad_options_exit_2_naming_the_option(tmp_path: Path, args: list[str], message: str) -> None:

@@ -38,12 +38,15 @@ def test_namespace_moves_every_namespaced_object_and_the_urls_that_name_it() -> 
         (d["kind"], d["metadata"]["name"]) for d in docs if d["metadata"].get("namespace") != "other"
     }
     # Outside it: the Service over the GPU Operator's dcgm-exporter, in the Operator's namespace, and the
-    # runbook service's cluster-scoped role (nodes, evictions), bound to its ServiceAccount in `other`.
+    # cluster-scoped roles of the runbook service (nodes, evictions) and of the exporter (its node's pods),
+    # bound to their ServiceAccounts in `other`.
     assert elsewhere == {
         ("Namespace", "other"),
         ("Service", "servescope-dcgm-exporter"),
         ("ClusterRole", "servescope-runbooks"),
         ("ClusterRoleBinding", "servescope-runbooks"),
+        ("ClusterRole", "servescope"),
+        ("ClusterRoleBinding", "servescope"),
     }
     binding = next(
         d for d in docs if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"].endswith("runbooks")

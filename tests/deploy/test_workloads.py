@@ -79,8 +79,10 @@ def test_both_workloads_are_locked_down(variant: str) -> None:
         assert security["allowPrivilegeEscalation"] is False
         assert security["capabilities"]["drop"] == ["ALL"]
         assert pod_spec(workload)["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-        # Only the runbook service talks to the API server (its change steps, with the RBAC rendered for it).
-        assert pod_spec(workload)["automountServiceAccountToken"] is (workload["kind"] == "Deployment")
+        # Only the runbook service (its change steps) and an exporter that watches its node's pods talk to
+        # the API server, each with the RBAC rendered for it.
+        talks = workload["kind"] == "Deployment" or VARIANTS[variant].exporter_watches_pods
+        assert pod_spec(workload)["automountServiceAccountToken"] is talks
         mounts = {m["mountPath"]: m["name"] for m in container(workload)["volumeMounts"]}
         volumes = {v["name"]: v for v in pod_spec(workload)["volumes"]}
         assert "emptyDir" in volumes[mounts["/tmp"]], "a read-only root needs a writable /tmp"
@@ -262,3 +264,21 @@ def test_dcgmi_reads_the_host_engine_it_is_given_and_nothing_dcgmi_reads_as_an_o
     assert env == {"SERVESCOPE_DCGM_HOST": "10.0.0.7:5555"}
     with pytest.raises(ValueError, match="dcgm_host"):
         DeployOptions(dcgm="dcgmi", dcgm_host="--help")
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_the_exporter_may_list_and_watch_pods_only_when_it_learns_revisions(variant: str) -> None:
+    docs = rendered(variant)
+    roles = [d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "servescope"]
+    env = _env(_daemonset(variant))
+    if not VARIANTS[variant].exporter_watches_pods:
+        assert roles == [] and "SERVESCOPE_K8S_POD_LABELS" not in env
+        return
+    (role,) = roles
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}]
+    binding = find(docs, "ClusterRoleBinding", "servescope")
+    account = {"kind": "ServiceAccount", "name": "servescope", "namespace": VARIANTS[variant].namespace}
+    assert binding["subjects"] == [account]
+    assert env["SERVESCOPE_K8S_POD_LABELS"]["value"] == "true"
+    order = env["SERVESCOPE_K8S_REVISION_POD_LABELS"]["value"].split()
+    assert order == VARIANTS[variant].revision_pod_labels

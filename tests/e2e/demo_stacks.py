@@ -24,6 +24,7 @@ import httpx
 import yaml
 
 from servescope.common.durations import parse_duration
+from servescope.sim.canary_scenario import CANARY_AT_ENV
 from servescope.sim.registry import LEAK_ENV
 from servescope.sim.scenarios import PACES
 from tests.support import Child, wait_for
@@ -34,10 +35,13 @@ SINGLE_FAULTS = ("nvlink-crc", "gpu-lost", "vllm-down")
 
 @dataclass(frozen=True)
 class Plan:
-    """What one stack plays: a demo scenario, and the leak rate it is told (MiB/min) when not the pace's."""
+    """What one stack plays: a demo scenario on 4 GPUs, the leak rate it is told (MiB/min) when not the
+    pace's, and when the canary starts (seconds) when not at the pace's 4:00."""
 
     scenario: str
     leak_mib_per_minute: float | None = None
+    engines: int = 2
+    canary_at: float | None = None
 
 
 def unix(stamp: str) -> float:
@@ -73,6 +77,10 @@ class Stack:
     def fault_at(self) -> float:
         """When the fault starts: the single faults wait the demo pace's baseline, the others none."""
         delay = PACES["demo"].fault_start_seconds if self.plan.scenario in SINGLE_FAULTS else 0.0
+        if self.plan.scenario == "canary":
+            delay = (
+                self.plan.canary_at if self.plan.canary_at is not None else PACES["demo"].canary_start_seconds
+            )
         return self.started + delay
 
     def get(self, service: str, path: str, **params: Any) -> Any:
@@ -138,11 +146,13 @@ def _launch(name: str, plan: Plan, root: Path) -> Stack:
         "demo",
         f"--scenario={plan.scenario}",
         "--gpus=4",
-        "--engines=2",
+        f"--engines={plan.engines}",
     ]
     env = dict(os.environ)
     if plan.leak_mib_per_minute is not None:
         env[LEAK_ENV] = str(plan.leak_mib_per_minute)
+    if plan.canary_at is not None:
+        env[CANARY_AT_ENV] = str(plan.canary_at)
     child = Child(f"the {name} demo", [*argv, f"--state-dir={state}"], root / f"{name}.log", env=env)
     child.start()
     return Stack(name, plan, state, child)

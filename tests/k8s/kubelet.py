@@ -1,27 +1,15 @@
-"""A kubelet's pod-resources endpoint for tests: the real gRPC protocol on a unix socket, test-set answers."""
+"""A kubelet's pod-resources endpoint for tests: the simulator's (the real gRPC protocol on a unix socket),
+answering what the test sets; and the DRA claims some tests give their pods."""
 
 from __future__ import annotations
 
-import threading
-from concurrent import futures
-from pathlib import Path
 from typing import Any
 
-import grpc
-
 from servescope.exporter.k8s import podresources_pb2 as pb
+from servescope.sim.kubelet import SimulatedKubelet as FakeKubelet
+from servescope.sim.kubelet import container, pod
 
-
-def container(name: str, *devices: tuple[str, list[str]], claims: list[Any] | None = None) -> Any:
-    return pb.ContainerResources(
-        name=name,
-        devices=[pb.ContainerDevices(resource_name=r, device_ids=ids) for r, ids in devices],
-        dynamic_resources=claims or [],
-    )
-
-
-def pod(namespace: str, name: str, *containers: Any) -> Any:
-    return pb.PodResources(namespace=namespace, name=name, containers=list(containers))
+__all__ = ["FakeKubelet", "container", "dra_claim", "pod"]
 
 
 def dra_claim(claim: str, driver: str, device: str, cdi: list[str] | None = None) -> Any:
@@ -32,51 +20,3 @@ def dra_claim(claim: str, driver: str, device: str, cdi: list[str] | None = None
         cdi_devices=[pb.CDIDevice(name=n) for n in cdi or []],
     )
     return pb.DynamicResource(claim_name=claim, claim_namespace="serving", claim_resources=[resource])
-
-
-class FakeKubelet:
-    """PodResourcesLister (List, GetAllocatableResources) served on `socket`; `pods` may change any time."""
-
-    def __init__(self, socket: Path, *, allocatable_implemented: bool = True) -> None:
-        self.socket = socket
-        self.pods: list[Any] = []
-        self.allocatable: list[Any] = []
-        self.calls: list[str] = []
-        self._lock = threading.Lock()
-        self._allocatable_implemented = allocatable_implemented
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-        handlers = {
-            "List": grpc.unary_unary_rpc_method_handler(
-                self._list,
-                request_deserializer=pb.ListPodResourcesRequest.FromString,
-                response_serializer=pb.ListPodResourcesResponse.SerializeToString,
-            ),
-            "GetAllocatableResources": grpc.unary_unary_rpc_method_handler(
-                self._get_allocatable,
-                request_deserializer=pb.AllocatableResourcesRequest.FromString,
-                response_serializer=pb.AllocatableResourcesResponse.SerializeToString,
-            ),
-        }
-        self._server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler("v1.PodResourcesLister", handlers),)
-        )
-        self._server.add_insecure_port(f"unix:{socket}")
-
-    def _list(self, request: Any, context: Any) -> Any:
-        with self._lock:
-            self.calls.append("List")
-            return pb.ListPodResourcesResponse(pod_resources=self.pods)
-
-    def _get_allocatable(self, request: Any, context: Any) -> Any:
-        with self._lock:
-            self.calls.append("GetAllocatableResources")
-        if not self._allocatable_implemented:
-            context.abort(grpc.StatusCode.UNIMPLEMENTED, "GetAllocatableResources is gated off")
-        return pb.AllocatableResourcesResponse(devices=self.allocatable)
-
-    def __enter__(self) -> FakeKubelet:
-        self._server.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._server.stop(grace=None).wait(5)

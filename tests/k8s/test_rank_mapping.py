@@ -118,7 +118,7 @@ def test_an_endpoint_gets_the_pod_that_holds_all_its_gpus(tmp_path: Path) -> Non
     d = directory({A: {WORKERS["0"]}, B: {WORKERS["1"]}})
     assert endpoint_pods(procfs, d) == set()  # the kubelet has not answered
     d.set_holders({A: frozenset({("serving", "dp-0", "vllm")}), B: frozenset({("serving", "dp-0", "vllm")})})
-    assert endpoint_pods(procfs, d) == {(URL, "serving", "dp-0", "vllm")}
+    assert endpoint_pods(procfs, d) == {(URL, "serving", "dp-0", "vllm", "")}  # no revision known
     d.set_holders({A: frozenset({("serving", "dp-0", "vllm")}), B: frozenset({("chat", "c-0", "engine")})})
     assert endpoint_pods(procfs, d) == set()  # two containers: which one serves is not told
 

@@ -23,7 +23,7 @@ def fleet(gpus: int = 8) -> SimulatedFleet:
 
 
 def test_every_scenario_is_built_from_its_name_at_both_paces() -> None:
-    assert len(set(SCENARIOS)) == len(SCENARIOS) == 9
+    assert len(set(SCENARIOS)) == len(SCENARIOS) == 10
     for pace in PACES:
         for name in SCENARIOS:
             scenario = make_scenario(name, pace=pace, layout=LAYOUT)

@@ -213,10 +213,10 @@ def test_control_changes_load_and_takes_the_engine_down_and_up(
         "prompt_tokens": 512,
         "output_tokens": 64,
         "concurrency": 0,
+        "prefill_factor": 1.0,
         "down": False,
     }
     assert engine.now == 30.0 and engine.config.max_num_seqs == 32
-
     assert http.post("/control", json={"down": True}).json()["down"] is True
     assert http.get("/metrics").status_code == 503
     assert http.get("/health").status_code == 503

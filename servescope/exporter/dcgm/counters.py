@@ -7,6 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 from servescope.catalog.spec import GPU_LABELS, Kind, MetricSpec
+from servescope.common.errors import ServescopeError
 
 DEFAULT_COUNTERS = "default-counters.csv"
 
@@ -28,8 +29,10 @@ UNIT_SCALE: dict[str, float] = {
 }
 
 
-class CountersError(ValueError):
+class CountersError(ServescopeError, ValueError):
     """A line of the counters file is wrong; the message names the file and the line."""
+
+    reason = "counters_invalid"
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from servescope.catalog import bounds
+from servescope.common.text_parser import ExpositionParser, SeriesLimits
 from servescope.exporter.dcgm.counters import CounterField
 from servescope.exporter.dcgm.dmon_source import is_blank
 from servescope.exporter.dcgm.field_table import BY_NAME, LINK_OF
@@ -23,6 +22,9 @@ from servescope.exporter.sources.bounded_http import LARGE_BODIES, BoundedClient
 
 # An 8-GPU dcgm-exporter page is about 60 KB; like the engines' cap (vllm/scrape.py), far above it.
 MAX_BYTES = 4 * 1024 * 1024
+# What one page may make the parser hold (common/text_parser/limits.py): a node's page has a few hundred
+# DCGM_FI_* series (8 GPUs x the fields configured, MIG instances beside them), far below each bound.
+LIMITS = SeriesLimits()
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,14 +38,19 @@ class ExporterValue:
     mig_instance: str | None
 
 
-def read_exporter(text: str) -> tuple[list[ExporterValue], Counter[str]]:
-    """Every DCGM_FI_* sample with a known field id; also counts what was skipped and why."""
+def read_exporter(
+    text: str, parser: ExpositionParser | None = None
+) -> tuple[list[ExporterValue], Counter[str]]:
+    """Every DCGM_FI_* sample with a known field id; also counts what was skipped and why (the parser's
+    limits' drops too)."""
     values: list[ExporterValue] = []
-    skipped: Counter[str] = Counter()
-    for family in text_string_to_metric_families(text):
+    parser = parser or ExpositionParser(limits=LIMITS)
+    families = parser.parse(text)
+    skipped: Counter[str] = Counter(parser.dropped)
+    for family in families:
         for sample in family.samples:
-            # prometheus_client's parser appends "_total" to samples of counter families whose name
-            # lacks it (dcgm-exporter types DCGM_FI_*_TOTAL as counters): look the original name up too.
+            # The parser (as prometheus_client's) appends "_total" to samples of counter families whose
+            # name lacks it (dcgm-exporter types DCGM_FI_*_TOTAL as counters): look the original name up.
             known = BY_NAME.get(sample.name) or BY_NAME.get(sample.name.removesuffix("_total"))
             if known is None:
                 skipped["unknown_series"] += 1
@@ -98,6 +105,9 @@ def to_samples(
     return samples
 
 
+_DROPPED = "DCGM samples dropped over the parser's limits"
+
+
 class DcgmExporterSource:
     """Scrapes one dcgm-exporter URL per interval."""
 
@@ -122,20 +132,23 @@ class DcgmExporterSource:
         # `timeout` is the whole scrape's: a dcgm-exporter trickling bytes fails the cycle with reason
         # timeout instead of holding it.
         self._client = BoundedClient(timeout=timeout, max_bytes=MAX_BYTES)
+        self._parser = ExpositionParser(limits=LIMITS)  # one per scraped server: it learns the page
 
     def collect(self) -> Collection:
         with LARGE_BODIES.hold():  # a large page is fetched and parsed under the one large-body slot
             text = self._client.get(self._url).decode("utf-8", errors="replace")
             try:
-                values, skipped = read_exporter(text)
+                values, skipped = read_exporter(text, self._parser)
             except ValueError as exc:
                 raise SourceError("parse", f"{self._url}: not a Prometheus exposition: {exc}") from None
         if not values:
             raise SourceError("no_dcgm_series", f"{self._url}: no DCGM_FI_* series found")
         problems = [
-            Problem("blank_sentinel", f"{n} blank DCGM values dropped")
-            for reason, n in skipped.items()
-            if reason == "blank_sentinel"
+            Problem(
+                reason, f"{n} blank DCGM values dropped" if reason == "blank_sentinel" else f"{n} {_DROPPED}"
+            )
+            for reason, n in sorted(skipped.items())
+            if reason != "unknown_series"
         ]
         known = frozenset(self._directory.known()) or None  # NVML naming none: every GPU of the page
         samples = to_samples(values, self._fields, self._hostname, known, self._dropped)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from servescope.common.errors import ServescopeError
+
 
 class ErrorScope(Enum):
     LIBRARY = "library"  # the whole source is down; re-initialise next cycle
@@ -50,7 +52,7 @@ GPU_NOT_FOUND = 28
 UNKNOWN = 999
 
 
-class NvmlError(Exception):
+class NvmlError(ServescopeError):
     """An NVML call returned `code`; independent of the binding so the collector never imports it."""
 
     def __init__(self, code: int, call: str) -> None:

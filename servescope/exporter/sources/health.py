@@ -20,6 +20,7 @@ class SourceHealth:
     last_duration_seconds: float = 0.0
     last_error: str | None = None
     absent: bool = False  # what the source reads is not installed here: down, but not blocking readiness
+    optional: bool = False  # it only enriches other series (pod revisions): down, but not blocking readiness
     errors: Counter[str] = field(default_factory=Counter)
     unready: str | None = None  # the last collection succeeded but cannot see what it should (why)
     report: dict[str, object] | None = None  # the source's own account, for /api/v1/sources
@@ -33,6 +34,8 @@ class SourceHealth:
         """Ready when it has succeeded once and not more than 3 intervals ago."""
         if self.is_absent:
             return True, f"absent (not blocking readiness): {self.last_error}"
+        if self.optional and not self.up:
+            return True, f"failing, an enrichment (not blocking readiness): {self.last_error or 'starting'}"
         if self.last_success_mono is None:
             why = self.last_error or "no collection has finished yet"
             return False, f"never succeeded: {why}"

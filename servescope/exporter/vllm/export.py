@@ -45,12 +45,15 @@ def _le_order(le: str) -> float:
         return math.inf
 
 
-def signal_samples(normalised: Normalised, endpoint: str, pod: tuple[str, str, str] = NO_POD) -> list[Sample]:
+def signal_samples(
+    normalised: Normalised, endpoint: str, pod: tuple[str, str, str] = NO_POD, revision: str = ""
+) -> list[Sample]:
     """Every engine's signals under the same names whatever the backend and version; `pod` is the
-    (namespace, pod, container) holding the endpoint's GPUs, empty where not known."""
+    (namespace, pod, container) holding the endpoint's GPUs and `revision` that pod's rollout revision,
+    each empty where not known."""
     samples = [Sample(c.SERVING_ENGINE_INFO, (endpoint, normalised.backend, normalised.generation), 1)]
     for engine in normalised.engines.values():
-        labels = (engine.model_name, engine.engine, endpoint, *pod)
+        labels = (engine.model_name, engine.engine, endpoint, *pod, revision)
         for key, spec in (*GAUGES.items(), *COUNTERS.items()):
             if key in engine.values:
                 samples.append(Sample(spec, labels, engine.values[key]))

@@ -60,9 +60,6 @@ class Finder:
         previous = self.found
         candidates = discover(self._procfs, self._directory, exclude, self._patterns)
         self.found = settle(candidates, self._connect, self._answer)
-        print(
-            "DBG owners", self.found.owners, [(c.key, c.api_pids, c.gpu_pids) for c in self.found.candidates]
-        )
         reports = self.found.reports()
         # Counted when it begins, not again each cycle it lasts (the outcome series says it lasts).
         known = set(previous.reports())

@@ -14,6 +14,7 @@ from servescope.exporter.exposition import Sample
 from servescope.exporter.gpu_directory import NO_POD, GpuDirectory
 from servescope.exporter.sources.base import Collection, Problem
 from servescope.exporter.sources.bounded_http import LARGE_BODIES
+from servescope.exporter.stores.pod_revisions import PodRevisions
 from servescope.exporter.stores.serving_board import ServingBoard
 from servescope.exporter.stores.signals import Normalised
 from servescope.exporter.vllm.aliases import FamilyLike, is_engine_family, is_read
@@ -57,6 +58,7 @@ class VllmSource:
         discovery: bool = True,
         engine_patterns: Sequence[str] = (),
         board: ServingBoard | None = None,
+        revisions: PodRevisions | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         connect: Connect = tcp_connect,
@@ -69,7 +71,8 @@ class VllmSource:
         # Which families are parsed: those servescope reads, plus those re-exported when asked.
         self._passthrough = Passthrough(passthrough_families) if passthrough else None
         self._limits = limits or SeriesLimits()
-        self.board = board
+        # The pods' revisions come from the pod-labels source (none known without it).
+        self.board, self._revisions = board, PodRevisions() if revisions is None else revisions
         self._discovery = discovery and not urls  # --vllm-url wins
         self._monotonic, self._wall = monotonic, wall
         self._states: dict[str, EndpointState] = {url: self._state(url) for url in self._configured}
@@ -141,9 +144,10 @@ class VllmSource:
             samples += self._join_samples(state, normalised)
             # The pod of the endpoint's series: only when one container holds every GPU of the endpoint.
             holder = self._directory.sole_holder(g.uuid for g in state.gpus)
-            samples += signal_samples(normalised, url, holder)
+            revision = self._revisions.revision(*holder[:2]) if holder != NO_POD else ""
+            samples += signal_samples(normalised, url, holder, revision)
             if holder != NO_POD:
-                samples.append(Sample(placement.ENDPOINT_POD_INFO, (state.url, *holder), 1))
+                samples.append(Sample(placement.ENDPOINT_POD_INFO, (state.url, *holder, revision), 1))
             if self.board is not None:
                 # Load, KV usage and latency over time feed the leak verdict, KV trend and advisor.
                 self.board.record(url, normalised, state.gpus, self._monotonic())

@@ -13,7 +13,8 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from servescope.catalog.revision import DEFAULT_REVISION_POD_LABELS
-from servescope.exporter.vllm.text_parser import ExpositionError
+from servescope.common.errors import ServescopeError
+from servescope.common.text_parser import ExpositionError
 from servescope.runbooks.actions.params import K8sName, Params
 
 Kind = Literal["read", "change"]
@@ -74,8 +75,10 @@ class StepResult(BaseModel):
     params: dict[str, Any] | None = None
 
 
-class ActionError(Exception):
+class ActionError(ServescopeError):
     """A read or change that could not be done; its message says why and what to check."""
+
+    reason = "action_failed"
 
     refusal: str | None = None  # set when the service refused to do it (the result's data says why)
 

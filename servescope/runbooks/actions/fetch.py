@@ -27,9 +27,13 @@ class AnswerError(ActionError):
     """An answer refused: past the deadline, over the cap, or in an encoding not accepted; the message
     names the URL and the bound."""
 
+    reason = "answer_refused"
+
 
 class UnreachableError(ActionError):
     """The peer could not be reached (refused, unresolvable, closed) or its address is never asked."""
+
+    reason = "unreachable"
 
 
 @functools.cache

@@ -53,6 +53,8 @@ class ApiCall:
 class ApiRefusedError(ActionError):
     """The API server answered with an error Status; `code` is its HTTP status, `status` its text."""
 
+    reason = "api_refused"
+
     def __init__(self, message: str, code: int, status: str) -> None:
         super().__init__(message)
         self.code, self.status = code, status

@@ -47,7 +47,7 @@ class RefusedTargetError(ActionError):
     """An instance the service does not ask; `reason` is the counter's label."""
 
     def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
+        super().__init__(message, reason=reason)
         self.refusal = reason
         REFUSED.labels(reason).inc()
 

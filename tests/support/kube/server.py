@@ -2,7 +2,8 @@
 and RBAC evaluated from the rendered Roles and bindings (`rbac.py`).
 
     GET    /api/v1/nodes/{n}                 PATCH /api/v1/nodes/{n}
-    GET    /api/v1/pods?fieldSelector=spec.nodeName=N  (and ?watch=1: a stream of watch events)
+    GET    /api/v1/pods?fieldSelector=spec.nodeName=N  (and ?watch=1: a stream of watch events, from a
+           resourceVersion, with bookmarks, as PartialObjectMetadata when asked: watching.py)
     GET    /api/v1/namespaces/{ns}/pods       POST  /api/v1/namespaces/{ns}/pods/{p}/eviction
     GET    /apis/policy/v1/namespaces/{ns}/poddisruptionbudgets
     GET    /apis/apps/v1/namespaces/{ns}/deployments/{d}   PATCH the same, and .../{d}/scale
@@ -20,17 +21,18 @@ what a dry run printed with what the execution sent.
 from __future__ import annotations
 
 import json
-import queue
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from servescope.sim.kube_api import send_json
 from tests.support.kube.errors import ApiStatusError
 from tests.support.kube.rbac import Rbac, Request
 from tests.support.kube.selectors import selected
 from tests.support.kube.store import KINDS, WITH_STATUS, Store
+from tests.support.kube.watching import as_metadata, bookmark, follow, metadata_list, wants_metadata
 
 WATCH_SECONDS = 30.0
 JSON_PATCH = "application/json-patch+json"
@@ -143,12 +145,7 @@ class Handler(BaseHTTPRequestHandler):
         self._handle("DELETE")
 
     def _send(self, code: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, code, body)
 
     def _handle(self, method: str) -> None:
         url = urlsplit(self.path)
@@ -204,13 +201,16 @@ class Handler(BaseHTTPRequestHandler):
     ) -> tuple[int, dict[str, Any] | None]:
         items = selected(self.api.store.list(route.key, route.namespace), query)
         if verb == "watch":
-            self._watch(route, items)
+            self._watch(route, items, query)
             return 200, None
+        version = self.api.store.version()
+        if wants_metadata(self.headers.get("Accept")):
+            return 200, metadata_list(items, version)
         kind = KINDS.get(route.key, (route.plural.capitalize(), "", True))[0]
         return 200, {
             "kind": f"{kind}List",
             "apiVersion": route.version,
-            "metadata": {"resourceVersion": "1"},
+            "metadata": {"resourceVersion": str(version)},
             "items": items,
         }
 
@@ -243,33 +243,34 @@ class Handler(BaseHTTPRequestHandler):
             return 200, status(200, "", "")
         raise ApiStatusError(405, "MethodNotAllowed", f"{method} is not supported here")
 
-    def _watch(self, route: Route, items: list[dict[str, Any]]) -> None:
-        """A watch stream: ADDED for what exists, then each change, until WATCH_SECONDS or a disconnect."""
-        events: queue.Queue[dict[str, Any]] = queue.Queue()
-
-        def notice(group: str, plural: str, kind: str, obj: dict[str, Any]) -> None:
-            namespace = (obj.get("metadata") or {}).get("namespace")
-            if (group, plural) == route.key and route.namespace in (None, namespace):
-                events.put({"type": kind, "object": obj})
-
-        self.api.store.watchers.append(notice)
+    def _watch(self, route: Route, items: list[dict[str, Any]], query: dict[str, list[str]]) -> None:
+        """A watch stream (watching.py) until timeoutSeconds (at most WATCH_SECONDS) or a disconnect."""
+        since, log = (query.get("resourceVersion") or [""])[0], self.api.store.log
+        found = log.subscribe(route.key, since, urlsplit(self.path).query)
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        metadata = wants_metadata(self.headers.get("Accept"))
+
+        def send(kind: str, obj: dict[str, Any]) -> None:
+            namespace = (obj.get("metadata") or {}).get("namespace")
+            if route.namespace in (None, namespace) and selected([obj], query):
+                self._chunk({"type": kind, "object": as_metadata(obj) if metadata else obj})
+
         try:
-            for item in items:
-                self._chunk({"type": "ADDED", "object": item})
-            while True:
-                try:
-                    self._chunk(events.get(timeout=WATCH_SECONDS))
-                except queue.Empty:
-                    break
+            seconds = min(float((query.get("timeoutSeconds") or [str(WATCH_SECONDS)])[0]), WATCH_SECONDS)
+            if found is None or not follow(found, items if since in ("", "0") else [], send, seconds):
+                expired = status(410, "Expired", f"too old resource version: {since} ({log.oldest})")
+                self._chunk({"type": "ERROR", "object": expired})
+            elif (query.get("allowWatchBookmarks") or [""])[0] == "true":
+                self._chunk(bookmark(route.key, self.api.store.version()))
             self.wfile.write(b"0\r\n\r\n")
         except OSError:
             pass
         finally:
-            self.api.store.watchers.remove(notice)
+            if found is not None:
+                log.unsubscribe(found[1])
             self.close_connection = True
 
     def _chunk(self, event: dict[str, Any]) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from tests.support.kube.errors import ApiStatusError
 from tests.support.kube.patches import json_patch, merge_patch
+from tests.support.kube.watching import EventLog
 
 # (group, plural) -> kind and whether it is namespaced; anything else added is namespaced.
 KINDS: dict[tuple[str, str], tuple[str, str, bool]] = {
@@ -75,7 +76,7 @@ def _quantity(value: Any, total: int, round_up: bool) -> int:
 class Store:
     objects: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock)
-    watchers: list[Callable[[str, str, str, dict[str, Any]], None]] = field(default_factory=list)
+    log: EventLog = field(default_factory=EventLog)  # every change, by resourceVersion, for watches
     _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
     # Pods evicted and not yet replaced: their controller still expects them (a budget counts them).
     evicted: builtins.list[tuple[str, dict[str, str]]] = field(default_factory=builtins.list)
@@ -167,12 +168,23 @@ class Store:
     def delete(self, key: tuple[str, str], namespace: str | None, name: str) -> None:
         with self.lock:
             gone = self.objects.get(key, {}).pop((namespace or "", name), None)
+            if gone is not None:  # the deletion has a resourceVersion of its own
+                gone["metadata"]["resourceVersion"] = str(next(self._versions))
         if gone is not None:
             self._notify(key, "DELETED", gone)
 
+    def compact(self) -> None:
+        """As etcd's compaction: every resourceVersion handed out so far is too old to watch from."""
+        with self.lock:
+            self.log.compact(next(self._versions))
+
+    def version(self) -> int:
+        """The resourceVersion of the latest change (what a list answers with)."""
+        with self.lock:
+            return self.log.current
+
     def _notify(self, key: tuple[str, str], kind: str, obj: dict[str, Any]) -> None:
-        for watcher in list(self.watchers):
-            watcher(key[0], key[1], kind, copy.deepcopy(obj))
+        self.log.record(key, kind, copy.deepcopy(obj))
 
     # --- the API server's own behaviour ------------------------------------------------------------
     def _with_status(self, key: tuple[str, str], obj: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,8 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from servescope.exporter.vllm.text_parser.model import ParsedFamily, ParsedSample
+from servescope.common.errors import ServescopeError
+from servescope.common.text_parser.model import ParsedFamily, ParsedSample
 
 # Far more than any engine's series carry: vLLM's cache_config_info has 37, its other series 2-4.
 MAX_LABELS = 128
@@ -35,7 +36,7 @@ class SeriesLimits:
     max_label_values: int = 256
 
 
-class LabelsRefusedError(ValueError):
+class LabelsRefusedError(ServescopeError, ValueError):
     """A series whose labels break a limit; `reason` is what is counted."""
 
     def __init__(self, reason: str) -> None:

@@ -6,9 +6,9 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 
-from servescope.exporter.vllm.text_parser.limits import LabelsRefusedError, check_labels
-from servescope.exporter.vllm.text_parser.memory import SeriesMemory, sample_name
-from servescope.exporter.vllm.text_parser.model import (
+from servescope.common.text_parser.limits import LabelsRefusedError, check_labels
+from servescope.common.text_parser.memory import SeriesMemory, sample_name
+from servescope.common.text_parser.model import (
     ExpositionError,
     ParsedFamily,
     ParsedSample,
@@ -18,7 +18,7 @@ from servescope.exporter.vllm.text_parser.model import (
     set_sample_name,
     set_sample_value,
 )
-from servescope.exporter.vllm.text_parser.rules import (
+from servescope.common.text_parser.rules import (
     ASCII_SPACE,
     HELP_ESCAPE,
     TYPES,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import TypeVar
 
-from servescope.exporter.vllm.text_parser.limits import SeriesLimits, check_labels
-from servescope.exporter.vllm.text_parser.model import ParsedSample, make_sample
-from servescope.exporter.vllm.text_parser.rules import PLAIN_NAME
+from servescope.common.text_parser.limits import SeriesLimits, check_labels
+from servescope.common.text_parser.model import ParsedSample, make_sample
+from servescope.common.text_parser.rules import PLAIN_NAME
 
 # Label sets the fast path takes: plain label names that are not reserved (`__` prefix) and values without
 # quotes or escapes, so every `}` inside them is quoted and the set ends at the `}` before the value.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from servescope.exporter.vllm.text_parser.model import ExpositionError
+from servescope.common.text_parser.model import ExpositionError
 
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 PLAIN_NAME = re.compile(_NAME)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from servescope.common.errors import ServescopeError
+
 
 @dataclass(frozen=True, slots=True)
 class ParsedSample:
@@ -24,8 +26,10 @@ class ParsedFamily:
     samples: list[ParsedSample]
 
 
-class ExpositionError(ValueError):
+class ExpositionError(ServescopeError, ValueError):
     """Input that is not valid text exposition; message starts with `line N: `."""
+
+    reason = "exposition_invalid"
 
 
 # The frozen dataclass's own __init__ (three object.__setattr__ calls) costs a third of a line's budget;

@@ -12,10 +12,10 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 
-from servescope.exporter.vllm.text_parser.families import Families
-from servescope.exporter.vllm.text_parser.limits import SeriesLimits, limit_label_values
-from servescope.exporter.vllm.text_parser.memory import CACHE_LIMIT, SeriesMemory
-from servescope.exporter.vllm.text_parser.model import ExpositionError, ParsedFamily, ParsedSample
+from servescope.common.text_parser.families import Families
+from servescope.common.text_parser.limits import SeriesLimits, limit_label_values
+from servescope.common.text_parser.memory import CACHE_LIMIT, SeriesMemory
+from servescope.common.text_parser.model import ExpositionError, ParsedFamily, ParsedSample
 
 __all__ = [
     "ExpositionError",

@@ -1,0 +1,21 @@
+"""How a servescope command reports what went wrong: one line on stderr, `servescope: error: <message>`,
+then the command's exit status (2: the command line was wrong; 1: the work failed)."""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import typer
+
+PROGRAM = "servescope"
+
+
+def complain(message: str, *, kind: str = "error") -> None:
+    """`servescope: <kind>: <message>` on stderr, for a command that goes on (and fails at its end)."""
+    typer.echo(f"{PROGRAM}: {kind}: {message}", err=True)
+
+
+def usage_error(message: str, code: int = 2) -> NoReturn:
+    """`servescope: error: <message>` on stderr, then exit with `code`."""
+    complain(message)
+    raise typer.Exit(code)

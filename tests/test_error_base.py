@@ -1,0 +1,129 @@
+"""servescope's own errors share one base: a message for people and a snake_case `reason` for programs,
+while each keeps the built-in base callers already catch (ValueError, LookupError, OSError...)."""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from servescope.common.cli_errors import complain, usage_error
+from servescope.common.errors import ServescopeError
+
+MODULES = [
+    "servescope.advisor.kv_sizing",
+    "servescope.alerts.promql",
+    "servescope.canary.prometheus",
+    "servescope.common.decoding",
+    "servescope.common.durations",
+    "servescope.common.kube",
+    "servescope.common.listen",
+    "servescope.common.processes",
+    "servescope.common.settings_cli",
+    "servescope.common.text_parser",
+    "servescope.common.text_parser.limits",
+    "servescope.dashboards.push",
+    "servescope.exporter.dcgm.counters",
+    "servescope.exporter.memory_api",
+    "servescope.exporter.nvml.errors",
+    "servescope.runbooks.actions.fetch",
+    "servescope.runbooks.actions.kube",
+    "servescope.runbooks.actions.trust",
+    "servescope.runbooks.asgi",
+    "servescope.runbooks.audit",
+    "servescope.runbooks.auth",
+    "servescope.runbooks.binding",
+    "servescope.runbooks.incident_service",
+    "servescope.runbooks.incidents",
+    "servescope.runbooks.model",
+    "servescope.runbooks.runner",
+    "servescope.runbooks.step_pool",
+    "servescope.runbooks.webhook",
+]
+# The built-in base each kept, so `except ValueError` and the like still catch them.
+KEPT_BASES = {
+    "RunbookError": ValueError,
+    "UnknownAlertError": LookupError,
+    "TokenFileError": ValueError,
+    "TemplateError": ValueError,
+    "BindingError": ValueError,
+    "ParamError": ValueError,
+    "UnknownStepError": LookupError,
+    "QueueFullError": RuntimeError,
+    "PoolBusyError": RuntimeError,
+    "BodyTimeoutError": ValueError,
+    "BodyTooLargeError": ValueError,
+    "AuditError": OSError,
+    "StoreError": RuntimeError,
+    "KubeConfigError": RuntimeError,
+    "DurationError": ValueError,
+    "ChildFailedError": RuntimeError,
+    "SettingsError": ValueError,
+    "ExpositionError": ValueError,
+    "LabelsRefusedError": ValueError,
+    "CountersError": ValueError,
+    "SizingError": ValueError,
+    "PromQLError": ValueError,
+}
+SNAKE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")
+
+
+def _errors() -> dict[str, type[ServescopeError]]:
+    for name in MODULES:
+        importlib.import_module(name)
+    found: dict[str, type[ServescopeError]] = {}
+    todo = [ServescopeError]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub.__module__.startswith("servescope."):
+                found[sub.__name__] = sub
+            todo.append(sub)
+    return found
+
+
+def test_every_error_of_the_package_has_a_snake_case_reason_and_keeps_its_old_base() -> None:
+    errors = _errors()
+    assert len(errors) >= 33, sorted(errors)
+    for name, cls in errors.items():
+        assert SNAKE.fullmatch(cls.reason), (name, cls.reason)
+    for name, base in KEPT_BASES.items():
+        assert issubclass(errors[name], base), name
+    # Each names what went wrong in its own word, not the base's.
+    plain = sorted(n for n, c in errors.items() if c.reason == ServescopeError.reason)
+    assert plain == ["ApiError", "FetchError", "LabelsRefusedError", "NvmlError", "RefusedError"], plain
+
+
+def test_an_instance_may_carry_its_own_reason() -> None:
+    from servescope.exporter.nvml.errors import NvmlError
+    from servescope.runbooks.actions.trust import RefusedTargetError
+    from servescope.runbooks.webhook import RefusedError
+
+    assert ServescopeError("boom").reason == "error"
+    assert ServescopeError("boom", reason="disk_full").reason == "disk_full"
+    assert str(ServescopeError("boom", reason="disk_full")) == "boom"
+    refused = RefusedTargetError("not_trusted", "instance 10.0.0.1 is not trusted")
+    assert (refused.reason, refused.refusal, str(refused)) == (
+        "not_trusted",
+        "not_trusted",
+        "instance 10.0.0.1 is not trusted",
+    )
+    assert RefusedError(401, "unauthorized", "no token").reason == "unauthorized"
+    assert NvmlError(3, "nvmlDeviceGetPowerUsage").reason == "not_supported"
+
+
+@pytest.mark.parametrize("code", [1, 2])
+def test_a_command_s_error_is_one_line_on_stderr_and_its_status(code: int) -> None:
+    app = typer.Typer()
+
+    @app.command()
+    def broken() -> None:
+        complain("3 rules", kind="lint")
+        usage_error("--config x.yaml: no such file", code)
+
+    result = CliRunner().invoke(app, [])
+    assert result.exit_code == code
+    assert result.stdout == ""
+    assert result.stderr == "servescope: lint: 3 rules\nservescope: error: --config x.yaml: no such file\n"
