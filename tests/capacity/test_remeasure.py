@@ -18,23 +18,8 @@ PLAN = SearchPlan((Slo("ttft", 0.5),), duration_s=20.0, repeats=1, start_qps=2.0
 STARVED_ABOVE = 5.0  # the engine's knee is about 12 req/s: a client that gives out at 5 sees none of it
 
 
-class StarvedClient:
-    """The simulated engine, driven by a client that cannot keep a schedule above STARVED_ABOVE."""
-
-    def __init__(self) -> None:
-        self.engine = SimulatedStepRunner(EngineConfig())
-        self.rates: list[float] = []
-
-    def run_step(self, offered: float, duration_s: float, *, seed: int = 0) -> StepResult:
-        self.rates.append(offered)
-        result = self.engine.run_step(offered, duration_s, seed=seed)
-        if offered <= STARVED_ABOVE:
-            return result
-        return dataclasses.replace(result, invalid_reason="scheduling lag p99 900 ms", fault="client")
-
-
 class Workers:
-    """The fallback (Locust workers, here the same engine driven on time), counting its steps."""
+    """The fallback (Locust workers): the simulated engine driven on time, counting its steps."""
 
     def __init__(self) -> None:
         self.engine = SimulatedStepRunner(EngineConfig())
@@ -43,6 +28,16 @@ class Workers:
     def run_step(self, offered: float, duration_s: float, *, seed: int = 0) -> StepResult:
         self.rates.append(offered)
         return self.engine.run_step(offered, duration_s, seed=seed)
+
+
+class StarvedClient(Workers):
+    """The same engine, driven by a client that cannot keep a schedule above STARVED_ABOVE."""
+
+    def run_step(self, offered: float, duration_s: float, *, seed: int = 0) -> StepResult:
+        result = super().run_step(offered, duration_s, seed=seed)
+        if offered <= STARVED_ABOVE:
+            return result
+        return dataclasses.replace(result, invalid_reason="scheduling lag p99 900 ms", fault="client")
 
 
 @pytest.fixture(autouse=True)
