@@ -26,18 +26,18 @@ demo: $(STAMP)
 	$(BIN)/servescope demo --scenario tour
 
 lint: $(STAMP)
-	$(BIN)/ruff check servescope tests bench
-	$(BIN)/ruff format --check servescope tests bench
+	$(BIN)/ruff check servescope tests bench scripts
+	$(BIN)/ruff format --check servescope tests bench scripts
 
 # mypy sees the whole package as one (and tests/ and bench/, relaxed); the script proves it refuses a
 # wrong name used across folders.
 typecheck: $(STAMP)
 	$(BIN)/mypy servescope
-	$(BIN)/mypy tests bench
+	$(BIN)/mypy tests bench scripts
 	MYPY=$(BIN)/mypy ./scripts/check-typing-sees-across.sh
 
-# The house's boundaries (pyproject.toml [tool.importlinter]): no simulator in production code, layers,
-# no cycles.
+# The house's boundaries (pyproject.toml [tool.importlinter]): the products independent over the core,
+# no simulator in production code, layers, no cycles.
 imports: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 
@@ -82,6 +82,7 @@ bench: $(STAMP)
 
 docs: $(STAMP)
 	$(BIN)/servescope docs
+	$(BIN)/python scripts/import_table.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

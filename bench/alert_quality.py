@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from servescope.alerts import BUILD_DIR as ALERTS_BUILD
+from servescope.bundle.alerts import BUILD_DIR as ALERTS_BUILD
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, write
@@ -41,8 +41,8 @@ from quality.runs import Generated, RunSpec, evaluate_rule, gather_blocks, gener
 from quality.scenarios import Plan
 from quality.targets import summary, targets
 
-from servescope.alerts.bundle import rule_file
-from servescope.alerts.config import AlertsConfig
+from servescope.bundle.alerts.bundle import rule_file
+from servescope.core.config import AlertsConfig
 from servescope.sim.models import MIB
 
 ROOT = Path(__file__).resolve().parents[1]

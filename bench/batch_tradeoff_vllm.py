@@ -18,12 +18,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from servescope.capacity.runners import HttpOptions, http_runner
-from servescope.load.validity import ValidityRules
-from servescope.load.workload import Workload
-from servescope.tune.launchers import CommandLauncher
-from servescope.tune.space import parse_space
-from servescope.tune.strategies import run_study
+from servescope.kit.capacity.runners import HttpOptions, http_runner
+from servescope.kit.load.validity import ValidityRules
+from servescope.kit.load.workload import Workload
+from servescope.kit.tune.launchers import CommandLauncher
+from servescope.kit.tune.space import parse_space
+from servescope.kit.tune.strategies import run_study
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, write

@@ -14,14 +14,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from servescope.capacity.search import SearchPlan, find_knee
-from servescope.capacity.steps import Slo, summarise
-from servescope.load.validity import percentile
+from servescope.kit.capacity.search import SearchPlan, find_knee
+from servescope.kit.capacity.steps import Slo, summarise
+from servescope.kit.load.validity import percentile
+from servescope.kit.tune.cli import SimulatedLauncher
+from servescope.kit.tune.space import load_space
+from servescope.kit.tune.strategies import run_study
 from servescope.sim.engine_config import EngineConfig
 from servescope.sim.load_runner import SimulatedStepRunner
-from servescope.tune.cli import SimulatedLauncher
-from servescope.tune.space import load_space
-from servescope.tune.strategies import run_study
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, write

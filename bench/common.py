@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from servescope.common.processes import Child, ChildFailedError, stop_process
+from servescope.core.processes import Child, ChildFailedError, stop_process
 
 # Smoke runs point this elsewhere so that they never overwrite the committed results.
 RESULTS = Path(os.environ.get("SERVESCOPE_BENCH_RESULTS", Path(__file__).parent / "results"))

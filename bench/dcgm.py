@@ -18,8 +18,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, write
 
-from servescope.exporter.dcgm.counters import load_counters
-from servescope.exporter.dcgm.dmon_format import LAYOUTS, Column, DmonParser, Row, render_header, render_row
+from servescope.core.dcgm.counters import load_counters
+from servescope.core.dcgm.dmon_format import LAYOUTS, Column, DmonParser, Row, render_header, render_row
 from servescope.exporter.dcgm.dmon_source import DmonSource
 from servescope.exporter.dcgm.supervisor import spawn_process
 from servescope.exporter.gpu_directory import GpuDirectory

@@ -20,13 +20,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, write
 
+from servescope.core.exposition import parse_exposition
+from servescope.core.vllm.aliases import is_engine_family
 from servescope.exporter.derived.source import TREND_SECONDS, DerivedSource
 from servescope.exporter.stores.history import MemoryHistory
 from servescope.exporter.stores.serving_board import ServingBoard
 from servescope.exporter.stores.signals import GpuProcess
-from servescope.exporter.vllm.aliases import is_engine_family
 from servescope.exporter.vllm.normalise import normalise
-from servescope.exporter.vllm.text_parser import parse_exposition
 from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
 from servescope.sim.vllm_metrics import render_metrics
 

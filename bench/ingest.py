@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, write
 from prometheus_client.parser import text_string_to_metric_families
 
-from servescope.exporter.vllm.text_parser import ExpositionParser
+from servescope.core.exposition import ExpositionParser
 
 # The captured expositions the tests read (tests/fixtures/README.md says where each came from).
 SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "samples"

@@ -25,16 +25,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from servescope.load.calibrate import measure_ceiling, mock_process
-from servescope.load.client import RequestSpec
-from servescope.load.engine_metrics import metrics_url
-from servescope.load.mock_server import MockConfig
-from servescope.load.records import StepResult, achieved_rate
-from servescope.load.runner import HttpStepRunner
-from servescope.load.scaleout import LocustPlan, run_locust
-from servescope.load.schedule import LengthDistribution
-from servescope.load.summary import ttft_agreement
-from servescope.load.validity import ValidityRules, percentile
+from servescope.kit.load.calibrate import measure_ceiling, mock_process
+from servescope.kit.load.client import RequestSpec
+from servescope.kit.load.engine_metrics import metrics_url
+from servescope.kit.load.mock_server import MockConfig
+from servescope.kit.load.records import StepResult, achieved_rate
+from servescope.kit.load.runner import HttpStepRunner
+from servescope.kit.load.scaleout import LocustPlan, run_locust
+from servescope.kit.load.schedule import LengthDistribution
+from servescope.kit.load.summary import ttft_agreement
+from servescope.kit.load.validity import ValidityRules, percentile
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, write

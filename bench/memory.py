@@ -43,7 +43,7 @@ DROPPED = re.compile(
 # A dcgmi that answers `dmon -e <ids> -d <ms>` with a row for every one of $ENTITIES entity ids.
 DCGMI = """
 import os, sys, time
-from servescope.exporter.dcgm.dmon_format import LAYOUTS, render_header, render_row
+from servescope.core.dcgm.dmon_format import LAYOUTS, render_header, render_row
 from servescope.sim.fake_dcgmi import columns
 if sys.argv[1] != "dmon":
     sys.exit(0)  # `dcgmi discovery -l`: no GPU listed

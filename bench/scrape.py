@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from common import SERVESCOPE, Server, get, machine, pin, start, time_requests, write
 
-from servescope.common.processes import free_port
+from servescope.core.processes import free_port
 
 SERVER_CORE = 0
 CLIENT_CORE = 1

@@ -24,13 +24,13 @@ from typing import Any
 
 import httpx
 
-from servescope.load.client import RequestSpec
-from servescope.load.engine_metrics import bucket_delta, metrics_url, parse_page
-from servescope.load.pressure import cpu_pressure
-from servescope.load.runner import HttpStepRunner
-from servescope.load.summary import summarise
-from servescope.load.validity import ValidityRules, bucket_bounds
-from servescope.load.workload import Workload
+from servescope.kit.load.client import RequestSpec
+from servescope.kit.load.engine_metrics import bucket_delta, metrics_url, parse_page
+from servescope.kit.load.pressure import cpu_pressure
+from servescope.kit.load.runner import HttpStepRunner
+from servescope.kit.load.summary import summarise
+from servescope.kit.load.validity import ValidityRules, bucket_bounds
+from servescope.kit.load.workload import Workload
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, write

@@ -6,11 +6,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mypy=${MYPY:-.venv/bin/mypy}
-target=servescope/alerts/config.py
+target=servescope/core/config.py
 shadow=$(mktemp --suffix=.py)
 trap 'rm -f "$shadow"' EXIT
 cat "$target" > "$shadow"
-printf '\n\nfrom servescope import catalog as _catalog\n\nwrong: int = _catalog.NO_SUCH_NAME.oops()\n' >> "$shadow"
+printf '\n\nfrom servescope.core import catalog as _catalog\n\nwrong: int = _catalog.NO_SUCH_NAME.oops()\n' >> "$shadow"
 if out=$("$mypy" --no-incremental --shadow-file "$target" "$shadow" "$target" 2>&1); then
   echo "FAIL: mypy accepted a cross-folder reference to a missing name:" >&2
   echo "$out" >&2

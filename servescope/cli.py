@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from servescope import __version__
-from servescope.common.settings_cli import usage_error
+from servescope.core.settings_cli import usage_error
 
 app = typer.Typer(
     name="servescope",
@@ -25,21 +25,21 @@ app = typer.Typer(
 # alert, dashboard, deploy and demo code (about 5 MiB of resident memory per exporter).
 # name -> (module, attribute): a Typer is added as a group of commands, a function as one command.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("servescope.serve", "serve"),
+    "serve": ("servescope.exporter.serve", "serve"),
     "dcgm": ("servescope.exporter.dcgm.cli", "app"),
     "vllm": ("servescope.exporter.vllm.cli", "app"),
-    "advise": ("servescope.advisor.cli", "app"),
-    "alerts": ("servescope.alerts.cli", "app"),
-    "dashboards": ("servescope.dashboards.cli", "app"),
+    "advise": ("servescope.kit.advisor.cli", "app"),
+    "alerts": ("servescope.bundle.alerts.cli", "app"),
+    "dashboards": ("servescope.bundle.dashboards.cli", "app"),
     "runbook": ("servescope.runbooks.cli", "app"),
     "runbook-server": ("servescope.runbooks.server_cli", "server_command"),
     "demo": ("servescope.demo.cli", "demo"),
     "deploy": ("servescope.deploy.cli", "app"),
     "sim": ("servescope.sim.cli", "app"),
-    "capacity": ("servescope.capacity.cli", "app"),
-    "tune": ("servescope.tune.cli", "app"),
-    "load": ("servescope.load.cli", "app"),
-    "canary": ("servescope.canary.cli", "app"),
+    "capacity": ("servescope.kit.capacity.cli", "app"),
+    "tune": ("servescope.kit.tune.cli", "app"),
+    "load": ("servescope.kit.load.cli", "app"),
+    "canary": ("servescope.kit.canary.cli", "app"),
 }
 _registered: set[str] = set()
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from pydantic.fields import FieldInfo
 
-from servescope.catalog import CATALOG
-from servescope.common.settings_cli import cli_flag, env_names
-from servescope.exporter.dcgm.counters import load_counters, specs_of
+from servescope.core.catalog import CATALOG
+from servescope.core.dcgm.counters import load_counters, specs_of
+from servescope.core.settings_cli import cli_flag, env_names
+from servescope.exporter.serve import SERVE_AREAS
 from servescope.runbooks.settings import RUNBOOK_AREAS
-from servescope.serve import SERVE_AREAS
 
 AREAS = (*SERVE_AREAS, *RUNBOOK_AREAS)  # every settings area: the exporter's, then the runbook service's
 
@@ -64,9 +64,9 @@ def metrics_table() -> str:
 
 
 def alerts_table() -> str:
-    from servescope.alerts.bundle import groups  # alerts/ is mapped into the package
-    from servescope.alerts.config import AlertsConfig
-    from servescope.alerts.model import Alert
+    from servescope.bundle.alerts.bundle import groups  # alerts/ is mapped into the package
+    from servescope.bundle.alerts.model import Alert
+    from servescope.core.config import AlertsConfig
 
     rows = ["| alert | severity | for | group | what it means |", "| --- | --- | --- | --- | --- |"]
     for group in groups(AlertsConfig()):
@@ -80,7 +80,7 @@ def alerts_table() -> str:
 def dashboards_table() -> str:
     import json
 
-    from servescope.dashboards.build import names, render_all  # dashboards/ is mapped into the package
+    from servescope.bundle.dashboards.build import names, render_all  # dashboards/ is mapped into the package
 
     files = render_all()
     rows = ["| dashboard | uid | panels |", "| --- | --- | --- |"]

@@ -10,23 +10,23 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from servescope.common.cli_errors import complain, usage_error
-from servescope.common.errors import ServescopeError
+from servescope.core.cli_errors import complain, usage_error
+from servescope.core.errors import ServescopeError
 
 MODULES = [
-    "servescope.advisor.kv_sizing",
-    "servescope.alerts.promql",
-    "servescope.canary.prometheus",
-    "servescope.common.decoding",
-    "servescope.common.durations",
-    "servescope.common.kube",
-    "servescope.common.listen",
-    "servescope.common.processes",
-    "servescope.common.settings_cli",
-    "servescope.common.text_parser",
-    "servescope.common.text_parser.limits",
-    "servescope.dashboards.push",
-    "servescope.exporter.dcgm.counters",
+    "servescope.kit.advisor.kv_sizing",
+    "servescope.bundle.alerts.promql",
+    "servescope.kit.canary.prometheus",
+    "servescope.core.decoding",
+    "servescope.core.durations",
+    "servescope.core.kube",
+    "servescope.core.listen",
+    "servescope.core.processes",
+    "servescope.core.settings_cli",
+    "servescope.core.exposition",
+    "servescope.core.exposition.limits",
+    "servescope.bundle.dashboards.push",
+    "servescope.core.dcgm.counters",
     "servescope.exporter.memory_api",
     "servescope.exporter.nvml.errors",
     "servescope.runbooks.actions.fetch",

@@ -76,8 +76,8 @@ def test_an_installed_package_lists_every_runbook_without_any_variable(installed
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_an_installed_package_carries_rules_and_dashboards(installed: Path) -> None:
-    rules = installed / "servescope" / "alerts" / "build" / "rules.yaml"
-    dashboards = sorted((installed / "servescope" / "dashboards" / "build").glob("*.json"))
+    rules = installed / "servescope" / "bundle" / "alerts" / "build" / "rules.yaml"
+    dashboards = sorted((installed / "servescope" / "bundle" / "dashboards" / "build").glob("*.json"))
     assert rules.is_file()
     assert len(dashboards) >= 6
 
@@ -113,13 +113,19 @@ def test_the_import_check_would_see_the_simulator() -> None:
 
 def test_importing_the_exporter_entry_module_loads_no_simulator_module() -> None:
     found = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import servescope.serve, servescope.exporter.runtime"],
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-c",
+            "import servescope.exporter.serve, servescope.exporter.runtime",
+        ],
         capture_output=True,
         text=True,
         check=True,
         cwd=ROOT,
     )
-    assert "servescope.serve" in found.stderr
+    assert "servescope.exporter.serve" in found.stderr
     assert FORBIDDEN.findall(found.stderr) == []
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from servescope.common.settings_cli import cli_flag
+from servescope.core.settings_cli import cli_flag
 from servescope.docs import GENERATORS, documents, region_names, update_document
-from servescope.serve import SERVE_AREAS as AREAS
+from servescope.exporter.serve import SERVE_AREAS as AREAS
 
 ROOT = Path(__file__).parent.parent
 

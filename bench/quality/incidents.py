@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from servescope.alerts.config import AlertsConfig
-from servescope.common.durations import parse_duration
+from servescope.core.config import AlertsConfig
+from servescope.core.durations import parse_duration
 
 from .scenarios import Busy, Incident
 

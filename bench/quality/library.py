@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from servescope.alerts.config import AlertsConfig
-from servescope.common.durations import parse_duration
+from servescope.core.config import AlertsConfig
+from servescope.core.durations import parse_duration
 from servescope.sim.fault_scenarios import EngineFault, GpuFault, Window
 from servescope.sim.models import MIB
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from servescope.common.durations import parse_duration
+from servescope.core.durations import parse_duration
 
 from .evaluate import Episode, RunOutcome, explains
 from .inhibit import Inhibition, load_inhibitions, unmuted

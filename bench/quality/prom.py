@@ -22,8 +22,8 @@ from typing import Any
 
 import yaml
 
-from servescope.common.durations import parse_duration
-from servescope.common.processes import Child, ChildFailedError, free_port
+from servescope.core.durations import parse_duration
+from servescope.core.processes import Child, ChildFailedError, free_port
 
 LOOKBACK = "1m"  # backfilled series carry no staleness markers: a vanished series lingers this long
 READY_SECONDS = 60.0

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 
-from servescope.alerts.config import AlertsConfig
-from servescope.common.durations import parse_duration
+from servescope.core.config import AlertsConfig
+from servescope.core.durations import parse_duration
 from servescope.sim.fault_scenarios import EngineFault, Window
 
 from .fault_rows import FaultRow

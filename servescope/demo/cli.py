@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from servescope.common.settings_cli import usage_error
+from servescope.core.settings_cli import usage_error
 from servescope.demo.children import ChildFailedError
 from servescope.demo.stack import DemoOptions, DemoStack
 from servescope.demo.state_dir import StateDirError

@@ -1,6 +1,6 @@
 """The demo's generated configuration: the alert bundle at the `demo` profile, Prometheus, Alertmanager.
 
-All of it comes from the same code as the production bundle (servescope.alerts), with loopback URLs and
+All of it comes from the same code as the production bundle (servescope.bundle.alerts), with loopback URLs and
 the demo profile's shorter `for`s and windows; nothing here is a hand-written copy that could drift.
 """
 
@@ -14,10 +14,10 @@ from typing import Any
 
 import yaml
 
-from servescope.alerts.alertmanager import alertmanager_config
-from servescope.alerts.bundle import all_alerts, rule_file
-from servescope.alerts.config import AlertsConfig
-from servescope.alerts.profiles import with_profile
+from servescope.bundle.alerts.alertmanager import alertmanager_config
+from servescope.bundle.alerts.bundle import all_alerts, rule_file
+from servescope.bundle.alerts.profiles import with_profile
+from servescope.core.config import AlertsConfig
 from servescope.runbooks.webhook import WEBHOOK_PATH
 
 SCRAPE_INTERVAL = "5s"

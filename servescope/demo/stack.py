@@ -271,7 +271,7 @@ class DemoStack:
 
 
 def dashboards_folder() -> Path:
-    from servescope import dashboards
+    from servescope.bundle import dashboards
 
     return Path(dashboards.__file__).resolve().parent / "build"
 

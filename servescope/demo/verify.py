@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import yaml
 
-from servescope.alerts.alertmanager import WEBHOOK
+from servescope.bundle.alerts.alertmanager import WEBHOOK
 from servescope.runbooks.webhook import WEBHOOK_PATH
 
 HTTP_TIMEOUT_SECONDS = 5.0

@@ -14,8 +14,8 @@ from typing import Literal
 
 from pydantic import ValidationInfo, field_validator
 
-from servescope.alerts.config import AlertsConfig, load_config
-from servescope.common.settings_cli import repeated, setting
+from servescope.core.config import AlertsConfig, load_config
+from servescope.core.settings_cli import repeated, setting
 from servescope.deploy import checks
 from servescope.deploy.checks import AnyLabels, OptionalDnsLabel
 from servescope.deploy.placement import PlacementOptions

@@ -20,11 +20,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from servescope.alerts.canary_exprs import BY, LATENCIES, SLO_SLIS, Pair, Side
-from servescope.alerts.config import AlertsConfig
-from servescope.alerts.model import sel
-from servescope.catalog import RUNNING
-from servescope.common.settings_cli import setting
+from servescope.core.canary_exprs import BY, LATENCIES, SLO_SLIS, Pair, Side
+from servescope.core.catalog import RUNNING
+from servescope.core.config import AlertsConfig
+from servescope.core.settings_cli import setting
+from servescope.core.topology import sel
 from servescope.deploy.checks import DnsLabel
 from servescope.deploy.monitoring import alerts_config
 from servescope.deploy.names import namespaced

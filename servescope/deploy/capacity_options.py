@@ -7,7 +7,7 @@ import shlex
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from servescope.common.settings_cli import repeated, setting
+from servescope.core.settings_cli import repeated, setting
 from servescope.deploy.checks import OptionalObjectName, OptionalUrl
 
 CRON = re.compile(r"^(\S+\s+){4}\S+$")

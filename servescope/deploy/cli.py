@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import BaseModel
 
-from servescope.common.settings_cli import settings_command, usage_error
+from servescope.core.settings_cli import settings_command, usage_error
 from servescope.deploy.canary import CanaryOptions
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.runbooks import RunbookTokens

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
-from servescope.common.settings_cli import repeated, setting
+from servescope.core.settings_cli import repeated, setting
 from servescope.deploy import kps
 from servescope.deploy.checks import (
     AnyLabels,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from servescope.common.settings_cli import env_names
+from servescope.core.settings_cli import env_names
 from servescope.deploy.names import namespaced
 from servescope.deploy.options import DeployOptions
 from servescope.exporter.settings import DcgmSettings

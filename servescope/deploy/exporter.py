@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from servescope.common.settings_cli import env_names
+from servescope.core.settings_cli import env_names
 from servescope.deploy import dcgm, names, revision
 from servescope.deploy.names import (
     EXPORTER,

@@ -7,10 +7,10 @@ import json
 from functools import cache
 from typing import Any
 
-from servescope.alerts.alertmanager import alertmanager_config
-from servescope.alerts.bundle import all_alerts, prometheus_rule, rule_file
-from servescope.alerts.config import AlertsConfig
-from servescope.dashboards import build as dashboards
+from servescope.bundle.alerts.alertmanager import alertmanager_config
+from servescope.bundle.alerts.bundle import all_alerts, prometheus_rule, rule_file
+from servescope.bundle.dashboards import build as dashboards
+from servescope.core.config import AlertsConfig
 from servescope.deploy.names import SECRET, VLLM_JOB
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.runbooks import ALERTMANAGER_TOKEN_FILE

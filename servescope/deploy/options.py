@@ -6,10 +6,10 @@ from typing import Literal
 
 from pydantic import ValidationInfo, field_validator
 
-from servescope.alerts.config import AlertsConfig, Topology
-from servescope.catalog.revision import DEFAULT_REVISION_POD_LABELS, pod_label_key
-from servescope.common.hosts import HOST_PORT_PATTERN
-from servescope.common.settings_cli import cli_flag, repeated, setting
+from servescope.core.catalog.revision import DEFAULT_REVISION_POD_LABELS, pod_label_key
+from servescope.core.config import AlertsConfig, Topology
+from servescope.core.hosts import HOST_PORT_PATTERN
+from servescope.core.settings_cli import cli_flag, repeated, setting
 from servescope.deploy import checks
 from servescope.deploy.agent_options import AgentOptions
 from servescope.deploy.capacity_options import CapacityJobOptions

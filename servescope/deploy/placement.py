@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator
 
-from servescope.common.settings_cli import repeated, setting
+from servescope.core.settings_cli import repeated, setting
 from servescope.deploy.checks import absolute_path, label_key
 from servescope.deploy.cluster import ClusterOptions
 from servescope.deploy.names import GPU_RESOURCE

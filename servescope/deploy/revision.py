@@ -3,7 +3,7 @@
 PodMonitor topology: the PodMonitor's relabeling puts it on every series it scrapes. Prometheus'
 Kubernetes discovery offers each pod label as `__meta_kubernetes_pod_label_<name>`, with every character
 outside [a-zA-Z0-9_] replaced by `_`. The labels are joined in the configured order and the first
-non-empty value becomes `revision` (servescope.catalog.revision); a pod with none of them gets no
+non-empty value becomes `revision` (servescope.core.catalog.revision); a pod with none of them gets no
 `revision`, and its series count as one revision of their model.
 
 Exporter topology: the exporter reads the same labels, in the same order, from the API server
@@ -19,8 +19,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from servescope.catalog.revision import REVISION_LABEL
-from servescope.common.settings_cli import env_names
+from servescope.core.catalog.revision import REVISION_LABEL
+from servescope.core.settings_cli import env_names
 from servescope.deploy.names import EXPORTER, cluster_role, cluster_role_binding
 from servescope.deploy.options import DeployOptions
 from servescope.exporter.k8s.settings import K8sSettings

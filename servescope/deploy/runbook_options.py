@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
-from servescope.common.settings_cli import repeated, setting
+from servescope.core.settings_cli import repeated, setting
 from servescope.deploy.checks import DnsLabel, OptionalObjectName
 
 QUANTITY = r"^[0-9]+(Ki|Mi|Gi|Ti)$"

@@ -10,8 +10,8 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from servescope import __version__
-from servescope.common.head import HeadAsGet
-from servescope.common.html import page, render
+from servescope.core.head import HeadAsGet
+from servescope.core.html import page, render
 from servescope.exporter.dcgm_api import dcgm_router
 from servescope.exporter.exposition import CONTENT_TYPE
 from servescope.exporter.memory_api import MemoryApi

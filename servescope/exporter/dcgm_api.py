@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from servescope.common.text_parser import parse_exposition
+from servescope.core.exposition import parse_exposition
 from servescope.exporter.publisher import Publisher
 
 DCGM_ROUTE = "/api/v1/gpus/{gpu}/dcgm"

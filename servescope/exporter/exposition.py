@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from servescope.catalog.spec import OPTIONAL_LABELS, MetricSpec
+from servescope.core.catalog.spec import OPTIONAL_LABELS, MetricSpec
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

@@ -11,8 +11,8 @@ from typing import Any
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse, Response
 
-from servescope.common.durations import DurationError, human_duration, parse_duration
-from servescope.common.errors import ServescopeError
+from servescope.core.durations import DurationError, human_duration, parse_duration
+from servescope.core.errors import ServescopeError
 from servescope.exporter.derived.memory_signals import exhaustion
 from servescope.exporter.derived.source import DerivedSource
 from servescope.exporter.derived.svg import render_memory_svg

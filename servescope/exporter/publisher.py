@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from servescope import __version__
-from servescope import catalog as c
-from servescope.catalog.spec import MetricSpec
+from servescope.core import catalog as c
+from servescope.core.catalog.spec import MetricSpec
 from servescope.exporter.exposition import Sample, SeriesRenderer, family_header
 from servescope.exporter.sources.health import SourceHealth
 

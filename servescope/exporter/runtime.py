@@ -12,8 +12,8 @@ from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 
-from servescope import catalog
-from servescope.exporter.dcgm.counters import CounterField, load_counters, specs_of
+from servescope.core import catalog
+from servescope.core.dcgm.counters import CounterField, load_counters, specs_of
 from servescope.exporter.dcgm.dmon_source import DmonSource
 from servescope.exporter.dcgm.exporter_source import DcgmExporterSource
 from servescope.exporter.dcgm.supervisor import spawn_process

@@ -10,9 +10,10 @@ from typing import Literal
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from servescope.common.hosts import HOST_PORT_PATTERN
-from servescope.common.listen import ListenSetting
-from servescope.common.settings_cli import ENV_PREFIX, area_config, setting
+from servescope.core.batch_controller import DEFAULT_MAX_SEQS
+from servescope.core.hosts import HOST_PORT_PATTERN
+from servescope.core.listen import ListenSetting
+from servescope.core.settings_cli import ENV_PREFIX, area_config, setting
 from servescope.exporter.k8s.settings import K8sSettings
 from servescope.exporter.vllm.settings import VllmSettings
 
@@ -175,7 +176,7 @@ class DerivedSettings(BaseSettings):
         le=1,
     )
     advisor_max_num_seqs: int = setting(
-        256,
+        DEFAULT_MAX_SEQS,
         "--advisor-max-num-seqs",
         "The max_num_seqs your engines run with (vLLM does not export it); the advisor steps from it, or "
         "from the largest running batch seen if that is higher.",

@@ -13,7 +13,7 @@ import anyio
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from servescope.common.errors import ServescopeError
+from servescope.core.errors import ServescopeError
 
 DEFAULT_BODY_LIMIT = 65_536  # a step run's JSON: 64 labels of at most 1 KiB each fit
 WEBHOOK_BODY_LIMIT = 1_048_576

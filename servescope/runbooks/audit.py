@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from servescope.common.errors import ServescopeError
+from servescope.core.errors import ServescopeError
 
 DEFAULT_AUDIT_LOG = "servescope-audit.jsonl"
 GENESIS = "0" * 64

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from servescope.common.cli_errors import usage_error
+from servescope.core.cli_errors import usage_error
 from servescope.runbooks.audit import AuditError, AuditLog, Outcome, verify
 from servescope.runbooks.runner import Report
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from servescope.common.errors import ServescopeError
+from servescope.core.errors import ServescopeError
 from servescope.runbooks.settings import ENV_TOKEN, TokenSettings
 
 REALM = 'Bearer realm="servescope", Basic realm="servescope"'

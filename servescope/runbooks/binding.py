@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from servescope.common.errors import ServescopeError
+from servescope.core.errors import ServescopeError
 
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _TEMPLATE = re.compile(r"\{\{\s*labels\.([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}")

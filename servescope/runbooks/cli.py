@@ -16,8 +16,8 @@ from typing import Annotated, Any
 import typer
 from pydantic import BaseModel
 
-from servescope.common.cli_errors import usage_error
-from servescope.common.settings_cli import settings_command
+from servescope.core.cli_errors import usage_error
+from servescope.core.settings_cli import settings_command
 from servescope.runbooks.audit_cli import app as audit_app
 from servescope.runbooks.audit_cli import audited_execute
 from servescope.runbooks.cli_output import print_list, print_report, print_runbook, report_json

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from servescope.common.cli_errors import complain
+from servescope.core.cli_errors import complain
 from servescope.runbooks.binding import render
 from servescope.runbooks.document import Runbook, RunbookError, Step
 from servescope.runbooks.runner import Report, preview

@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from servescope.common.errors import first_reason
+from servescope.core.errors import first_reason
 from servescope.runbooks.actions import ACTIONS, Action
 from servescope.runbooks.binding import LABEL_NAME, Template
 from servescope.runbooks.markdown import FENCE, HEADING

@@ -19,7 +19,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from servescope.common.errors import ServescopeError
+from servescope.core.errors import ServescopeError
 from servescope.runbooks.actions import RunContext
 from servescope.runbooks.document import Runbook, RunbookError, UnknownAlertError, load_runbook, runbooks_dir
 from servescope.runbooks.incidents import IncidentStore, StoreError

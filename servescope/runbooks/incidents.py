@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from servescope.common.errors import ServescopeError
+from servescope.core.errors import ServescopeError
 from servescope.runbooks import caps
 from servescope.runbooks.incident_db import open_db
 

@@ -14,7 +14,7 @@ from functools import cache
 from markdown_it import MarkdownIt
 from markdown_it.rules_core import StateCore
 
-from servescope.common.html import Markup
+from servescope.core.html import Markup
 
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from servescope.common.errors import ServescopeError
+from servescope.core.errors import ServescopeError
 from servescope.runbooks.binding import templates_in
 
 SEVERITIES = ("critical", "warning", "info")

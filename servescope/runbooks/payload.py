@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from servescope.common.errors import validation_message
+from servescope.core.errors import validation_message
 
 
 class AlertmanagerAlert(BaseModel):

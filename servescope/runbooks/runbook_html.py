@@ -1,7 +1,7 @@
 """The HTML of the runbook pages: the index, and one runbook with its steps bound to the alert's labels.
 
 The pages are templates (templates/index.html, runbook.html, step.html); this module works out what they
-show. Every value reaches the page escaped by the template engine (common/html.py).
+show. Every value reaches the page escaped by the template engine (core/html.py).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from servescope.common.html import Markup
+from servescope.core.html import Markup
 from servescope.runbooks.document import Runbook, RunbookError, Step
 from servescope.runbooks.markdown import markdown
 from servescope.runbooks.runner import CallPreview, preview

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 
-from servescope.common.errors import first_reason
+from servescope.core.errors import first_reason
 from servescope.runbooks.actions import ACTIONS, RunContext
 from servescope.runbooks.audit import AuditLog
 from servescope.runbooks.auth import ChangeTokens, Networks

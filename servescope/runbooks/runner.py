@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from servescope.common.errors import ServescopeError, first_reason
+from servescope.core.errors import ServescopeError, first_reason
 from servescope.runbooks.actions import ACTIONS, Action, Params, RunContext, StepResult
 from servescope.runbooks.binding import BindingError, Template, bind, render
 from servescope.runbooks.document import Runbook, Step

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp
 
-from servescope.common.head import HeadAsGet
+from servescope.core.head import HeadAsGet
 from servescope.runbooks.actions import RunContext
 from servescope.runbooks.asgi import DEFAULT_BODY_LIMIT, WEBHOOK_BODY_LIMIT, BodyLimit
 from servescope.runbooks.audit import AuditLog

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 import typer
 from pydantic import BaseModel
 
-from servescope.common.cli_errors import usage_error
-from servescope.common.http_server import ServerBounds
-from servescope.common.settings_cli import settings_command
+from servescope.core.cli_errors import usage_error
+from servescope.core.http_server import ServerBounds
+from servescope.core.settings_cli import settings_command
 from servescope.runbooks.auth import ChangeTokens, TokenFileError, WebhookAuth, change_tokens
 from servescope.runbooks.settings import (
     ENV_TOKEN,
@@ -113,8 +113,8 @@ def serve_runbooks(settings: RunbookSettings) -> None:
     """Bind, then serve until stopped; a token file that cannot be read is a usage error."""
     import threading
 
-    from servescope.common.http_server import BoundedServer, bounded_config
-    from servescope.common.listen import ListenError, bind, bound_address, parse_listen
+    from servescope.core.http_server import BoundedServer, bounded_config
+    from servescope.core.listen import ListenError, bind, bound_address, parse_listen
     from servescope.runbooks.retention import Retention, prune_periodically
     from servescope.runbooks.server import wrapped
 

@@ -14,9 +14,9 @@ from typing import Annotated
 from pydantic import AfterValidator, AliasChoices, BaseModel, field_validator
 from pydantic_settings import BaseSettings
 
-from servescope.catalog.revision import DEFAULT_REVISION_POD_LABELS, pod_label_key
-from servescope.common.listen import ListenSetting
-from servescope.common.settings_cli import area_config, setting
+from servescope.core.catalog.revision import DEFAULT_REVISION_POD_LABELS, pod_label_key
+from servescope.core.listen import ListenSetting
+from servescope.core.settings_cli import area_config, setting
 from servescope.runbooks.actions.base import DEFAULT_EXPORTER_URL, RunContext
 from servescope.runbooks.actions.params import HttpUrl, K8sName
 from servescope.runbooks.actions.trust import allow_entry

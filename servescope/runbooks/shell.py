@@ -1,4 +1,4 @@
-"""What the runbook service's pages add to the common shell (common/html.py): their style
+"""What the runbook service's pages add to the common shell (core/html.py): their style
 (templates/runbook.css), and the runbook page's script (templates/runbook.js), the only one, allowed by a
 per-response nonce."""
 
@@ -8,8 +8,8 @@ from typing import Any
 
 from fastapi.responses import HTMLResponse
 
-from servescope.common.html import Markup, render
-from servescope.common.html import page as html_page
+from servescope.core.html import Markup, render
+from servescope.core.html import page as html_page
 
 TEMPLATES = "servescope.runbooks"
 

@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
-from servescope.common.errors import first_reason
+from servescope.core.errors import first_reason
 from servescope.runbooks.actions import Action, LiteralOnly
 from servescope.runbooks.binding import TemplateError, parse_value, templates_in
 from servescope.runbooks.model import STEP_ID, RunbookError, Step

@@ -13,7 +13,7 @@ from typing import TypeVar
 import anyio
 import anyio.to_thread
 
-from servescope.common.errors import ServescopeError
+from servescope.core.errors import ServescopeError
 
 T = TypeVar("T")
 

@@ -29,7 +29,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import ValidationError
 
-from servescope.common.errors import ServescopeError
+from servescope.core.errors import ServescopeError
 from servescope.runbooks.actions import RunContext
 from servescope.runbooks.actions.trust import REGISTRY as TRUST_REGISTRY
 from servescope.runbooks.asgi import BodyTimeoutError, BodyTooLargeError, read_body

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from servescope.exporter.dcgm.dmon_format import (
+from servescope.core.dcgm.dmon_format import (
     HEADER_EVERY,
     LAYOUTS,
     NA,
@@ -31,7 +31,7 @@ from servescope.exporter.dcgm.dmon_format import (
     render_header,
     render_row,
 )
-from servescope.exporter.dcgm.field_table import KNOWN, short_name
+from servescope.core.dcgm.field_table import KNOWN, short_name
 from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.node_state import STATE_ENV, apply
 from servescope.sim.sim_gpu import SimGpu

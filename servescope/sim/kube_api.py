@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from servescope.common.listen import parse_listen
+from servescope.core.listen import parse_listen
 from servescope.sim.cluster import NAMESPACE, ClusterState
 
 MAX_WATCH_SECONDS = 60.0

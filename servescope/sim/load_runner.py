@@ -13,8 +13,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
-from servescope.load.records import EngineSample, LoopMode, RequestRecord, StepResult, delivered
-from servescope.load.validity import EngineView, ValidityRules, client_step
+from servescope.kit.load.records import EngineSample, LoopMode, RequestRecord, StepResult, delivered
+from servescope.kit.load.validity import EngineView, ValidityRules, client_step
 from servescope.sim.engine_config import EngineConfig
 from servescope.sim.engine_model import FinishedRequest
 from servescope.sim.vllm_engine import EngineStartError, SimulatedEngine

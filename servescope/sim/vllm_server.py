@@ -21,8 +21,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from servescope.common.errors import validation_message
-from servescope.common.listen import ListenError, bind, bound_address, parse_listen
+from servescope.core.errors import validation_message
+from servescope.core.listen import ListenError, bind, bound_address, parse_listen
 from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
 from servescope.sim.vllm_metrics import CONTENT_TYPE, GENERATIONS, Generation, render_metrics
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from servescope.exporter.derived.batch_controller import (
+from servescope.core.batch_controller import (
     GPU_UNDERUTILISED,
     LATENCY_OVER_SLO,
     NO_TRAFFIC,

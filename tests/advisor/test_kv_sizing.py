@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from servescope.advisor.cli import app
-from servescope.advisor.kv_sizing import (
+from servescope.kit.advisor.cli import app
+from servescope.kit.advisor.kv_sizing import (
     SizingError,
     kv_bytes_per_token,
     parameter_count,

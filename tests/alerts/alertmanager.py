@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
-from servescope.alerts import BUILD_DIR as ALERTS_BUILD
-from servescope.alerts.bundle import all_alerts
-from servescope.alerts.config import AlertsConfig
-from servescope.alerts.model import BUNDLE_LABEL
+from servescope.bundle.alerts import BUILD_DIR as ALERTS_BUILD
+from servescope.bundle.alerts.bundle import all_alerts
+from servescope.bundle.alerts.model import BUNDLE_LABEL
+from servescope.core.config import AlertsConfig
 from tests.support import Child, ChildFailedError, free_port
 
 BUILT = ALERTS_BUILD / "alertmanager.yaml"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from servescope.alerts.config import AlertsConfig
-from servescope.alerts.lint import lint, lint_document
-from servescope.alerts.model import GPU_KEYS, Alert, Group, Record
+from servescope.bundle.alerts.lint import lint, lint_document
+from servescope.bundle.alerts.model import GPU_KEYS, Alert, Group, Record
+from servescope.core.config import AlertsConfig
 
 CONFIG = AlertsConfig()
 GOOD = Alert(

@@ -17,10 +17,10 @@ from urllib.parse import quote_plus
 
 import yaml
 
-from servescope.alerts import BUILD_DIR as ALERTS_BUILD
-from servescope.alerts.bundle import all_alerts, groups
-from servescope.alerts.config import AlertsConfig
-from servescope.alerts.model import BUNDLE_LABEL
+from servescope.bundle.alerts import BUILD_DIR as ALERTS_BUILD
+from servescope.bundle.alerts.bundle import all_alerts, groups
+from servescope.bundle.alerts.model import BUNDLE_LABEL
+from servescope.core.config import AlertsConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ALERTS_BUILD

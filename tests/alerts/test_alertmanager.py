@@ -13,10 +13,10 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from servescope.alerts.alertmanager import HEARTBEAT, NULL, PAGER, TICKET, WEBHOOK
-from servescope.alerts.bundle import write
-from servescope.alerts.config import AlertsConfig
-from servescope.alerts.model import BUNDLE_LABEL, WATCHDOG
+from servescope.bundle.alerts.alertmanager import HEARTBEAT, NULL, PAGER, TICKET, WEBHOOK
+from servescope.bundle.alerts.bundle import write
+from servescope.bundle.alerts.model import BUNDLE_LABEL, WATCHDOG
+from servescope.core.config import AlertsConfig
 from servescope.runbooks.webhook import WEBHOOK_PATH
 from tests.alerts.alertmanager import ALERTS, BUILT, CONFIG, GPU0, amtool
 

@@ -12,8 +12,8 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 import yaml
 
-from servescope.alerts.bundle import FILES, all_alerts, groups, stale
-from servescope.alerts.config import AlertsConfig
+from servescope.bundle.alerts.bundle import FILES, all_alerts, groups, stale
+from servescope.core.config import AlertsConfig
 from tests.alerts.promtool import BUILD, ROOT, RULES
 
 SERVESCOPE = str(Path(sys.executable).with_name("servescope"))
@@ -140,7 +140,7 @@ def test_cli_lint_command(tmp_path: Path) -> None:
 def test_dashboard_links_pass_only_variables_the_dashboard_defines() -> None:
     """Read from the built dashboards themselves: a `var-` the dashboard lacks is ignored by Grafana."""
     boards = {}
-    for path in (ROOT / "servescope" / "dashboards" / "build").glob("*.json"):
+    for path in (ROOT / "servescope" / "bundle" / "dashboards" / "build").glob("*.json"):
         data = json.loads(path.read_text())
         boards[data["uid"]] = {v["name"] for v in data["templating"]["list"]}
     rendered = yaml.safe_load(RULES.read_text())

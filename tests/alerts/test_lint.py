@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from servescope.alerts import BUILD_DIR as ALERTS_BUILD
-from servescope.alerts.bundle import groups, rule_file
-from servescope.alerts.config import AlertsConfig
-from servescope.alerts.lint import LintProblem, lint, lint_document, lint_rule_file
-from servescope.alerts.model import Group, Record
+from servescope.bundle.alerts import BUILD_DIR as ALERTS_BUILD
+from servescope.bundle.alerts.bundle import groups, rule_file
+from servescope.bundle.alerts.lint import LintProblem, lint, lint_document, lint_rule_file
+from servescope.bundle.alerts.model import Group, Record
+from servescope.core.config import AlertsConfig
 from tests.alerts.linting import CONFIG, GOOD, checks, document_checks, rendered
 
 # --- the real bundle ---------------------------------------------------------------------------------

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from servescope.alerts.lint import lint
-from servescope.alerts.model import Group, Record
+from servescope.bundle.alerts.lint import lint
+from servescope.bundle.alerts.model import Group, Record
 from tests.alerts.linting import CONFIG, GOOD, checks, expr_checks
 
 TTFT_BUCKET = 'servescope_serving_time_to_first_token_seconds_bucket{job="servescope"}'

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from servescope.alerts.promql import Call, PromQLError, Selector, parse_promql, walk
+from servescope.bundle.alerts.promql import Call, PromQLError, Selector, parse_promql, walk
 
 
 def _selectors(expr: str) -> list[tuple[str, str | None]]:

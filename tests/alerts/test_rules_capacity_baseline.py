@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from servescope.alerts.bundle import rule_file
-from servescope.alerts.config import AlertsConfig
-from servescope.alerts.model import BUNDLE_LABEL
+from servescope.bundle.alerts.bundle import rule_file
+from servescope.bundle.alerts.model import BUNDLE_LABEL
+from servescope.core.config import AlertsConfig
 from tests.alerts.promtool import (
     ALERTS,
     CONFIG,

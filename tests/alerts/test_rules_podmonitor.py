@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from servescope.alerts.bundle import rule_file
-from servescope.alerts.config import AlertsConfig
+from servescope.bundle.alerts.bundle import rule_file
+from servescope.core.config import AlertsConfig
 from tests.alerts.promtool import RULES, case, check, fires, firing, run_promtool, series
 from tests.alerts.serving import COMBINED, HURTING, KV_PRESSURE, KV_PRESSURE_TAIL, node_gpu_facts
 
@@ -224,7 +224,7 @@ def test_the_podmonitor_build_reads_the_engines_own_series_and_joins_on_the_pod(
 def test_alerts_build_writes_the_podmonitor_variant_on_request(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from servescope.alerts.cli import app
+    from servescope.bundle.alerts.cli import app
 
     result = CliRunner().invoke(app, ["build", "--topology", "podmonitor", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output

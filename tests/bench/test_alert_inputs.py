@@ -14,7 +14,7 @@ from quality.prom import inline, load_rules
 from quality.scenarios import Busy, During, SloBreach
 from quality.truth import Recorded, intersect, resolve, smoothed, sustained
 
-from servescope.alerts import BUILD_DIR as ALERTS_BUILD
+from servescope.bundle.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
 from servescope.sim.vllm_metrics import render_metrics
 

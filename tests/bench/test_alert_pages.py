@@ -10,7 +10,7 @@ from quality.scenarios import ENGINE, Curve, flat
 from quality.sglang_text import SglangText, use_sglang_buckets
 from quality.truth import TruthWindow
 
-from servescope.alerts import BUILD_DIR as ALERTS_BUILD
+from servescope.bundle.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.sim.fault_scenarios import GpuFault, Window
 from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.pynvml_module import SimulatedPynvml

@@ -16,7 +16,7 @@ from quality.scenarios import During, Incident, Plan, PlanScenario, flat
 from quality.targets import summary, targets
 from quality.truth import TruthWindow
 
-from servescope.alerts import BUILD_DIR as ALERTS_BUILD
+from servescope.bundle.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.sim.fault_scenarios import EngineFault, Window
 
 RULES = ALERTS_BUILD / "rules.yaml"

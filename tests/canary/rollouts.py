@@ -24,8 +24,8 @@ import numpy as np
 import yaml
 from quality.prom import Prometheus, create_blocks
 
-from servescope.alerts.config import AlertsConfig
-from servescope.alerts.rules_canary import records
+from servescope.bundle.alerts.rules_canary import records
+from servescope.core.config import AlertsConfig
 from servescope.sim.engine_stats import REQUEST_SECONDS_BUCKETS, TOKEN_LATENCY_BUCKETS, TTFT_BUCKETS
 from tests.dashboards.history import backfill_rules
 

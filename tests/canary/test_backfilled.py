@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from quality.prom import Prometheus as PrometheusProcess
 
-from servescope.alerts.rules_canary import worse
-from servescope.canary.analysis import analyze
-from servescope.canary.prometheus import Prometheus
+from servescope.bundle.alerts.rules_canary import worse
 from servescope.deploy.canary import CanaryOptions, argo, flagger_analysis, flagger_templates
 from servescope.deploy.options import DeployOptions
+from servescope.kit.canary.analysis import analyze
+from servescope.kit.canary.prometheus import Prometheus
 from tests.canary.rollouts import (
     END,
     LITTLE,

@@ -11,17 +11,17 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from servescope.alerts.config import AlertsConfig
-from servescope.canary.analysis import TESTS, Analysis, judge_all, overall
-from servescope.canary.cli import watch
-from servescope.canary.data import RevisionData
-from servescope.canary.histograms import Histogram
-from servescope.canary.html import page
-from servescope.canary.judge import Policy, Sli, SliResult
-from servescope.canary.prometheus import Prometheus, PrometheusError
-from servescope.canary.report import markdown, to_json
-from servescope.canary.settings import parse_time
 from servescope.cli import app, register_subcommands
+from servescope.core.config import AlertsConfig
+from servescope.kit.canary.analysis import TESTS, Analysis, judge_all, overall
+from servescope.kit.canary.cli import watch
+from servescope.kit.canary.data import RevisionData
+from servescope.kit.canary.histograms import Histogram
+from servescope.kit.canary.html import page
+from servescope.kit.canary.judge import Policy, Sli, SliResult
+from servescope.kit.canary.prometheus import Prometheus, PrometheusError
+from servescope.kit.canary.report import markdown, to_json
+from servescope.kit.canary.settings import parse_time
 from tests.runbook.fakes import fake_http
 
 CFG = AlertsConfig()

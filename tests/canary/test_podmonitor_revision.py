@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from servescope.catalog.revision import DEFAULT_REVISION_POD_LABELS
-from servescope.common.processes import Child, free_port
+from servescope.core.catalog.revision import DEFAULT_REVISION_POD_LABELS
+from servescope.core.processes import Child, free_port
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.revision import meta_label
 from servescope.deploy.scraping import vllm_pod_monitor

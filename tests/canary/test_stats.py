@@ -10,8 +10,8 @@ from statistics import pvariance
 
 import pytest
 
-from servescope.canary.histograms import Histogram, common
-from servescope.canary.stats import binomial_greater, fisher_greater, mann_whitney, normal_sf
+from servescope.kit.canary.histograms import Histogram, common
+from servescope.kit.canary.stats import binomial_greater, fisher_greater, mann_whitney, normal_sf
 
 
 def expand(counts: list[int]) -> list[int]:

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from servescope.load.client import RequestSpec
-from servescope.load.metrics import LoadMetrics
-from servescope.load.runner import HttpStepRunner
-from servescope.load.schedule import LengthDistribution
-from servescope.load.user_ids import USER_REQUESTS, UserIds, UserIdSettings, attach_user_ids
+from servescope.kit.load.client import RequestSpec
+from servescope.kit.load.metrics import LoadMetrics
+from servescope.kit.load.runner import HttpStepRunner
+from servescope.kit.load.schedule import LengthDistribution
+from servescope.kit.load.user_ids import USER_REQUESTS, UserIds, UserIdSettings, attach_user_ids
 from tests.support.http_fakes import QuietHandler, loopback_http
 
 SERVESCOPE = str(Path(sys.executable).with_name("servescope"))

@@ -16,8 +16,8 @@ import random
 from dataclasses import dataclass
 from functools import cache
 
-from servescope.load.records import EngineSample, RequestRecord, StepResult
-from servescope.load.validity import EngineView, ValidityRules, client_step
+from servescope.kit.load.records import EngineSample, RequestRecord, StepResult
+from servescope.kit.load.validity import EngineView, ValidityRules, client_step
 
 STEADY_REQUESTS = 300_000
 BURN_IN = 5_000

@@ -8,10 +8,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field, replace
 
-from servescope.capacity.compare import compare
-from servescope.capacity.result import CapacityRun, Provenance, build_run
-from servescope.capacity.search import SearchPlan, find_knee
-from servescope.capacity.steps import Slo
+from servescope.kit.capacity.compare import compare
+from servescope.kit.capacity.result import CapacityRun, Provenance, build_run
+from servescope.kit.capacity.search import SearchPlan, find_knee
+from servescope.kit.capacity.steps import Slo
 from tests.capacity.fifo_truth import FifoEngine, VirtualFifoRunner, true_knee
 
 PROVENANCE = Provenance("virtual", "simulated", "fifo", "virtual-1", {"kind": "virtual FIFO engine"})

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from servescope.capacity.search import SearchPlan, find_knee
-from servescope.capacity.steps import Slo, summarise
+from servescope.kit.capacity.search import SearchPlan, find_knee
+from servescope.kit.capacity.steps import Slo, summarise
 from servescope.sim.engine_config import EngineConfig
 from servescope.sim.load_runner import SimulatedStepRunner
 

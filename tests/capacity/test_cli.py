@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from servescope.capacity.cli import app
-from servescope.capacity.result import CapacityRun, Provenance, load, save, to_json
-from servescope.capacity.search import Knee, SearchPlan
-from servescope.capacity.sizing import CrossCheck
-from servescope.capacity.steps import Slo
+from servescope.kit.capacity.cli import app
+from servescope.kit.capacity.result import CapacityRun, Provenance, load, save, to_json
+from servescope.kit.capacity.search import Knee, SearchPlan
+from servescope.kit.capacity.sizing import CrossCheck
+from servescope.kit.capacity.steps import Slo
 
 QUICK = ["run", "--simulate", "--duration", "10", "--warmup", "2", "--min-requests", "200"]
 

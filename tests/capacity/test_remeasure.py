@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
-from servescope.capacity import powered
-from servescope.capacity.search import SearchPlan, find_knee
-from servescope.capacity.steps import Slo
-from servescope.load.records import StepResult
+from servescope.kit.capacity import powered
+from servescope.kit.capacity.search import SearchPlan, find_knee
+from servescope.kit.capacity.steps import Slo
+from servescope.kit.load.records import StepResult
 from servescope.sim.engine_config import EngineConfig
 from servescope.sim.load_runner import SimulatedStepRunner
 

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from servescope.capacity import stats
-from servescope.capacity.quantiles import (
+from servescope.kit.capacity import stats
+from servescope.kit.capacity.quantiles import (
     binomial_cdf,
     inflation,
     order_indices,

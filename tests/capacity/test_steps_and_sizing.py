@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from servescope.capacity.sizing import cross_check, provision
-from servescope.capacity.steps import Slo, latency_quantile, summarise
-from servescope.load.records import EngineSample, RequestRecord, StepResult
-from servescope.load.validity import bucket_bounds, percentile
+from servescope.kit.capacity.sizing import cross_check, provision
+from servescope.kit.capacity.steps import Slo, latency_quantile, summarise
+from servescope.kit.load.records import EngineSample, RequestRecord, StepResult
+from servescope.kit.load.validity import bucket_bounds, percentile
 
 
 def _request(at: float, ttft: float, e2e: float, tokens: int = 10) -> RequestRecord:

@@ -21,13 +21,13 @@ import httpx
 import pytest
 import yaml
 
-from servescope.alerts.config import AlertsConfig
-from servescope.alerts.rules_capacity_regression import capacity_regression
-from servescope.common.processes import Child, free_port
+from servescope.bundle.alerts.rules_capacity_regression import capacity_regression
+from servescope.core.config import AlertsConfig
+from servescope.core.processes import Child, free_port
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.render import documents
-from servescope.load.calibrate import mock_process
-from servescope.load.mock_server import MockConfig
+from servescope.kit.load.calibrate import mock_process
+from servescope.kit.load.mock_server import MockConfig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 STAGING = "http://vllm.staging.svc:8000"

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from servescope.dashboards import BUILD_DIR as DASHBOARDS_BUILD
-from servescope.dashboards.build import HERE, names, render_all
+from servescope.bundle.dashboards import BUILD_DIR as DASHBOARDS_BUILD
+from servescope.bundle.dashboards.build import names, render_all
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = DASHBOARDS_BUILD
@@ -46,10 +47,7 @@ def expand(expr: str) -> str:
 def fault_only() -> set[str]:
     """Exprs the dashboards declare as having data only in a fault scenario (FAULT_ONLY lists)."""
     found: set[str] = set()
-    for path in HERE.glob("*.dashboard.py"):
-        text = path.read_text()
-        if "FAULT_ONLY" in text:
-            namespace: dict[str, Any] = {}
-            exec(compile(text, str(path), "exec"), namespace)
-            found |= set(namespace.get("FAULT_ONLY", []))
+    for name in names():
+        module = importlib.import_module(f"servescope.bundle.dashboards.boards.{name.replace('-', '_')}")
+        found |= set(getattr(module, "FAULT_ONLY", []))
     return found

@@ -14,8 +14,8 @@ import queue
 import threading
 from collections.abc import Callable, Sequence
 
-from servescope.exporter.dcgm.counters import load_counters
-from servescope.exporter.dcgm.dmon_format import LAYOUTS, render_header, render_row
+from servescope.core.dcgm.counters import load_counters
+from servescope.core.dcgm.dmon_format import LAYOUTS, render_header, render_row
 from servescope.exporter.dcgm.dmon_source import DmonSource
 from servescope.exporter.gpu_directory import GpuDirectory
 from servescope.exporter.sources.base import Collection, SourceError

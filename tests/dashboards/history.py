@@ -22,13 +22,13 @@ from quality.openmetrics import SeriesBuffer
 from quality.prom import Prometheus, create_blocks
 from quality.runs import BASE_WALL
 
-from servescope.catalog import CATALOG
-from servescope.exporter.dcgm.counters import load_counters, specs_of
+from servescope.core.catalog import CATALOG
+from servescope.core.dcgm.counters import load_counters, specs_of
 from servescope.exporter.publisher import Publisher
 from servescope.exporter.runner import SourceRunner
 from servescope.exporter.runtime import process_families
-from servescope.load.metrics import LoadMetrics
-from servescope.load.records import RequestRecord, StepResult
+from servescope.kit.load.metrics import LoadMetrics
+from servescope.kit.load.records import RequestRecord, StepResult
 from servescope.sim.registry import make_scenario
 from servescope.sim.vllm_engine import EngineConfig
 from tests.alerts.promtool import RULES

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
+from servescope.bundle.dashboards.build import write
 from servescope.cli import app, register_subcommands
-from servescope.dashboards.build import write
 from tests.support.http_fakes import QuietHandler, loopback_http
 
 register_subcommands()  # the CLI imports subcommands when they run; these tests drive them directly

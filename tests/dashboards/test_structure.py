@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from servescope.alerts.known_metrics import exported_metrics, is_counter
-from servescope.alerts.promql import Selector, parse_promql, walk
-from servescope.dashboards.build import SCHEMA_VERSION, names, stale
-from servescope.dashboards.common import DASHBOARDS
+from servescope.bundle.alerts.known_metrics import exported_metrics, is_counter
+from servescope.bundle.alerts.promql import Selector, parse_promql, walk
+from servescope.bundle.dashboards.build import SCHEMA_VERSION, names, stale
+from servescope.bundle.dashboards.common import DASHBOARDS
 from tests.dashboards.dashboards import BUILD, built, expand, panels, queries
 
 DASHBOARD_NAMES = names()

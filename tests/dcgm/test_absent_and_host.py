@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from servescope.exporter.dcgm.counters import load_counters
+from servescope.core.dcgm.counters import load_counters
 from servescope.exporter.dcgm.dmon_source import DmonSource
 from servescope.exporter.gpu_directory import GpuDirectory
 from tests.alerts.promtool import TARGET, check, firing, run_promtool, series

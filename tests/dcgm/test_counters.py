@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from servescope.catalog.spec import Kind
-from servescope.exporter.dcgm.counters import CountersError, load_counters, parse_counters
+from servescope.core.catalog.spec import Kind
+from servescope.core.dcgm.counters import CountersError, load_counters, parse_counters
 
 GOOD = "409, servescope_dcgm_x_errors_total, counter, count, -, X errors.\n"
 

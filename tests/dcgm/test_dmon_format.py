@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from servescope.exporter.dcgm.dmon_format import (
+from servescope.core.dcgm.dmon_format import (
     LAYOUTS,
     CellStatus,
     Column,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from servescope import catalog as c
-from servescope.exporter.dcgm.counters import load_counters
+from servescope.core import catalog as c
+from servescope.core.dcgm.counters import load_counters
 from servescope.exporter.dcgm.dmon_source import DmonSource
 from servescope.exporter.dcgm.supervisor import spawn_process
 from servescope.exporter.gpu_directory import GpuDirectory

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from servescope.catalog import bounds
-from servescope.exporter.dcgm.counters import load_counters
-from servescope.exporter.dcgm.dmon_format import Header, Row
+from servescope.core.catalog import bounds
+from servescope.core.dcgm.counters import load_counters
+from servescope.core.dcgm.dmon_format import Header, Row
 from servescope.exporter.dcgm.dmon_source import MAX_GPUS_WITHOUT_NVML, DmonSource
 from servescope.exporter.dcgm.exporter_source import LIMITS, read_exporter, to_samples
 from servescope.exporter.dcgm.supervisor import spawn_process
@@ -26,7 +26,7 @@ ENTITIES = 500
 # A dcgmi that answers `dmon -e <ids> -d <ms>` with a row for each of $ENTITIES entity ids, forever.
 SCRIPT = """
 import os, sys, time
-from servescope.exporter.dcgm.dmon_format import LAYOUTS, render_header, render_row
+from servescope.core.dcgm.dmon_format import LAYOUTS, render_header, render_row
 from servescope.sim.fake_dcgmi import columns
 ids = [int(i) for i in sys.argv[sys.argv.index("-e") + 1].split(",")]
 cols, layout = columns(ids), LAYOUTS["4.5"]
@@ -127,7 +127,7 @@ def test_a_dcgm_exporter_page_adds_series_only_for_nvml_s_gpus() -> None:
         f'{name}{{gpu="{i}",UUID="GPU-{i}",Hostname="h"}} 40\n' for i in range(1000)
     )
     found, skipped = read_exporter(page)
-    # The parser keeps the first 256 values of a label (common/text_parser/limits.py), counting the rest.
+    # The parser keeps the first 256 values of a label (core/exposition/limits.py), counting the rest.
     most = LIMITS.max_label_values
     assert len(found) == most and skipped == {"label_values_limit": 1000 - most}
     dropped: Counter[str] = Counter()

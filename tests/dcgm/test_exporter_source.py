@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from servescope.exporter.dcgm.counters import load_counters
+from servescope.core.dcgm.counters import load_counters
 from servescope.exporter.dcgm.exporter_source import (
     LIMITS,
     MAX_BYTES,

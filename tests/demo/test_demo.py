@@ -12,10 +12,10 @@ import httpx
 import pytest
 import yaml
 
-from servescope.alerts.bundle import all_alerts
-from servescope.alerts.config import AlertsConfig
-from servescope.alerts.lint import lint_rule_file
-from servescope.alerts.profiles import DEMO, with_profile
+from servescope.bundle.alerts.bundle import all_alerts
+from servescope.bundle.alerts.lint import lint_rule_file
+from servescope.bundle.alerts.profiles import DEMO, with_profile
+from servescope.core.config import AlertsConfig
 from servescope.demo import stack as stack_module
 from servescope.demo.configs import Ports, demo_alerts, write_configs
 from servescope.demo.stack import DemoOptions, DemoStack

@@ -19,9 +19,9 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from servescope.alerts.alertmanager import WEBHOOK
-from servescope.alerts.bundle import groups
-from servescope.alerts.config import AlertsConfig
+from servescope.bundle.alerts.alertmanager import WEBHOOK
+from servescope.bundle.alerts.bundle import groups
+from servescope.core.config import AlertsConfig
 from servescope.demo import stack as stack_module
 from servescope.demo import verify as verify_module
 from servescope.demo.cli import demo as demo_command

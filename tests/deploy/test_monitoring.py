@@ -12,9 +12,9 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from servescope.alerts import BUILD_DIR as ALERTS_BUILD
-from servescope.alerts.config import AlertsConfig
-from servescope.dashboards import BUILD_DIR as DASHBOARDS_BUILD
+from servescope.bundle.alerts import BUILD_DIR as ALERTS_BUILD
+from servescope.bundle.dashboards import BUILD_DIR as DASHBOARDS_BUILD
+from servescope.core.config import AlertsConfig
 from servescope.deploy.monitoring import alertmanager_receiver, receiver_rules
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.render import RECEIVER, documents

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from servescope.alerts.bundle import rule_file
+from servescope.bundle.alerts.bundle import rule_file
 from servescope.deploy.monitoring import alerts_config
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.render import write_base

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from servescope.common.settings_cli import env_names
+from servescope.core.settings_cli import env_names
 from servescope.deploy import dcgm
 from servescope.deploy.names import NONROOT_UID
 from servescope.deploy.options import DeployOptions

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from servescope.core.exposition import parse_exposition
+from servescope.core.vllm.aliases import is_engine_family
 from servescope.exporter.derived.source import DerivedSource
 from servescope.exporter.exposition import Sample
 from servescope.exporter.stores.history import MemoryHistory
 from servescope.exporter.stores.serving_board import ServingBoard
 from servescope.exporter.stores.signals import GpuProcess
-from servescope.exporter.vllm.aliases import is_engine_family
 from servescope.exporter.vllm.normalise import normalise
-from servescope.exporter.vllm.text_parser import parse_exposition
 from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.registry import make_scenario
 from servescope.sim.scenarios import EngineLoad, Scenario

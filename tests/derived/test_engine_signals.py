@@ -7,12 +7,14 @@ from collections import deque
 
 import pytest
 
-from servescope.exporter.derived.batch_controller import (
+from servescope.core.batch_controller import (
     GPU_UNDERUTILISED,
     LATENCY_OVER_SLO,
     NO_TRAFFIC,
     WITHIN_SLO,
 )
+from servescope.core.exposition import parse_exposition
+from servescope.core.vllm.aliases import is_engine_family
 from servescope.exporter.derived.engine_signals import (
     AdvisorConfig,
     advise,
@@ -24,9 +26,7 @@ from servescope.exporter.stores.history import MemoryHistory
 from servescope.exporter.stores.ring import MemoryRing
 from servescope.exporter.stores.serving_board import EngineTrack, ServingBoard
 from servescope.exporter.stores.signals import GpuProcess
-from servescope.exporter.vllm.aliases import is_engine_family
 from servescope.exporter.vllm.normalise import normalise
-from servescope.exporter.vllm.text_parser import parse_exposition
 from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
 from servescope.sim.vllm_metrics import render_metrics
 

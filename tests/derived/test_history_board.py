@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from servescope.core.exposition import parse_exposition
+from servescope.core.vllm.aliases import is_engine_family
 from servescope.exporter.stores.history import PROCESS_STALE_SECONDS, MemoryHistory
 from servescope.exporter.stores.ring import BYTES_PER_SAMPLE
 from servescope.exporter.stores.serving_board import ServingBoard
 from servescope.exporter.stores.signals import GpuProcess
-from servescope.exporter.vllm.aliases import is_engine_family
 from servescope.exporter.vllm.normalise import normalise
-from servescope.exporter.vllm.text_parser import parse_exposition
 from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
 from servescope.sim.vllm_metrics import render_metrics
 

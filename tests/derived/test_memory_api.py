@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 from servescope.exporter.app import create_app
 from servescope.exporter.memory_api import ApiError, parse_window
 from servescope.exporter.runtime import Runtime
+from servescope.exporter.serve import SimulationSettings
 from servescope.exporter.settings import DcgmSettings, Settings, VllmSettings
-from servescope.serve import SimulationSettings
 from servescope.sim.wiring import simulated_runtime
 
 MIB = 1024**2

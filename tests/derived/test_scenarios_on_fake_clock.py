@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from servescope.catalog import derived as m
+from servescope.core.catalog import derived as m
 from servescope.exporter.exposition import Sample
 from tests.derived.node import simulated_node
 from tests.helpers import values

@@ -43,7 +43,7 @@ SHELL_BLOCK = re.compile(r"^```(?:sh|bash|shell)\n(.*?)^```", re.DOTALL | re.MUL
 # The user's own files the documents name, and what stands in for them here.
 INPUTS = {
     "config.json": ROOT / "tests" / "advisor" / "fixtures" / "deepseek-v3-config.json",
-    "rules.yaml": ROOT / "servescope" / "alerts" / "build" / "rules.yaml",
+    "rules.yaml": ROOT / "servescope" / "bundle" / "alerts" / "build" / "rules.yaml",
 }
 MY_ALERTS = "release_label: my-release\n"
 # Lines that cannot run here, by the first words that identify them, with why.

@@ -29,8 +29,8 @@ from typing import Any
 import httpx
 import pytest
 
-from servescope.alerts.bundle import groups
-from servescope.alerts.config import AlertsConfig
+from servescope.bundle.alerts.bundle import groups
+from servescope.core.config import AlertsConfig
 from servescope.demo.stack import find_binaries
 from servescope.sim.scenarios import PACES
 from tests.support import descendants, wait_all_exited, wait_for

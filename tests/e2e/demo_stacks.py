@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import yaml
 
-from servescope.common.durations import parse_duration
+from servescope.core.durations import parse_duration
 from servescope.sim.canary_scenario import CANARY_AT_ENV
 from servescope.sim.registry import LEAK_ENV
 from servescope.sim.scenarios import PACES

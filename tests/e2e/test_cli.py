@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from servescope import __version__
-from servescope.common.settings_cli import env_names
-from servescope.serve import SERVE_AREAS as AREAS
+from servescope.core.settings_cli import env_names
+from servescope.exporter.serve import SERVE_AREAS as AREAS
 from tests.support import SERVESCOPE, start_child, stop, wait_for
 from tests.support.servers import LISTENING
 

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from servescope import catalog as c
-from servescope.catalog import spec as spec_module
+from servescope.core import catalog as c
+from servescope.core.catalog import spec as spec_module
 from servescope.exporter.exposition import Sample, SeriesRenderer, family_header, format_value
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from servescope import catalog as c
+from servescope.core import catalog as c
 from servescope.exporter.app import create_app
 from servescope.exporter.publisher import Publisher
 from servescope.exporter.runtime import Runtime

@@ -7,7 +7,7 @@ import time
 import pynvml
 import pytest
 
-from servescope import catalog as c
+from servescope.core import catalog as c
 from servescope.exporter.sources.base import SourceError
 from tests.helpers import nvml_stack, values
 

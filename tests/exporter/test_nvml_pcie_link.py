@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pynvml
 
-from servescope import catalog as c
-from servescope.catalog.pcie import (
+from servescope.core import catalog as c
+from servescope.core.catalog.pcie import (
     PCIE_LINK_GENERATION,
     PCIE_LINK_MAX_GENERATION,
     PCIE_LINK_MAX_WIDTH,

@@ -8,8 +8,8 @@ import logging
 import pynvml
 import pytest
 
-from servescope import catalog as c
-from servescope.catalog.pcie import PCIE_LINK
+from servescope.core import catalog as c
+from servescope.core.catalog.pcie import PCIE_LINK
 from servescope.exporter.publisher import Publisher
 from servescope.exporter.runner import SourceRunner
 from servescope.exporter.sources.base import SourceError

@@ -10,7 +10,7 @@ import httpx
 import pytest
 import uvicorn
 
-from servescope import catalog as c
+from servescope.core import catalog as c
 from servescope.exporter.app import create_app
 from servescope.exporter.exposition import Sample
 from servescope.exporter.publisher import Publisher

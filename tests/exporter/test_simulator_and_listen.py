@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from servescope.common.listen import ListenAddress, parse_listen
+from servescope.core.listen import ListenAddress, parse_listen
 from servescope.sim.fleet import SimulatedFleet
 from tests.helpers import FakeClock
 

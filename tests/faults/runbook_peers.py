@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from servescope.common.processes import stop_process
+from servescope.core.processes import stop_process
 from tests.runbook.fakes import step, write_runbook
 from tests.runbook.kube_fakes import Cluster
 from tests.support import SERVESCOPE, STARTUP_S

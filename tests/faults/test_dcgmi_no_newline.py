@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from servescope.common.http_server import HARD_STOP_SECONDS
+from servescope.core.http_server import HARD_STOP_SECONDS
 from tests.faults.exporter import exporter, series
 from tests.faults.peers import rss_mib, rss_peak_mib
 from tests.support import generous

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from servescope.common.http_server import HARD_STOP_SECONDS, MAX_CONNECTIONS, REQUEST_ARRIVAL_SECONDS
+from servescope.core.http_server import HARD_STOP_SECONDS, MAX_CONNECTIONS, REQUEST_ARRIVAL_SECONDS
 from tests.faults.exporter import exporter
 from tests.faults.peers import open_fds, rss_peak_mib
 from tests.support import generous, wait_for

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from servescope.exporter.dcgm.counters import load_counters
+from servescope.core.dcgm.counters import load_counters
 from servescope.exporter.dcgm.exporter_source import DcgmExporterSource
 from servescope.exporter.sources.base import SourceError
 from tests.faults.exporter import exporter, series

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from servescope.common.http_server import HARD_STOP_SECONDS
+from servescope.core.http_server import HARD_STOP_SECONDS
 from tests.faults.exporter import exporter
 from tests.faults.peers import serve, trickling
 from tests.support import generous, wait_for
@@ -77,7 +77,7 @@ def test_sigterm_stops_the_exporter_whatever_it_waits_on(tmp_path: Path, state: 
 
 STUCK_SHUTDOWN_SERVER = f"""#!{sys.executable}
 import contextlib, socket, sys, time
-from servescope.common.http_server import BoundedServer, bounded_config
+from servescope.core.http_server import BoundedServer, bounded_config
 
 @contextlib.asynccontextmanager
 async def lifespan(app):

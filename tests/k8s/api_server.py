@@ -14,7 +14,7 @@ from urllib.parse import parse_qs
 
 import httpx2
 
-from servescope.common.kube import KubeAccess, http_client
+from servescope.core.kube import KubeAccess, http_client
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.render import stream
 from tests.support.kube import FakeApi, Rbac, Store, serve

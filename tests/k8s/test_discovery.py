@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from servescope.core.exposition import parse_exposition
+from servescope.core.vllm.aliases import is_engine_family
 from servescope.exporter.gpu_directory import GpuDirectory
-from servescope.exporter.vllm.aliases import is_engine_family
 from servescope.exporter.vllm.discovery import Role, classify
 from servescope.exporter.vllm.normalise import normalise
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.source import VllmSource
-from servescope.exporter.vllm.text_parser import parse_exposition
 from tests.helpers import SAMPLES, values
 from tests.k8s.procfs_tree import (
     API_PORT,

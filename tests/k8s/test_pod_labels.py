@@ -11,7 +11,7 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from servescope.catalog.revision import DEFAULT_REVISION_POD_LABELS
+from servescope.core.catalog.revision import DEFAULT_REVISION_POD_LABELS
 from servescope.exporter.k8s import pod_labels
 from servescope.exporter.k8s.pod_labels import PodLabelsSource
 from servescope.exporter.sources.base import SourceError

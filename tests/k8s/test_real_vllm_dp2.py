@@ -24,13 +24,13 @@ from typing import Any
 import httpx
 import pytest
 
+from servescope.core.exposition import ExpositionParser
+from servescope.core.vllm.aliases import is_engine_family
 from servescope.exporter.gpu_directory import GpuDirectory
-from servescope.exporter.vllm.aliases import is_engine_family
 from servescope.exporter.vllm.normalise import normalise
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.scrape import Scraper
 from servescope.exporter.vllm.source import VllmSource
-from servescope.exporter.vllm.text_parser import ExpositionParser
 from tests.helpers import OWN_VLLM_SERVERS, OWN_VLLM_SKIP_REASON, SHARED, values
 
 SETUP = SHARED / "tools" / "real-vllm" / "setup.sh"

@@ -11,10 +11,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from servescope.common.processes import free_port
-from servescope.load.calibrate import mock_process
-from servescope.load.metrics import metric_names
-from servescope.load.mock_server import MockConfig
+from servescope.core.processes import free_port
+from servescope.kit.load.calibrate import mock_process
+from servescope.kit.load.metrics import metric_names
+from servescope.kit.load.mock_server import MockConfig
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

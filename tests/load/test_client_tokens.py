@@ -11,9 +11,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from servescope.load.client import RequestSpec, TokenSource, body_of, new_client, send
-from servescope.load.records import RequestRecord
-from servescope.load.schedule import Shape
+from servescope.kit.load.client import RequestSpec, TokenSource, body_of, new_client, send
+from servescope.kit.load.records import RequestRecord
+from servescope.kit.load.schedule import Shape
 
 
 def sse(chunks: list[Any]) -> bytes:

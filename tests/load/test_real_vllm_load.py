@@ -6,12 +6,12 @@ CI starts the server and sets SERVESCOPE_TEST_VLLM_URL; without it the test is s
 
 from __future__ import annotations
 
-from servescope.load.client import RequestSpec
-from servescope.load.engine_metrics import metrics_url
-from servescope.load.records import StepResult
-from servescope.load.runner import HttpStepRunner
-from servescope.load.schedule import LengthDistribution
-from servescope.load.summary import render_text, summarise, ttft_agreement
+from servescope.kit.load.client import RequestSpec
+from servescope.kit.load.engine_metrics import metrics_url
+from servescope.kit.load.records import StepResult
+from servescope.kit.load.runner import HttpStepRunner
+from servescope.kit.load.schedule import LengthDistribution
+from servescope.kit.load.summary import render_text, summarise, ttft_agreement
 from tests.helpers import NEEDS_SHARED_VLLM, VLLM_MODEL, VLLM_URL
 
 pytestmark = NEEDS_SHARED_VLLM

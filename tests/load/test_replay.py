@@ -20,10 +20,10 @@ import pytest
 from quality.openmetrics import SeriesBuffer
 from quality.prom import Prometheus, create_blocks
 
-from servescope.load.calibrate import mock_process
-from servescope.load.client import RequestSpec
-from servescope.load.mock_server import MockConfig, MockEngine, metrics_page
-from servescope.load.replay import (
+from servescope.kit.load.calibrate import mock_process
+from servescope.kit.load.client import RequestSpec
+from servescope.kit.load.mock_server import MockConfig, MockEngine, metrics_page
+from servescope.kit.load.replay import (
     Profile,
     PrometheusApi,
     ReplayError,
@@ -32,7 +32,7 @@ from servescope.load.replay import (
     replay_schedule,
     replay_shapes,
 )
-from servescope.load.runner import HttpStepRunner
+from servescope.kit.load.runner import HttpStepRunner
 
 HOUR = 3600.0
 SCRAPE = 15.0

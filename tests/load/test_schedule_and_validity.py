@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from servescope.load.engine_metrics import bucket_delta, parse_page
-from servescope.load.records import EngineSample, RequestRecord
-from servescope.load.schedule import LengthDistribution, arrival_times, read_shapes, split_schedule
-from servescope.load.validity import (
+from servescope.kit.load.engine_metrics import bucket_delta, parse_page
+from servescope.kit.load.records import EngineSample, RequestRecord
+from servescope.kit.load.schedule import LengthDistribution, arrival_times, read_shapes, split_schedule
+from servescope.kit.load.validity import (
     EngineView,
     ValidityRules,
     backlog_reason,

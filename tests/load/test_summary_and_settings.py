@@ -7,10 +7,10 @@ from dataclasses import replace
 import pytest
 from pydantic import ValidationError
 
-from servescope.common.settings_cli import cli_flag
-from servescope.load.records import EngineSample, RequestRecord, StepResult
-from servescope.load.settings import LoadSettings, OutputSettings, TargetSettings, WorkloadSettings
-from servescope.load.summary import mode_label, path_seconds, render_text, summarise, ttft_agreement
+from servescope.core.settings_cli import cli_flag
+from servescope.kit.load.records import EngineSample, RequestRecord, StepResult
+from servescope.kit.load.settings import LoadSettings, OutputSettings, TargetSettings, WorkloadSettings
+from servescope.kit.load.summary import mode_label, path_seconds, render_text, summarise, ttft_agreement
 
 
 def step(

@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from servescope.common.processes import stop_process
+from servescope.core.processes import stop_process
 from tests.faults.runbook_peers import accept_each
 from tests.k8s.netns import linked, pod_namespace
 from tests.runbook.kube_fakes import ACCOUNT, TOKEN

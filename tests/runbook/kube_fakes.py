@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from servescope.common.kube import close_clients
+from servescope.core.kube import close_clients
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.render import stream
 from servescope.runbooks.actions import RunContext

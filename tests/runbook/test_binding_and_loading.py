@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from servescope.alerts import BUILD_DIR as ALERTS_BUILD
+from servescope.bundle.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.runbooks.binding import BindingError, Template, TemplateError, bind, parse_value
 from servescope.runbooks.document import (
     ENV_RUNBOOKS,

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from servescope.common.addresses import parse_address
+from servescope.core.addresses import parse_address
 from servescope.runbooks.actions import RunContext
 from servescope.runbooks.actions.trust import TARGETS, RefusedTargetError, allowed, exporter_base
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from jinja2 import UndefinedError
 
-from servescope.common.html import render
+from servescope.core.html import render
 from servescope.runbooks.document import load_runbook, runbooks_dir
 from servescope.runbooks.incident_html import incident_html, incidents_html
 from servescope.runbooks.model import RunbookError

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from servescope.alerts.bundle import all_alerts
-from servescope.alerts.config import AlertsConfig
+from servescope.bundle.alerts.bundle import all_alerts
+from servescope.core.config import AlertsConfig
 from servescope.runbooks.document import SHIPPED_RUNBOOKS
 
 RUNBOOKS = SHIPPED_RUNBOOKS

@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from servescope.cli import app, register_subcommands
-from servescope.common.settings_cli import cli_flag, env_names
+from servescope.core.settings_cli import cli_flag, env_names
 from servescope.docs import settings_table
 from servescope.runbooks.auth import ChangeTokens, TokenFileError, change_tokens
 from servescope.runbooks.document import runbooks_dir

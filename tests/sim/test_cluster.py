@@ -14,7 +14,7 @@ from lightkube import Client, KubeConfig, operators
 from lightkube.config.models import Cluster, User
 from lightkube.generic_resource import GenericNamespacedResource, create_api_info
 
-from servescope.common.kube import KubeAccess, http_client
+from servescope.core.kube import KubeAccess, http_client
 from servescope.exporter.k8s.client import PodResourcesClient
 from servescope.exporter.k8s.pod_watch import Event, list_pods, watch_pods
 from servescope.sim.cluster import CANARY_REVISION, DEPLOYMENT, NAMESPACE, STABLE_REVISION, template

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from servescope.capacity.steps import Slo, summarise
+from servescope.kit.capacity.steps import Slo, summarise
 from servescope.sim.engine_config import EngineConfig, effective
 from servescope.sim.engine_params import EngineStartError
 from servescope.sim.load_runner import SimulatedStepRunner, start_simulated

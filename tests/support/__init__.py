@@ -4,7 +4,7 @@ waiting on a process's descendants to exit, and the generous bound on a wait a t
 
 from __future__ import annotations
 
-from servescope.common.processes import Child, ChildFailedError, free_port
+from servescope.core.processes import Child, ChildFailedError, free_port
 from tests.support.bounds import STARTUP_S, STARVED_S, generous
 from tests.support.procs import descendants, wait_all_exited, zombie
 from tests.support.servers import SERVESCOPE, Served, servescope_serving, start_child, start_servescope, stop

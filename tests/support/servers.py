@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from servescope.common.processes import Child, ChildFailedError
+from servescope.core.processes import Child, ChildFailedError
 from tests.support.bounds import STARTUP_S
 
 SERVESCOPE = str(Path(sys.executable).with_name("servescope"))

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from servescope.tune.cli import SimulatedLauncher
-from servescope.tune.space import load_space
-from servescope.tune.strategies import run_study
+from servescope.kit.tune.cli import SimulatedLauncher
+from servescope.kit.tune.space import load_space
+from servescope.kit.tune.strategies import run_study
 
 SPACE = Path(__file__).with_name("space-small.yaml")
 

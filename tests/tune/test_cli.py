@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from servescope.tune.cli import app
+from servescope.kit.tune.cli import app
 
 SPACE = """
 engine: {num_gpu_blocks: 8192}

@@ -12,8 +12,8 @@ from typing import cast
 
 import pytest
 
-from servescope.load.records import StepRunner
-from servescope.tune.launchers import CommandLauncher, KubernetesLauncher, LaunchError, flag_argv
+from servescope.kit.load.records import StepRunner
+from servescope.kit.tune.launchers import CommandLauncher, KubernetesLauncher, LaunchError, flag_argv
 from tests.support import free_port
 
 # A stand-in engine process at the process boundary: serves /health, or exits 3 the way vLLM exits

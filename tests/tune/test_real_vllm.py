@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from servescope.capacity.runners import http_runner
-from servescope.load.records import StepRunner
-from servescope.tune.cli import write_reports
-from servescope.tune.launchers import CommandLauncher
-from servescope.tune.space import parse_space
-from servescope.tune.strategies import run_study
+from servescope.kit.capacity.runners import http_runner
+from servescope.kit.load.records import StepRunner
+from servescope.kit.tune.cli import write_reports
+from servescope.kit.tune.launchers import CommandLauncher
+from servescope.kit.tune.space import parse_space
+from servescope.kit.tune.strategies import run_study
 from tests.helpers import OWN_VLLM_SERVERS, OWN_VLLM_SKIP_REASON, SHARED
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "servescope"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from servescope.tune.cli import SimulatedLauncher, write_reports
-from servescope.tune.space import parse_space
-from servescope.tune.strategies import run_study
+from servescope.kit.tune.cli import SimulatedLauncher, write_reports
+from servescope.kit.tune.space import parse_space
+from servescope.kit.tune.strategies import run_study
 from tests.support.browser import headless_chromium
 
 pytestmark = pytest.mark.e2e

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from servescope.tune.space import load_space, parse_space
+from servescope.kit.tune.space import load_space, parse_space
 
 SMALL = Path(__file__).with_name("space-small.yaml")
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from servescope.tune.cli import SimulatedLauncher
-from servescope.tune.space import Space, parse_space
-from servescope.tune.strategies import run_study
-from servescope.tune.trials import Trial, pareto_front
+from servescope.kit.tune.cli import SimulatedLauncher
+from servescope.kit.tune.space import Space, parse_space
+from servescope.kit.tune.strategies import run_study
+from servescope.kit.tune.trials import Trial, pareto_front
 
 
 def tiny() -> Space:

@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from servescope.load.client import RequestSpec, body_of
-from servescope.load.records import StepRunner
-from servescope.load.schedule import Shape
-from servescope.tune.cli import app, make_launcher, write_reports
-from servescope.tune.launchers import LaunchError
-from servescope.tune.settings import TuneRunSettings
-from servescope.tune.space import Space, Value, parse_space
-from servescope.tune.strategies import Study, candidates, run_study
-from servescope.tune.trials import Trial
+from servescope.kit.load.client import RequestSpec, body_of
+from servescope.kit.load.records import StepRunner
+from servescope.kit.load.schedule import Shape
+from servescope.kit.tune.cli import app, make_launcher, write_reports
+from servescope.kit.tune.launchers import LaunchError
+from servescope.kit.tune.settings import TuneRunSettings
+from servescope.kit.tune.space import Space, Value, parse_space
+from servescope.kit.tune.strategies import Study, candidates, run_study
+from servescope.kit.tune.trials import Trial
 from tests.capacity.fifo_truth import FifoEngine, VirtualFifoRunner
 
 CAPACITY = {"slo": ["ttft:0.3"], "quantile": 0.9, "duration_s": 10, "min_requests": 0, "max_parts": 2}

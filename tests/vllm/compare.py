@@ -8,7 +8,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from servescope.exporter.vllm.text_parser import ExpositionError, parse_exposition
+from servescope.core.exposition import ExpositionError, parse_exposition
 
 Normalised = list[tuple[str, str, str, list[tuple[str, tuple[tuple[str, str], ...], object]]]]
 

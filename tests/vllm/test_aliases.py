@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from servescope.exporter.vllm.aliases import is_engine_family, split_name
+from servescope.core.exposition import parse_exposition
+from servescope.core.vllm.aliases import is_engine_family, split_name
 from servescope.exporter.vllm.normalise import normalise
-from servescope.exporter.vllm.text_parser import parse_exposition
 from tests.helpers import SAMPLES
 
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from servescope import catalog as c
+from servescope.core import catalog as c
+from servescope.core.exposition import ExpositionParser, ParsedFamily
 from servescope.exporter.gpu_directory import GpuDirectory
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.source import VllmSource
-from servescope.exporter.vllm.text_parser import ExpositionParser, ParsedFamily
 from tests.helpers import SAMPLES, values
 
 TEXT = (SAMPLES / "vllm-0.32-cpu-idle.txt").read_text()

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from servescope import catalog as c
-from servescope.catalog import bounds
+from servescope.core import catalog as c
+from servescope.core.catalog import bounds
+from servescope.core.exposition import ExpositionParser, SeriesLimits, parse_exposition
 from servescope.exporter.gpu_directory import GpuDirectory
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.source import VllmSource
-from servescope.exporter.vllm.text_parser import ExpositionParser, SeriesLimits, parse_exposition
 from tests.helpers import SAMPLES, values
 
 GOOD = (SAMPLES / "vllm-0.32-cpu-idle.txt").read_text()

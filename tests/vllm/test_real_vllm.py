@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from servescope import catalog as c
-from servescope.catalog import derived as m
+from servescope.core import catalog as c
+from servescope.core.catalog import derived as m
 from servescope.exporter.derived.source import DerivedSource
 from servescope.exporter.exposition import Sample
 from servescope.exporter.gpu_directory import GpuDirectory

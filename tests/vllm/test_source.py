@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from servescope import catalog as c
+from servescope.core import catalog as c
 from servescope.exporter.gpu_directory import GpuDirectory
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.scrape import Scraper

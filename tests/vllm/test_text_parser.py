@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from servescope.exporter.vllm.text_parser import (
+from servescope.core.exposition import (
     ExpositionError,
     ExpositionParser,
     ParsedFamily,

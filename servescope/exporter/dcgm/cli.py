@@ -10,10 +10,10 @@ from typing import Annotated
 
 import typer
 
-from servescope.exporter.dcgm.counters import CountersError, default_counters_text, load_counters
-from servescope.exporter.dcgm.dmon_format import CellStatus, ErrorLine, Header, Row, Unparseable, parse_dmon
+from servescope.core.dcgm.counters import CountersError, default_counters_text, load_counters
+from servescope.core.dcgm.dmon_format import CellStatus, ErrorLine, Header, Row, Unparseable, parse_dmon
+from servescope.core.dcgm.field_table import BY_SHORT
 from servescope.exporter.dcgm.exporter_source import read_exporter
-from servescope.exporter.dcgm.field_table import BY_SHORT
 
 app = typer.Typer(
     help="DCGM helpers: parse captured `dcgmi dmon` or dcgm-exporter output, show fields.",

@@ -8,11 +8,11 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from servescope import catalog as c
-from servescope.catalog import bounds
-from servescope.exporter.dcgm.counters import CounterField
+from servescope.core import catalog as c
+from servescope.core.catalog import bounds
+from servescope.core.dcgm.counters import CounterField
+from servescope.core.dcgm.dmon_format import ErrorKind, ErrorLine, Event, Header, Row, Unparseable
 from servescope.exporter.dcgm.discovery import discover_uuids
-from servescope.exporter.dcgm.dmon_format import ErrorKind, ErrorLine, Event, Header, Row, Unparseable
 from servescope.exporter.dcgm.supervisor import Child, DmonSupervisor, spawn_process
 from servescope.exporter.exposition import Sample
 from servescope.exporter.gpu_directory import GpuDirectory

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from servescope.catalog import bounds
-from servescope.common.text_parser import ExpositionParser, SeriesLimits
-from servescope.exporter.dcgm.counters import CounterField
+from servescope.core.catalog import bounds
+from servescope.core.dcgm.counters import CounterField
+from servescope.core.dcgm.field_table import BY_NAME, LINK_OF
+from servescope.core.exposition import ExpositionParser, SeriesLimits
 from servescope.exporter.dcgm.dmon_source import is_blank
-from servescope.exporter.dcgm.field_table import BY_NAME, LINK_OF
 from servescope.exporter.exposition import Sample
 from servescope.exporter.gpu_directory import GpuDirectory
 from servescope.exporter.sources.base import Collection, Problem, SourceError
@@ -22,7 +22,7 @@ from servescope.exporter.sources.bounded_http import LARGE_BODIES, BoundedClient
 
 # An 8-GPU dcgm-exporter page is about 60 KB; like the engines' cap (vllm/scrape.py), far above it.
 MAX_BYTES = 4 * 1024 * 1024
-# What one page may make the parser hold (common/text_parser/limits.py): a node's page has a few hundred
+# What one page may make the parser hold (core/exposition/limits.py): a node's page has a few hundred
 # DCGM_FI_* series (8 GPUs x the fields configured, MIG instances beside them), far below each bound.
 LIMITS = SeriesLimits()
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Protocol
 
-from servescope.exporter.dcgm.dmon_format import DmonParser, ErrorKind, ErrorLine, Event, Row, classify_error
+from servescope.core.dcgm.dmon_format import DmonParser, ErrorKind, ErrorLine, Event, Row, classify_error
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from servescope.exporter.derived.batch_controller import (
+from servescope.core.batch_controller import (
     NO_TRAFFIC,
     Recommendation,
     p99_from_deltas,

@@ -6,7 +6,7 @@ import math
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
-from servescope.catalog.derived import WINDOWS
+from servescope.core.catalog.derived import WINDOWS
 from servescope.exporter.derived.leak import (
     LeakThresholds,
     LeakVerdict,

@@ -6,7 +6,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from servescope.catalog import derived as m
+from servescope.core.catalog import derived as m
 from servescope.exporter.derived.engine_signals import (
     AdvisorConfig,
     advise,

@@ -37,8 +37,8 @@ from typing import Any
 
 import httpx2
 
-from servescope.catalog.revision import revision_of
-from servescope.common.kube import KubeConfigError, http_client
+from servescope.core.catalog.revision import revision_of
+from servescope.core.kube import KubeConfigError, http_client
 from servescope.exporter.k8s.pod_watch import Event, ExpiredError, PodMeta, WatchError, list_pods, watch_pods
 from servescope.exporter.k8s.settings import K8sSettings
 from servescope.exporter.sources.base import Collection, Problem, SourceError

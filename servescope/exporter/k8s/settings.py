@@ -8,9 +8,9 @@ from typing import Annotated
 from pydantic import field_validator
 from pydantic_settings import BaseSettings, NoDecode
 
-from servescope.catalog.revision import DEFAULT_REVISION_POD_LABELS, pod_label_key
-from servescope.common.kube import KubeAccess
-from servescope.common.settings_cli import area_config, repeated, setting
+from servescope.core.catalog.revision import DEFAULT_REVISION_POD_LABELS, pod_label_key
+from servescope.core.kube import KubeAccess
+from servescope.core.settings_cli import area_config, repeated, setting
 
 KUBELET_POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from servescope.common.errors import ServescopeError
+from servescope.core.errors import ServescopeError
 
 
 class ErrorScope(Enum):

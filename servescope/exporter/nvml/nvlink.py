@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from servescope import catalog as c
+from servescope.core import catalog as c
 from servescope.exporter.exposition import Sample
 from servescope.exporter.stores.nvlink import LinkState, NvlinkLinks
 

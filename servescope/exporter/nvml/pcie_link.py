@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from servescope.catalog.pcie import (
+from servescope.core.catalog.pcie import (
     PCIE_LINK_GENERATION,
     PCIE_LINK_MAX_GENERATION,
     PCIE_LINK_MAX_WIDTH,

@@ -1,6 +1,6 @@
 """The bounded GET the scraping sources share: the common bounded client, its errors as SourceError.
 
-The deadline, the decoded-size cap and the decoding are `common/http_client.py`'s. What is the
+The deadline, the decoded-size cap and the decoding are `core/http_client.py`'s. What is the
 exporter's own is the memory budget of parallel scrapes: a body beyond SMALL_BODY_BYTES needs the
 process's one large-body slot, so however many endpoints answer at once, at most one large page is held
 (and parsed, by callers holding `hold()`).
@@ -12,9 +12,9 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-from servescope.common.decoding import FetchError
-from servescope.common.http_client import BoundedClient as _Client
-from servescope.common.http_client import seconds_left
+from servescope.core.decoding import FetchError
+from servescope.core.http_client import BoundedClient as _Client
+from servescope.core.http_client import seconds_left
 from servescope.exporter.sources.base import SourceError
 
 # Real engine pages are 50-70 KB and a dcgm-exporter page for 8 GPUs about as much: ordinary pages never

@@ -9,11 +9,11 @@ from typing import Annotated
 
 import typer
 
+from servescope.core.exposition import ExpositionError, parse_exposition
+from servescope.core.vllm.aliases import is_engine_family
 from servescope.exporter.stores.signals import Normalised
-from servescope.exporter.vllm.aliases import is_engine_family
 from servescope.exporter.vllm.normalise import normalise
 from servescope.exporter.vllm.scrape import ScrapeError, Scraper
-from servescope.exporter.vllm.text_parser import ExpositionError, parse_exposition
 
 app = typer.Typer(
     help="vLLM / SGLang helpers: show what servescope reads from a server.", no_args_is_help=True

@@ -24,14 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from servescope.core.vllm.reach import NO_LISTENER, PID_NOT_VISIBLE
 from servescope.exporter.gpu_directory import GpuDirectory
-from servescope.exporter.vllm.listening import (
-    NO_LISTENER,
-    PID_NOT_VISIBLE,
-    Candidate,
-    Outcome,
-    candidates_of,
-)
+from servescope.exporter.vllm.listening import Candidate, Outcome, candidates_of
 from servescope.exporter.vllm.procfs import ProcFs
 
 _SERVE_ROOTS = ("vllm", "sglang")

@@ -7,12 +7,12 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 
-from servescope import catalog as c
-from servescope.catalog import bounds
+from servescope.core import catalog as c
+from servescope.core.catalog import bounds
+from servescope.core.exposition import ExpositionParser, SeriesLimits
 from servescope.exporter.exposition import Sample
 from servescope.exporter.stores.signals import GpuProcess
 from servescope.exporter.vllm.join import EndpointGpus
-from servescope.exporter.vllm.text_parser import ExpositionParser, SeriesLimits
 
 log = logging.getLogger(__name__)
 

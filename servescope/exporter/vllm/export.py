@@ -7,11 +7,11 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from servescope import catalog as c
+from servescope.core import catalog as c
+from servescope.core.vllm.aliases import FamilyLike, is_engine_family, is_read
 from servescope.exporter.exposition import Sample, escape_help, escape_label_value, format_value
 from servescope.exporter.gpu_directory import NO_POD
 from servescope.exporter.stores.signals import Normalised
-from servescope.exporter.vllm.aliases import FamilyLike, is_engine_family, is_read
 
 GAUGES = {
     "kv_usage": c.KV_USAGE,

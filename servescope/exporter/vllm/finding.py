@@ -11,17 +11,12 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 
-from servescope.catalog import bounds
+from servescope.core.catalog import bounds
+from servescope.core.vllm.reach import PID_NOT_VISIBLE, PTRACE_DENIED, REACH_FAILURES, V6ONLY_LISTENER
 from servescope.exporter.exposition import Sample
 from servescope.exporter.gpu_directory import GpuDirectory
 from servescope.exporter.sources.base import Problem
 from servescope.exporter.vllm.discovery import Discovery, discover
-from servescope.exporter.vllm.listening import (
-    PID_NOT_VISIBLE,
-    PTRACE_DENIED,
-    REACH_FAILURES,
-    V6ONLY_LISTENER,
-)
 from servescope.exporter.vllm.probing import Connect, settle
 from servescope.exporter.vllm.procfs import ProcFs
 

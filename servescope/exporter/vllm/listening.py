@@ -13,22 +13,17 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
+from servescope.core.vllm.reach import (
+    LOOPBACK_ONLY,
+    NO_LISTENER,
+    NO_REACHABLE_ADDRESS,
+    NOT_AN_ENGINE,
+    PTRACE_DENIED,
+    SCRAPED,
+)
 from servescope.exporter.vllm.addresses import PodAddresses, pod_addresses
 from servescope.exporter.vllm.procfs import ProcFs
 
-SCRAPED = "scraped"
-NOT_AN_ENGINE = "not_an_engine"
-PTRACE_DENIED = "ptrace_denied"
-PID_NOT_VISIBLE = "pid_not_visible"  # NVML's PID is not in this /proc (no hostPID, or it just exited)
-NO_LISTENER = "no_listener"
-LOOPBACK_ONLY = "loopback_only"
-NO_REACHABLE_ADDRESS = "no_reachable_address"
-IPV6_ONLY = "ipv6_only"
-V6ONLY_LISTENER = "v6only_listener"
-NOT_METRICS = "not_metrics"
-# Where this exporter cannot reach an engine that runs: the exporter's place or rights, not the engine.
-# A PID not visible here is not among them: nothing says it runs an engine (it may just have exited).
-REACH_FAILURES = frozenset({PTRACE_DENIED, LOOPBACK_ONLY, NO_REACHABLE_ADDRESS, IPV6_ONLY, V6ONLY_LISTENER})
 _V4_ANY, _V6_ANY = "0.0.0.0", "::"
 MAX_ADDRESSES = 4  # tried per port, preferred first: a pod with many interfaces is not swept
 

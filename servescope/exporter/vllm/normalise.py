@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from servescope.catalog.spec import Kind
-from servescope.exporter.stores.signals import EngineSignals, Histogram, Normalised
-from servescope.exporter.vllm.aliases import (
+from servescope.core.catalog.spec import Kind
+from servescope.core.vllm.aliases import (
     SIGNALS,
     FamilyLike,
     SampleLike,
@@ -15,6 +14,7 @@ from servescope.exporter.vllm.aliases import (
     lookup,
     split_name,
 )
+from servescope.exporter.stores.signals import EngineSignals, Histogram, Normalised
 
 
 def generation_of(backend: str, bases: set[str]) -> str:

@@ -13,16 +13,9 @@ import errno
 import socket
 from collections.abc import Callable
 
+from servescope.core.vllm.reach import IPV6_ONLY, NO_REACHABLE_ADDRESS, NOT_METRICS, SCRAPED, V6ONLY_LISTENER
 from servescope.exporter.vllm.discovery import Discovery
-from servescope.exporter.vllm.listening import (
-    IPV6_ONLY,
-    NO_REACHABLE_ADDRESS,
-    NOT_METRICS,
-    SCRAPED,
-    V6ONLY_LISTENER,
-    Candidate,
-    Outcome,
-)
+from servescope.exporter.vllm.listening import Candidate, Outcome
 
 CONNECT_SECONDS = 1.0
 REFUSED, UNREACHABLE, TIMEOUT = "refused", "unreachable", "timeout"

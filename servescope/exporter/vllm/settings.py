@@ -9,8 +9,8 @@ from typing import Annotated
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode
 
-from servescope.common.settings_cli import area_config, repeated, setting
-from servescope.exporter.vllm.text_parser import SeriesLimits
+from servescope.core.exposition import SeriesLimits
+from servescope.core.settings_cli import area_config, repeated, setting
 
 _LIMITS = SeriesLimits()
 

@@ -8,8 +8,10 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
-from servescope import catalog as c
-from servescope.catalog import placement
+from servescope.core import catalog as c
+from servescope.core.catalog import placement
+from servescope.core.exposition import ExpositionError, ExpositionParser, SeriesLimits
+from servescope.core.vllm.aliases import FamilyLike, is_engine_family, is_read
 from servescope.exporter.exposition import Sample
 from servescope.exporter.gpu_directory import NO_POD, GpuDirectory
 from servescope.exporter.sources.base import Collection, Problem
@@ -17,7 +19,6 @@ from servescope.exporter.sources.bounded_http import LARGE_BODIES
 from servescope.exporter.stores.pod_revisions import PodRevisions
 from servescope.exporter.stores.serving_board import ServingBoard
 from servescope.exporter.stores.signals import Normalised
-from servescope.exporter.vllm.aliases import FamilyLike, is_engine_family, is_read
 from servescope.exporter.vllm.endpoint import EndpointState
 from servescope.exporter.vllm.export import Passthrough, passthrough_text, signal_samples
 from servescope.exporter.vllm.finding import Finder
@@ -26,7 +27,6 @@ from servescope.exporter.vllm.normalise import normalise
 from servescope.exporter.vllm.probing import Connect, tcp_connect
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.scrape import Fetcher, ScrapeError, Scraper
-from servescope.exporter.vllm.text_parser import ExpositionError, ExpositionParser, SeriesLimits
 
 log = logging.getLogger(__name__)
 

@@ -8,6 +8,7 @@ lower_max_num_seqs (prints only, always), create_silence.
 
 from __future__ import annotations
 
+from servescope.core.promql_literal import promql_string
 from servescope.runbooks.actions import (
     capacity,
     changes,
@@ -36,7 +37,7 @@ from servescope.runbooks.actions.params import (
     Params,
     Window,
 )
-from servescope.runbooks.actions.promql import PromQLTemplate, promql_string
+from servescope.runbooks.actions.promql import PromQLTemplate
 
 __all__ = [
     "ACTIONS",

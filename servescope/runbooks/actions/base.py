@@ -12,9 +12,9 @@ from typing import Any, Generic, Literal, TypeVar
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from servescope.catalog.revision import DEFAULT_REVISION_POD_LABELS
-from servescope.common.errors import ServescopeError
-from servescope.common.text_parser import ExpositionError
+from servescope.core.catalog.revision import DEFAULT_REVISION_POD_LABELS
+from servescope.core.errors import ServescopeError
+from servescope.core.exposition import ExpositionError
 from servescope.runbooks.actions.params import K8sName, Params
 
 Kind = Literal["read", "change"]
@@ -29,7 +29,7 @@ class RunContext(BaseModel):
     exporter_url: str = DEFAULT_EXPORTER_URL
     prometheus_url: str | None = None
     alertmanager_url: str | None = None
-    # The Kubernetes API change actions use (common/kube.py): all empty, the pod's ServiceAccount.
+    # The Kubernetes API change actions use (core/kube.py): all empty, the pod's ServiceAccount.
     kube_api_url: str | None = None
     kube_token_file: str | None = None
     kube_ca_file: str | None = None

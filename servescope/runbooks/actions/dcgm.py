@@ -15,8 +15,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from servescope.exporter.dcgm.counters import load_counters
-from servescope.exporter.dcgm.field_table import KNOWN
+from servescope.core.dcgm.counters import load_counters
+from servescope.core.dcgm.field_table import KNOWN
 from servescope.runbooks.actions.base import ActionError, RunContext, StepResult, action
 from servescope.runbooks.actions.metrics import get_json, gpu_api
 from servescope.runbooks.actions.params import GpuIndex, Params

@@ -1,10 +1,10 @@
-"""Every HTTP request of a step, through the one bounded client (`common/http_client.py`).
+"""Every HTTP request of a step, through the one bounded client (`core/http_client.py`).
 
 One total deadline covers the whole exchange (connect, the response head, the body), checked at every
 socket operation, so a peer trickling a byte a second is cut off at the deadline; the answer's decoded
 size is counted as it is decoded, so a compressed bomb stops at the cap; no redirect is followed, and
 no request goes to a link-local, metadata or loopback-mapped address, however it is written or whatever
-a name resolves to (`common/addresses.py`).
+a name resolves to (`core/addresses.py`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from servescope.common.addresses import address_policy
-from servescope.common.decoding import FetchError
-from servescope.common.http_client import Answer, BoundedClient
+from servescope.core.addresses import address_policy
+from servescope.core.decoding import FetchError
+from servescope.core.http_client import Answer, BoundedClient
 from servescope.runbooks.actions.base import ActionError
 
 # A full 8-GPU node's /metrics is well under 1 MiB; the 12 step workers reading 8 MiB each fit the pod.

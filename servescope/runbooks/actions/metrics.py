@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from servescope.common.text_parser import ParsedSample, parse_exposition
+from servescope.core.exposition import ParsedSample, parse_exposition
 from servescope.runbooks.actions.base import ActionError, RunContext
 from servescope.runbooks.actions.fetch import Answer, UnreachableError, request
 from servescope.runbooks.actions.trust import exporter_base

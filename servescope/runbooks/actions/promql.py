@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, PlainValidator, model_validator
 
+from servescope.core.promql_literal import promql_string
 from servescope.runbooks.actions.base import ActionError, RunContext, StepResult, action
 from servescope.runbooks.actions.fetch import UnreachableError, request
 from servescope.runbooks.actions.params import LabelName, LabelValue, LiteralOnly, Params
@@ -21,20 +22,6 @@ from servescope.runbooks.actions.text import table
 
 PLACEHOLDER = re.compile(r"\$([a-zA-Z_][a-zA-Z0-9_]*)", re.ASCII)
 _NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*", re.ASCII)
-_SIMPLE = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def promql_string(value: str) -> str:
-    """`value` as a PromQL (Go-syntax) double-quoted string literal."""
-    out = []
-    for ch in value:
-        if ch in _SIMPLE:
-            out.append(_SIMPLE[ch])
-        elif ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 or ch in "\u2028\u2029":
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
 
 
 def _query(value: Any) -> str:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from servescope.exporter.derived.batch_controller import (
+from servescope.core.batch_controller import (
     DEFAULT_LOW_UTILISATION,
     DEFAULT_SLO_SECONDS,
     GPU_UNDERUTILISED,

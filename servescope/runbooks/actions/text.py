@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from servescope.common.durations import human_duration
+from servescope.core.durations import human_duration
 
 
 def table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> str:

@@ -1,0 +1,109 @@
+"""`servescope alerts`: build the rule files, the PrometheusRule and the Alertmanager configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+
+from servescope.bundle.alerts import BUILD_DIR
+from servescope.bundle.alerts.bundle import FILES, groups, stale, write
+from servescope.bundle.alerts.lint import lint, lint_rule_file
+from servescope.bundle.alerts.profiles import PROFILES, with_profile
+from servescope.core.cli_errors import complain, usage_error
+from servescope.core.config import load_config
+from servescope.core.errors import validation_message
+
+DEFAULT_OUT = BUILD_DIR
+app = typer.Typer(help="Alert rules as code.", no_args_is_help=True, add_completion=False)
+
+
+def _config_field(loc: tuple[int | str, ...]) -> str:
+    # A check across fields (the durations) has no location: it is about the config as a whole.
+    return ".".join(map(str, loc)) or "config"
+
+
+@app.command()
+def build(
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="Folder to write rules.yaml, prometheusrule.yaml, alertmanager.yaml to."),
+    ] = DEFAULT_OUT,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="YAML file overriding thresholds, windows, selector, URLs (see alerts/config.py).",
+        ),
+    ] = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="Write nothing; exit 1 when the files in --out are stale.")
+    ] = False,
+    profile: Annotated[
+        str,
+        typer.Option(
+            "--profile",
+            help=f"Overrides applied on top of --config: {', '.join(PROFILES)}. `demo` shortens every "
+            "`for` and window so simulated faults fire within minutes (what `servescope demo` loads).",
+        ),
+    ] = "default",
+    topology: Annotated[
+        str | None,
+        typer.Option(
+            "--topology",
+            help="Who scrapes the engines: exporter, or podmonitor (the rules read the engines' own vllm:* "
+            "series and join them to GPUs on namespace, pod). Default: the config's engine_topology.",
+        ),
+    ] = None,
+) -> None:
+    """Generate the alert bundle from the defaults (or --config) into --out."""
+    # typer declares each option in the signature, which makes this command longer than 40 lines; its body
+    # is short.
+    try:
+        overrides = {"engine_topology": topology} if topology else {}
+        cfg = with_profile(load_config(config), profile, **overrides)
+    except ValidationError as exc:
+        message = validation_message(exc, _config_field, prefix=f"{config}: ")
+        usage_error(message, 1)
+    except ValueError as exc:
+        usage_error(str(exc), 1)
+    problems = lint(groups(cfg), cfg)
+    if problems:
+        # A config override can produce a broken rule (e.g. a selector that is not PromQL): never write it.
+        for problem in problems:
+            complain(str(problem), kind="lint")
+        raise typer.Exit(1)
+    if check:
+        outdated = stale(out, cfg)
+        if outdated:
+            typer.echo(
+                f"stale in {out}: {', '.join(outdated)}; run `servescope alerts build --out {out}`", err=True
+            )
+            raise typer.Exit(1)
+        typer.echo(f"{out}: {', '.join(FILES)} are current")
+        return
+    for path in write(out, cfg):
+        typer.echo(f"wrote {path}")
+
+
+@app.command("lint")
+def lint_command(
+    files: Annotated[list[Path], typer.Argument(help="rules.yaml or prometheusrule.yaml files to check.")],
+    config: Annotated[
+        Path | None, typer.Option("--config", help="The config the links are checked against (as for build).")
+    ] = None,
+) -> None:
+    """Check rule files offline: annotations, `for`, counters under rate, histogram_quantile over
+    `sum by (le)`, metric names known to the exporter. Exit 1 on any problem."""
+    try:
+        cfg = load_config(config)
+        problems = [problem for path in files for problem in lint_rule_file(path, cfg)]
+    except (OSError, ValueError) as exc:
+        usage_error(str(exc), 1)
+    for problem in problems:
+        typer.echo(str(problem))
+    if problems:
+        raise typer.Exit(1)
+    typer.echo(f"{', '.join(str(f) for f in files)}: no problems")

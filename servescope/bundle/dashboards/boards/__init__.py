@@ -1,0 +1,1 @@
+"""One module per dashboard, each defining `dashboard`; its name with `-` for `_` is the JSON file name."""

@@ -1,0 +1,1 @@
+"""DCGM's vocabulary: field ids and names, the counters file, dmon's format."""

@@ -1,0 +1,1 @@
+"""vLLM's and SGLang's metric names across versions."""

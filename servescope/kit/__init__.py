@@ -1,0 +1,1 @@
+"""The load, capacity, tuning and canary-analysis kit."""
