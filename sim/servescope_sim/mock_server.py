@@ -1,10 +1,10 @@
 """A local OpenAI-compatible server that queues like an engine: slots, a TTFT and a per-token delay.
 
 It answers /v1/completions and /v1/chat/completions (streamed as SSE, or not), and serves vLLM's
-/metrics page, rendered as the simulated engine's (vllm_metrics.py), from what it records as vLLM does
-(running, waiting, TTFT and e2e histograms, request and token counters, the length histograms), so the
-load client, its engine sampling and the replay can be tested end to end, and the client's own ceiling
-measured. A request takes a slot for its whole life; with every slot
+/metrics page, rendered as the simulated engine's (vllm_metrics.py, vLLM's buckets), from what it
+records as vLLM does (running, waiting, TTFT and e2e histograms, request and token counters, the length
+histograms), so the load client, its engine sampling and the replay can be tested end to end, and the
+client's own ceiling measured. A request takes a slot for its whole life; with every slot
 taken it waits, FIFO, and counts as waiting, as a continuous-batching engine's queue does. HTTP/1.1 on
 asyncio streams: bounded heads and bodies, keep-alive, chunked streaming.
 """
@@ -12,6 +12,7 @@ asyncio streams: bounded heads and bodies, keep-alive, chunked streaming.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 import time
 from collections.abc import AsyncIterator
@@ -40,8 +41,25 @@ class MockConfig:
     model: str = "mock"
 
 
+@dataclass(frozen=True, slots=True)
+class Booking:
+    """One request's timeline, fixed when it arrives (perf_counter seconds)."""
+
+    arrived: float
+    start: float  # when a slot takes it: the arrival, or when the earliest slot frees
+    first: float  # its first token: start + ttft
+    done: float  # its last token: first + (tokens - 1) x token delay
+
+
 class MockEngine:
-    """The queueing engine behind the HTTP front, with vLLM-named metrics on its own registry."""
+    """The queueing engine behind the HTTP front; it records what vLLM records (EngineStats) and its
+    /metrics page is rendered as the simulated engine's.
+
+    Its queue is computed, not slept: each arrival books the slot that frees first (FIFO), and its
+    first and last token times follow from that slot's start. A late event loop (a busy machine) then
+    delays when a token is *sent*, never when the slot frees, so the engine serves exactly the queue
+    its parameters describe, whose latency a queue simulation computes.
+    """
 
     engine_id = "0"
 
@@ -50,47 +68,53 @@ class MockEngine:
             raise ValueError(f"mock config {mock}: slots >= 1 and non-negative delays required")
         self.mock = mock
         self.model_name = mock.model
+        self._free = [0.0] * mock.slots  # a heap of the times each slot frees
+        self._booked: list[Booking] = []  # bookings not yet done (the running and waiting gauges)
         # Read by the rendering: the cache config and what vLLM records since the process started.
         blocks = max(1, mock.slots * MAX_MODEL_LEN // BLOCK_SIZE)
         self.config = EngineConfig(block_size=BLOCK_SIZE, num_gpu_blocks=blocks, max_model_len=MAX_MODEL_LEN)
         self.stats = EngineStats.new(created=time.time(), max_model_len=MAX_MODEL_LEN)
-        self._slots = asyncio.Semaphore(mock.slots)
-        self.running = 0
-        self.waiting = 0
 
     @property
     def num_running(self) -> int:
-        return self.running
+        return self._count(waiting=False)
 
     @property
     def num_waiting(self) -> int:
-        return self.waiting
+        return self._count(waiting=True)
 
     @property
     def kv_cache_usage(self) -> float:
-        return self.running / self.mock.slots
+        return self.num_running / self.mock.slots
+
+    def _count(self, *, waiting: bool) -> int:
+        now = time.perf_counter()
+        self._booked = [b for b in self._booked if b.done > now]
+        return sum(1 for b in self._booked if (b.start > now) == waiting)
+
+    def book(self, max_tokens: int) -> Booking:
+        """Take the slot that frees first, now: the request's whole timeline."""
+        arrived = time.perf_counter()
+        start = max(arrived, heapq.heappop(self._free))
+        first = start + self.mock.ttft_s
+        booking = Booking(arrived, start, first, first + max(0, max_tokens - 1) * self.mock.token_s)
+        heapq.heappush(self._free, booking.done)
+        self._booked.append(booking)
+        return booking
 
     async def generate(self, prompt_tokens: int, max_tokens: int) -> AsyncIterator[int]:
-        """Yield token indexes as they are produced: after the queue and TTFT, then one per token delay."""
-        arrived = time.perf_counter()
-        self.waiting += 1
-        try:
-            await self._slots.acquire()
-        finally:
-            self.waiting -= 1
-        self.running += 1
-        try:
-            if self.mock.ttft_s:
-                await asyncio.sleep(self.mock.ttft_s)
-            self.stats.observe("time_to_first_token_seconds", time.perf_counter() - arrived)
-            for index in range(max_tokens):
-                if index and self.mock.token_s:
-                    await asyncio.sleep(self.mock.token_s)
-                yield index
-        finally:
-            self.running -= 1
-            self._slots.release()
-        self.finished(prompt_tokens, max_tokens, time.perf_counter() - arrived)
+        """Yield token indexes at their booked times: the first after the queue and TTFT, then one per
+        token delay. The slot stays booked to the last token even if the client goes away."""
+        booking = self.book(max_tokens)
+        for index in range(max_tokens):
+            due = booking.first + index * self.mock.token_s
+            wait = due - time.perf_counter()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            if index == 0:
+                self.stats.observe("time_to_first_token_seconds", booking.first - booking.arrived)
+            yield index
+        self.finished(prompt_tokens, max_tokens, booking.done - booking.arrived)
 
     def finished(self, prompt_tokens: int, output_tokens: int, e2e_s: float) -> None:
         """Count one finished request as vLLM does: success, token counters, length histograms."""

@@ -1,8 +1,11 @@
-"""Load test: what `servescope load` offers and achieves, its client latency, and the engine's view beside.
+"""Load test: what `servescope load` offers and achieves, its client latency, and the engine's view beside;
+and the weekly capacity job's knee over the weeks.
 
 The client series are `servescope load run --metrics-port`'s own (servescope_load_*), scraped like any
 target. Client latency is measured from the scheduled send, so a client that falls behind shows as
-schedule lag, not as a fast engine; the engine's own TTFT and queue come from the exporter's names.
+schedule lag, not as a fast engine; the engine's own TTFT and queue come from the exporter's names. The
+weekly job remote-writes one sample per run (catalog/capacity.py): each panel holds the latest for a
+week and a day, a step a week.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from servescope.bundle.dashboards.common import (
     ts,
 )
 from servescope.core import catalog as c
+from servescope.core.catalog import capacity as cap
 
 LOAD = "servescope_load_"
+WEEK = ALERTS.capacity_result_window
 QUANTILES = (0.5, 0.99)
 P99_SLO = ALERTS.p99_threshold_seconds
 
@@ -113,6 +118,40 @@ dashboard = make_dashboard(
             "none",
             description="Requests the client has in flight beside the engine's running batch and queue. "
             "Waiting that grows through a step is a backlog: the offered rate is above capacity.",
+        ),
+        ts(
+            "Weekly capacity knee",
+            [
+                (f"max by (target) (last_over_time({cap.KNEE.name}[{WEEK}]))", "knee {{target}}"),
+                (
+                    f"max by (target) (last_over_time({cap.KNEE_LOWER.name}[{WEEK}]))",
+                    "interval low {{target}}",
+                ),
+                (
+                    f"max by (target) (last_over_time({cap.KNEE_UPPER.name}[{WEEK}]))",
+                    "interval high {{target}}",
+                ),
+                (
+                    f"max by (target) (last_over_time({cap.BASELINE_KNEE.name}[{WEEK}]))",
+                    "baseline {{target}}",
+                ),
+            ],
+            "reqps",
+            width=16,
+            description="The knee the weekly capacity job (CronJob servescope-capacity) measured against "
+            "each staging target, its confidence interval and the baseline it was compared with, over the "
+            "weeks. A step down is a change (image, flags, driver); a slow slide is drift. A week without a "
+            "point measured no knee: the job's status says why.",
+        ),
+        stat(
+            "Weekly capacity regression",
+            [(f"max by (target) (last_over_time({cap.REGRESSION.name}[{WEEK}]))", "{{target}}")],
+            "none",
+            width=8,
+            thresholds=[1],
+            description="1 when the last weekly run is a significant regression of its baseline: more than "
+            f"{ALERTS.capacity_regression_drop:.0%} of capacity lost at comparable load, the definition "
+            "ServescopeThroughputBelowBaseline shares (ServescopeCapacityRegression fires on it).",
         ),
         ts(
             "Errors by reason",
