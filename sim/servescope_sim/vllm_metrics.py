@@ -31,14 +31,11 @@ class Engine(Protocol):
     """What the rendering reads of an engine: the simulated one (vllm_engine.py) or the mock OpenAI
     server's queue (mock_server.py)."""
 
-    @property
-    def engine_id(self) -> str: ...
-    @property
-    def model_name(self) -> str: ...
-    @property
-    def config(self) -> EngineConfig: ...
-    @property
-    def stats(self) -> EngineStats: ...
+    engine_id: str
+    model_name: str
+    config: EngineConfig
+    stats: EngineStats
+
     @property
     def num_running(self) -> int: ...
     @property
