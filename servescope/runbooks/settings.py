@@ -15,6 +15,7 @@ from pydantic import AfterValidator, AliasChoices, BaseModel, field_validator
 from pydantic_settings import BaseSettings
 
 from servescope.core.catalog.revision import DEFAULT_REVISION_POD_LABELS, pod_label_key
+from servescope.core.config import AlertsConfig, load_config
 from servescope.core.listen import ListenSetting
 from servescope.core.settings_cli import area_config, setting
 from servescope.runbooks.actions.base import DEFAULT_EXPORTER_URL, RunContext
@@ -54,8 +55,27 @@ class FolderSettings(BaseSettings):
             raise ValueError(f"{value}: not a folder")
         return value
 
+    alerts_config: Path | None = setting(
+        None,
+        "--alerts-config",
+        "The alert bundle's config file (YAML, as `bundle build --config` reads): the pages show its "
+        "thresholds and bounds, the ones the rules use. Empty: the built-in defaults.",
+    )
+
+    @field_validator("alerts_config", mode="before")
+    @classmethod
+    def _config_loads(cls, value: object) -> object:
+        if value is None or value == "":
+            return None  # the defaults
+        load_config(Path(str(value)))  # a file that is not a config is refused at start, naming the field
+        return value
+
     def folder(self) -> Path:
         return self.runbooks if self.runbooks is not None else SHIPPED_RUNBOOKS
+
+    def config(self) -> AlertsConfig:
+        """The thresholds the runbooks are read with: --alerts-config, else the defaults."""
+        return load_config(self.alerts_config)
 
 
 class StepSettings(BaseSettings):
