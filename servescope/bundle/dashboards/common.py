@@ -1,7 +1,8 @@
 """What every dashboard shares: the datasource and filter variables, selectors, panel factories, links.
 
 Panels are laid out by `layout()` (two per row unless a width is given), so no two panels overlap and
-ids are stable. Thresholds drawn on panels come from the alert config, the one place they are set.
+ids are stable. Thresholds drawn on panels, and the runbook link, come from the alert config a dashboard is
+built with (`dashboard(cfg)` of each module of `boards/`), the one place they are set.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import grafanalib.core as g
 
 from servescope.core.config import AlertsConfig
 
-ALERTS = AlertsConfig()
 DATASOURCE = "${datasource}"
 GRID_WIDTH = 24
 PANEL_HEIGHT = 8
@@ -194,7 +194,7 @@ def uid(name: str) -> str:
     return f"servescope-{name}"
 
 
-def links(runbook_base_url: str = ALERTS.runbook_base_url) -> list[g.DashboardLink]:
+def links(runbook_base_url: str) -> list[g.DashboardLink]:
     out = [
         g.DashboardLink(
             title=title, type="link", uri=f"/d/{uid(name)}", keepTime=True, includeVars=True, icon="dashboard"
@@ -210,7 +210,13 @@ def links(runbook_base_url: str = ALERTS.runbook_base_url) -> list[g.DashboardLi
 
 
 def make_dashboard(
-    name: str, title: str, description: str, panels: Sequence[Panel], filters: Sequence[str]
+    cfg: AlertsConfig,
+    name: str,
+    title: str,
+    description: str,
+    panels: Sequence[Panel],
+    *,
+    filters: Sequence[str],
 ) -> g.Dashboard:
     return g.Dashboard(
         title=f"servescope / {title}",
@@ -219,7 +225,7 @@ def make_dashboard(
         tags=["servescope"],
         panels=layout(panels),
         templating=g.Templating(list=variables(*filters)),
-        links=links(),
+        links=links(cfg.runbook_base_url),
         time=g.Time("now-1h", "now"),
         refresh="30s",
         graphTooltip=1,
