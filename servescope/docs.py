@@ -64,17 +64,9 @@ def metrics_table() -> str:
 
 
 def alerts_table() -> str:
-    from servescope.bundle.alerts.bundle import groups  # alerts/ is mapped into the package
-    from servescope.bundle.alerts.model import Alert
-    from servescope.core.config import AlertsConfig
+    from servescope.bundle.alerts.doc_table import alerts_table as table  # alerts/ is mapped into the package
 
-    rows = ["| alert | severity | for | group | what it means |", "| --- | --- | --- | --- | --- |"]
-    for group in groups(AlertsConfig()):
-        for rule in group.rules:
-            if isinstance(rule, Alert):
-                cells = (f"`{rule.name}`", rule.severity, rule.for_, group.name, _cell(rule.summary))
-                rows.append(f"| {' | '.join(cells)} |")
-    return "\n".join(rows) + "\n"
+    return table()
 
 
 def dashboards_table() -> str:

@@ -1,9 +1,8 @@
-"""Scoring, pure: `for` semantics, firing episodes, truth matching, precision, recall, latency, lead time.
+"""Scoring, pure: truth matching, precision, recall, latency, lead time.
 
-Times are simulated seconds from a run's start. An alert's expression "held" at an evaluation step when
-the query returned its series at that step; it fires at t when it held at every step of [t - for, t],
-as Prometheus keeps an alert pending while the expression holds at consecutive evaluations. Consecutive
-firing steps of one series (alert name + labels) form an episode: one notification.
+Times are simulated seconds from a run's start. An episode is one firing of one alert series (its name
+and labels) as the rule engine produced it, from its first firing evaluation to its last (`for` and
+`keep_firing_for` are the engine's, see rule_engine.py).
 
 An episode is true when it starts inside a truth window that lists its alert (expected or accepted),
 whose identifying labels it carries (a label the alert does not have, such as `gpu` on a fleet-wide
@@ -15,7 +14,6 @@ bundle's Alertmanager tree: they are listed, not scored. `ServescopeWatchdog` al
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -46,51 +44,6 @@ class RunOutcome:
     episodes: tuple[Episode, ...]
 
 
-def firing_steps(held: Iterable[float], for_s: float, step: float, keep_s: float = 0.0) -> list[float]:
-    """The steps at which an alert fires, given the steps at which its expression held.
-
-    `keep_s` is the rule's keep_firing_for: once fired, the alert stays firing that long after its
-    expression last held, and an expression that holds again within it fires on without a new `for`.
-    """
-    fired: list[float] = []
-    since = previous = None
-    kept_until = -math.inf
-    for t in sorted(held):
-        if previous is not None and t - previous > 1.5 * step:
-            # The expression stopped: a fired alert fires on through its keep_firing_for.
-            fired += _steps_between(previous, min(t, kept_until + step), step)
-            if t > kept_until + 1.5 * step:
-                since = None  # a missed step resets the pending clock, as in Prometheus
-        if since is None:
-            since = t
-        if t - since >= for_s - 1e-6 or t <= kept_until + 1e-6:
-            fired.append(t)
-            kept_until = t + keep_s
-        previous = t
-    if previous is not None:
-        fired += _steps_between(previous, kept_until + step, step)
-    return fired
-
-
-def _steps_between(after: float, before: float, step: float) -> list[float]:
-    """The evaluation steps strictly after `after` and before `before`."""
-    if before - after <= step:
-        return []
-    count = math.ceil((before - after) / step - 1e-6) - 1
-    return [after + step * (i + 1) for i in range(count)]
-
-
-def group_episodes(steps: list[float], step: float) -> list[tuple[float, float]]:
-    """Runs of consecutive steps as (first, last)."""
-    runs: list[tuple[float, float]] = []
-    for t in steps:
-        if runs and t - runs[-1][1] <= 1.5 * step:
-            runs[-1] = (runs[-1][0], t)
-        else:
-            runs.append((t, t))
-    return runs
-
-
 def labels_match(window: Labels, episode: Labels) -> bool:
     have = dict(episode)
     return all(have.get(key, value) == value for key, value in window)
@@ -101,7 +54,7 @@ def explains(window: TruthWindow, episode: Episode) -> bool:
     return (
         episode.alert in (*window.expect, *window.accept)
         and labels_match(window.labels, episode.labels)
-        and window.start <= episode.start <= window.end + window.grace_s
+        and window.start - window.lead_s <= episode.start <= window.end + window.grace_s
     )
 
 
@@ -112,7 +65,7 @@ def detection(window: TruthWindow, alert: str, episodes: Iterable[Episode]) -> E
         for e in episodes
         if e.alert == alert
         and labels_match(window.labels, e.labels)
-        and window.start <= e.start <= window.end
+        and window.start - window.lead_s <= e.start <= window.end
     ]
     return min(found, key=lambda e: e.start, default=None)
 

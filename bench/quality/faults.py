@@ -71,7 +71,7 @@ class NodeFaults(PlanScenario):
     link_down: GpuFault | None = None
     hung_engine: EngineFault | None = None  # its scheduler stops stepping; its server still answers
     stuck_kv: StuckKv | None = None
-    rollout_at: float | None = None  # the exporter restarts in a new pod (new IP: new `instance`)
+    rollout_at: float | None = None  # the exporter restarts in a new pod (its `instance`, the node, stays)
     pcie_narrow: GpuFault | None = None  # the GPU's PCIe link retrains at PCIE_NARROW_WIDTH lanes
     sglang_engines: tuple[int, ...] = ()  # these engines serve SGLang's /metrics (see sglang_text.py)
     _failing: bool = field(default=False, init=False, repr=False)

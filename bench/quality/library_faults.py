@@ -60,7 +60,20 @@ FAULT_ROWS = (
         22,
         "Prometheus cannot reach the exporter (the node keeps serving)",
         lambda window: PlanScenario(),
-        lambda window: (Incident("exporter unreachable", window, ("ServescopeExporterDown",), grace_s=0.0),),
+        # The fleet is this one node: its exporter unreachable is the whole fleet blind, one page.
+        lambda window: (
+            Incident(
+                "exporter unreachable",
+                window,
+                ("ServescopeExporterDown", "ServescopeMonitoringBlind"),
+                accept=(
+                    "ServescopeGpuMetricsAbsent",
+                    "ServescopeServingMetricsAbsent",
+                    "ServescopeDerivedMetricsAbsent",
+                ),
+                grace_s=0.0,
+            ),
+        ),
         exporter_unreachable=True,
     ),
 )

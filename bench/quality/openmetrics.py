@@ -73,3 +73,61 @@ class SeriesBuffer:
             for name in sorted(self._lines):
                 out.writelines(self._lines[name])
             out.write("# EOF\n")
+
+
+class StepBuffer:
+    """Scrapes of one target, one per evaluation step, as promtool input series (`rule_engine.py`).
+
+    A series a scrape lacks has no sample at that step; the first such step after a sample is a staleness
+    marker, as Prometheus writes when a series goes or the target stops answering. `up` is added at every
+    scrape, 0 for one that got no answer (and nothing else then).
+    """
+
+    def __init__(self, instance: str, keep: frozenset[str] | None = None, job: str = "servescope") -> None:
+        self._target = f'instance="{instance}",job="{job}"'
+        self._keep = keep
+        self._values: dict[str, list[float | None]] = {}
+        self.steps = 0
+        self.samples = 0
+
+    def _put(self, key: str, step: int, value: float) -> None:
+        values = self._values.get(key)
+        if values is None:
+            values = self._values[key] = []
+        values.extend([None] * (step + 1 - len(values)))
+        values[step] = value
+        self.samples += 1
+
+    def add(self, body: str, step: int) -> None:
+        """The scrape at evaluation step `step` (its time is step x the evaluation interval)."""
+        self.steps = max(self.steps, step + 1)
+        target = self._target
+        self._put(f"up{{{target}}}", step, 1.0)
+        for line in body.splitlines():
+            if not line or line[0] == "#":
+                continue
+            brace, space = line.find("{"), line.rfind(" ")
+            if 0 <= brace < space:
+                name, key = line[:brace], f"{line[:brace]}{{{target},{line[brace + 1 : space]}"
+            else:
+                name, key = line[:space], f"{line[:space]}{{{target}}}"
+            if self._keep is None or name in self._keep:
+                self._put(key, step, float(line[space + 1 :]))
+
+    def add_failed(self, step: int) -> None:
+        self.steps = max(self.steps, step + 1)
+        self._put(f"up{{{self._target}}}", step, 0.0)
+
+    def add_constant(self, key: str, value: float, steps: int) -> None:
+        """A series every step (kube-state-metrics' facts about the node, say)."""
+        for step in range(steps):
+            self._put(key, step, value)
+
+    def input_series(self) -> list[dict[str, str]]:
+        from .rule_engine import values
+
+        series = []
+        for key, recorded in sorted(self._values.items()):
+            padded = recorded + [None] * (self.steps - len(recorded))
+            series.append({"series": key, "values": values(padded)})
+        return series

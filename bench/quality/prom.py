@@ -1,82 +1,23 @@
-"""The real tools: promtool imports the series, Prometheus evaluates the committed rules' expressions.
-
-Recording rules are inlined into the alert expressions, not backfilled: a reference to a record becomes
-its expression, a range over a record (`record[1d]`) a subquery at the evaluation step, and a record
-read `offset D` the last value of a subquery over the lookback delta, which is what an instant
-selector sees of a series recorded every step. Backfilling with `promtool tsdb create-blocks-from
-rules` would need one pass per level of records (the daily KV baseline reads the 5-minute one) and a
-Prometheus restart after each.
-"""
+"""The real tools over recorded series: promtool imports OpenMetrics into TSDB blocks, and a Prometheus
+over those blocks answers range queries (the dashboards' and the load replay's tests read history so).
+The alert-quality benchmark judges rules with promtool's rule engine instead (`rule_engine.py`)."""
 
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from servescope.core.durations import parse_duration
 from servescope.core.processes import Child, ChildFailedError, free_port
 
 LOOKBACK = "1m"  # backfilled series carry no staleness markers: a vanished series lingers this long
 READY_SECONDS = 60.0
-
-
-@dataclass(frozen=True)
-class AlertRule:
-    name: str
-    expr: str  # with every recording rule inlined
-    for_s: float
-    severity: str
-    keep_s: float = 0.0  # keep_firing_for
-
-
-def load_rules(path: Path) -> tuple[list[AlertRule], dict[str, str]]:
-    """The alerts of a Prometheus rule file, records inlined, and the records themselves."""
-    doc = yaml.safe_load(path.read_text())
-    rules = [rule for group in doc["groups"] for rule in group["rules"]]
-    records = {rule["record"]: rule["expr"] for rule in rules if "record" in rule}
-    alerts = [
-        AlertRule(
-            rule["alert"],
-            inline(rule["expr"], records),
-            parse_duration(rule.get("for", "0s")),
-            rule.get("labels", {}).get("severity", ""),
-            parse_duration(rule.get("keep_firing_for", "0s")),
-        )
-        for rule in rules
-        if "alert" in rule
-    ]
-    return alerts, records
-
-
-def inline(expr: str, records: dict[str, str], step: str = "30s") -> str:
-    """`expr` with every reference to a recording rule replaced by what the rule evaluates."""
-    if not records:
-        return expr
-    names = "|".join(re.escape(name) for name in sorted(records, key=len, reverse=True))
-    pattern = re.compile(rf"(?<![\w:])({names})(?![\w:])(\{{[^}}]*\}})?(\[[^\]]+\])?(\s+offset\s+\w+)?")
-
-    def replace(match: re.Match[str]) -> str:
-        if match.group(2):
-            # A matcher on a record's own labels would need rewriting the record's expression.
-            raise ValueError(f"cannot inline {match.group(0)!r}: label matchers on a record")
-        body = inline(records[match.group(1)], records, step)
-        window, offset = match.group(3), match.group(4) or ""
-        if window:
-            return f"({body}){window[:-1]}:{step}]{offset}"
-        if offset:
-            return f"last_over_time(({body})[{LOOKBACK}:{step}]{offset})"
-        return f"({body})"
-
-    return pattern.sub(replace, expr)
 
 
 def create_blocks(openmetrics: Path, out: Path, promtool: str = "promtool") -> None:

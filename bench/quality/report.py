@@ -11,41 +11,41 @@ from .targets import LEAK_TARGET_RATE, Target, minutes, ratio
 
 METHOD = """## Method
 
-- **Series.** Each scenario runs on a simulated node (2 GPUs, one engine per GPU, unless it says
-  otherwise: one TP=8 engine on 8 GPUs, an engine serving SGLang's /metrics) on a fake clock,
-  through the exporter's own code: the NVML collector over the simulator's pynvml module (every 5 s),
-  the vLLM source (parser, normaliser, series export, engine-GPU join, endpoint health; the engines'
-  text is rendered in process and served by a stand-in scraper), the derived source, the source runners
-  and the publisher. Every 30 s the publisher's exposition becomes one OpenMetrics scrape with
-  `instance` and `job="servescope"`; `promtool tsdb create-blocks-from openmetrics` imports it. Runs sit
-  four days apart in one TSDB, so that no rule's range (3 days at most) reaches another run.
-- **Faults** the production simulator lacks (`bench/quality/faults.py`): NVML failing node-wide (init
-  and every call answer "driver not loaded"), a hung NVML source (its runner is not run, so its last
-  values stay published), a scheduler that stops (the engine is not stepped; its server answers), a KV
-  gauge held high on an idle engine, an exporter rollout (the sources restart with empty history and
-  the scrapes carry a new `instance`), an NVLink link down, a PCIe link retrained at fewer lanes, each
-  engine on its own load curve.
-- **Rules.** Every alert of `alerts/build/rules.yaml` is evaluated with `/api/v1/query_range` every
-  30 s over its run. Recording rules are inlined (a record becomes its expression, a range over it a
-  30 s subquery, an `offset` read the last value of a subquery) instead of backfilled. Backfilled data
-  has no staleness markers, so the lookback delta is 1 minute: a series that stops is gone after two
-  missed scrapes, about what staleness does on a live Prometheus. Inhibitions are not applied
-  to the per-alert scores (each alert is scored on its own); the pages per incident apply them.
-- **`for` and episodes.** An alert fires at t when its expression held at every evaluation of
-  [t - for, t], and stays firing for its `keep_firing_for` after the expression last held;
-  consecutive firing evaluations of one series are one episode.
-- **Truth.** Incident windows are conditions on the simulator's ground truth: noise-free GPU load over
-  the configured ratio for at least the alert's `for`, KV usage (1-minute mean) over its ratio, the leak
-  from its start to the recorded OOM, an engine's death to the end, fixed fault windows; latency
-  incidents come from the engines' own histograms. An episode is true when it starts inside a window
-  that expects or accepts its alert and carries the window's labels (grace after the end: 15 minutes,
-  an hour for burn-rate alerts, none for leaks and outages); anything else is a false positive.
+- **Node library.** Each scenario runs on a simulated node (2 GPUs, one engine per GPU, unless it says
+  otherwise: one TP=8 engine on 8 GPUs, an engine serving SGLang's /metrics) on a fake clock, through the
+  exporter's own code: the NVML collector over the simulator's pynvml module (every 5 s), the vLLM source
+  (parser, normaliser, series export, engine-GPU join, endpoint health), the derived source, the source
+  runners and the publisher. Every 30 s the publisher's exposition is one scrape (`instance` the node's
+  name, as the ServiceMonitor makes it; `job="servescope"`); kube-state-metrics lists the node. Exporter
+  topology.
+- **Fleet library.** A Kubernetes fleet as data (`bench/quality/fleet_model.py`): nodes, vLLM pods going
+  through loading, serving, crash loops, hangs, deletion; each model's load and lognormal latencies (so the
+  share of requests over any bound is exact); the series each topology gives Prometheus: the exporter's
+  (engines found, reported down while their pod is listed, dropped when it is gone, as the exporter's
+  retention does) or Prometheus' own scrapes of every pod (job `vllm`), kube-state-metrics in both (a
+  scrape late: an engine stops before it says its pod is being deleted).
+- **Faults** the production simulator lacks (`bench/quality/faults.py`): NVML failing node-wide, a hung
+  NVML source, a scheduler that stops, a KV gauge held high on an idle engine, an exporter rollout, an
+  NVLink link down, a PCIe link retrained at fewer lanes, each engine on its own load curve.
+- **Rules.** promtool's rule engine (`promtool test rules`, the code Prometheus runs: recording rules in
+  the bundle's group order, `for`, `keep_firing_for`, staleness) evaluates every rule of the bundle built
+  for the run's topology every 30 s over its series, and writes `ALERTS`; the firing episodes are read
+  back from `ALERTS_FOR_STATE` (`bench/quality/rule_engine.py`). Nothing re-implements a rule.
+- **Pages.** Each run's firing alerts are replayed in order into a real Alertmanager loaded with the
+  bundle's configuration: the pager's groups and each alert's inhibition are Alertmanager's own. A page is
+  a pager group that gets an alert no inhibition mutes.
+- **Truth.** Incident windows are conditions on the ground truth: noise-free GPU load over the configured
+  ratio for at least the alert's `for`, KV usage over its ratio, a leak from its start to the recorded OOM,
+  an engine's death to the end, fixed fault windows; an SLO's burn from the requests' real latencies (the
+  fleet's lognormal shares over the bound, the node's engine histograms) and the endpoints' real states,
+  against the same pairs of windows and rates as the pages; an alert that fires where the truth burns at
+  0.7 of the rate is correct, not required. An episode is true when it starts inside a window that
+  expects or accepts its alert and carries the window's labels (a grace after the end; an SLO's rates may
+  lead its truth by 5 minutes); anything else is a false positive.
 - **Day-long runs.** `ServescopeKvCacheAnomaly` and `ServescopeHealthyEndpointsLow` compare with the
-  value 23 hours earlier: two scenarios simulate a day of baseline first (a quiet night after it, which
-  must stay silent; KV and endpoint trouble after it, which must be heard).
-- **Not exercised.** The ECC, row-remap, thermal, PCIe replay, DCGM-based and absent-series alerts have
-  no scenario and are evaluated only for false positives. `info` alerts are routed nowhere and are
-  listed, not scored.
+  value 23 hours earlier, the leak verdict fits a day: a few scenarios simulate a day of history first.
+- **Not exercised.** The ECC, row-remap, thermal, PCIe replay and DCGM-based alerts have no scenario and
+  are evaluated only for false positives. `info` alerts are routed nowhere and are listed, not scored.
 """
 
 
@@ -90,7 +90,7 @@ def _alert_json(s: AlertScore) -> dict[str, Any]:
 
 def _attributes(obj: object, *names: str) -> dict[str, Any]:
     """`obj`'s attributes under their own names (tuples as JSON lists), in the order given."""
-    values = {name: getattr(obj, name) for name in names}
+    values = {name: getattr(obj, name, None) for name in names}
     return {name: list(v) if isinstance(v, tuple) else v for name, v in values.items()}
 
 
@@ -156,9 +156,9 @@ def _summary(plans: list[Plan], seeds: list[int], meta: dict[str, Any]) -> str:
     return (
         f"{len(plans)} scenarios x {len(seeds)} seeds ({', '.join(map(str, seeds))}): "
         f"{hours:.1f} simulated hours, "
-        f"{meta['samples']:,} samples. Rules: `{meta['rules']['file']}`{stale}, evaluated by Prometheus "
-        f"{meta['prometheus']} every {meta['step_s']:g} s (lookback {meta['lookback']}), `for` applied per "
-        f"series. Scrapes every {meta['scrape_s']:g} s, NVML every {meta['nvml_s']:g} s.\n\n"
+        f"{meta['samples']:,} node samples. Rules: `{meta['rules']['file']}`{stale} (and its PodMonitor "
+        f"variant), evaluated by promtool {meta['promtool']}'s rule engine every {meta['step_s']:g} s. "
+        f"Scrapes every {meta['scrape_s']:g} s, NVML every {meta['nvml_s']:g} s.\n\n"
         f"Wall time: {timing}.\n"
     )
 
@@ -267,10 +267,10 @@ def _scenarios(plans: list[Plan]) -> str:
     return (
         "## Scenarios\n\n| scenario | GPU | length | what happens | incidents: expected alerts |\n"
         "| --- | --- | --- | --- | --- |\n" + "\n".join(rows) + "\n\n"
-        "Every scenario also carries latency incidents judged from the engines' own histograms (the SLO "
+        "Every node scenario also carries latency incidents judged from the engines' own histograms (the SLO "
         "breached while more than its 1 % budget of the last 30 minutes' requests were over the bound; P99 "
-        "over its threshold over 5 minutes): they accept " + ", ".join(f"`{a}`" for a in accepted) + " and "
-        "expect nothing, since no scenario is built to breach an SLO.\n"
+        "over its threshold over 5 minutes): they accept " + ", ".join(f"`{a}`" for a in accepted) + ". The "
+        "fleet scenarios state their SLO incidents from the truth (see Method).\n"
     )
 
 

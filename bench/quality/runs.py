@@ -1,34 +1,34 @@
-"""One run of the benchmark: a plan and a seed simulated, written, imported; then its alerts evaluated.
+"""One run of the benchmark: a plan and a seed simulated on a node, its scrapes judged by promtool's rule
+engine (the committed rules, exporter topology); its firing episodes paired with its truth.
 
-Every run lives in its own time slot of one TSDB: four days apart, so that no range in the rules (the
-SLO's 3-day window is the longest) ever reaches another run's samples, and one Prometheus answers for
-all of them. A run's `instance` label names its scenario and seed.
+The node's `instance` is what the exporter's ServiceMonitor makes it, the node's name (here the run's
+name): it survives an exporter rollout, as on a cluster. kube-state-metrics lists the node as a GPU node.
 """
 
 from __future__ import annotations
 
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .evaluate import HEARTBEAT, Episode, firing_steps, group_episodes
+from .evaluate import Episode, RunOutcome
 from .node import Node, Timing
-from .openmetrics import SeriesBuffer
-from .prom import AlertRule, Prometheus, create_blocks
+from .openmetrics import StepBuffer
+from .rule_engine import run as rule_engine
 from .scenarios import ENGINE, Plan
-from .truth import Recorded, TruthWindow, windows
+from .truth import Recorded, windows
 
-BASE_WALL = 1_700_000_000.0  # 2023-11-14: any fixed instant keeps the files reproducible
-SLOT_SECONDS = 4 * 86_400.0
-TARGET_LABELS = ("__name__", "instance", "job")
+# promtool's clock starts at the Unix epoch: the node's wall clock does too, so that the timestamps the
+# exporter exports (last success, an XID's last time) compare with the rules' time().
+WALL_START = 0.0
+# A fixed instant for series backfilled into a real Prometheus (tests/dashboards): reproducible files.
+BASE_WALL = 1_700_000_000.0  # 2023-11-14
 
 
 @dataclass(frozen=True)
 class RunSpec:
     plan: str
     seed: int
-    slot: int
 
     @property
     def instance(self) -> str:
@@ -36,7 +36,7 @@ class RunSpec:
 
     @property
     def wall_start(self) -> float:
-        return BASE_WALL + self.slot * SLOT_SECONDS
+        return WALL_START
 
     @property
     def file_stem(self) -> str:
@@ -45,12 +45,11 @@ class RunSpec:
 
 @dataclass(frozen=True)
 class Generated:
-    spec: RunSpec
+    outcome: RunOutcome
     duration: float
-    windows: tuple[TruthWindow, ...]
     samples: int
     simulate_s: float
-    import_s: float
+    evaluate_s: float
     oom_at: dict[int, float]
 
 
@@ -70,35 +69,40 @@ def _node(spec: RunSpec, plan: Plan, timing: Timing) -> Node:
     )
 
 
-def generate(spec: RunSpec, plan: Plan, keep: frozenset[str], work: Path, timing: Timing) -> Generated:
-    """Simulate the run, write its OpenMetrics file, import it into blocks under work/blocks/<run>."""
+def generate(spec: RunSpec, plan: Plan, rules: Path, work: Path, timing: Timing) -> Generated:
+    """Simulate the run and evaluate the rules over its scrapes with promtool."""
     started = time.perf_counter()
     node = _node(spec, plan, timing)
-    buffer = SeriesBuffer(spec.instance, keep)
-    rollout_at = getattr(plan.scenario, "rollout_at", None)
+    buffer = StepBuffer(spec.instance)
 
     def scraped(t: float, body: str) -> None:
-        if rollout_at is not None and t >= rollout_at:
-            buffer.retarget(f"{spec.instance}/pod2")  # the new pod's address: a new `instance`
+        step = round(t / timing.scrape_interval)
         if plan.unreachable is not None and plan.unreachable.active(t):
-            buffer.add_failed(spec.wall_start + t)
+            buffer.add_failed(step)
         else:
-            buffer.add(body, spec.wall_start + t)
+            buffer.add(body, step)
 
     try:
         node.run(plan.duration, scraped)
     finally:
         node.close()
-    path = work / f"{spec.file_stem}.om"
-    buffer.write(path)
+    _kube_state_metrics(buffer, spec, plan)
     simulated = time.perf_counter()
-    create_blocks(path, work / "blocks" / spec.file_stem)
+    folder = work / spec.file_stem
+    folder.mkdir(parents=True, exist_ok=True)
+    fired = rule_engine(
+        rules, buffer.input_series(), plan.duration, folder, interval=f"{timing.scrape_interval:g}s"
+    )
+    own = spec.plan, spec.seed
+    episodes = tuple(
+        Episode(f.alert, _severity(f.labels), *own, _own(f.labels), f.first, f.last) for f in fired
+    )
     died = {e.index: e.died_at for e in node.engines if e.died_at is not None}
     recorded = Recorded(node.truth, died, plan.duration)
+    outcome = RunOutcome(spec.plan, spec.seed, tuple(windows(plan, recorded)), episodes)
     return Generated(
-        spec,
+        outcome,
         plan.duration,
-        tuple(windows(plan, recorded)),
         buffer.samples,
         simulated - started,
         time.perf_counter() - simulated,
@@ -106,28 +110,19 @@ def generate(spec: RunSpec, plan: Plan, keep: frozenset[str], work: Path, timing
     )
 
 
-def gather_blocks(work: Path) -> Path:
-    """Move every run's blocks into one TSDB directory."""
-    tsdb = work / "tsdb"
-    tsdb.mkdir(exist_ok=True)
-    for block in sorted((work / "blocks").glob("*/*")):
-        if block.is_dir():
-            shutil.move(str(block), tsdb / block.name)
-    return tsdb
+def _kube_state_metrics(buffer: StepBuffer, spec: RunSpec, plan: Plan) -> None:
+    """What kube-state-metrics says of the run's node: a GPU node (named as the run's instance, which
+    the ServiceMonitor makes the node's name), there throughout."""
+    ksm = 'job="kube-state-metrics",instance="kube-state-metrics:8080"'
+    buffer.add_constant(f'kube_node_info{{{ksm},node="{spec.instance}"}}', 1.0, buffer.steps)
+    capacity = f'kube_node_status_capacity{{{ksm},node="{spec.instance}",resource="nvidia_com_gpu"}}'
+    buffer.add_constant(capacity, float(plan.gpus), buffer.steps)
 
 
-def evaluate_rule(
-    prom: Prometheus, spec: RunSpec, duration: float, rule: AlertRule, step: float
-) -> list[Episode]:
-    """The firing episodes of one alert over one run, `for` applied at the evaluation step."""
-    if rule.name == HEARTBEAT:
-        return []
-    start, end = spec.wall_start + step, spec.wall_start + duration
-    episodes = []
-    for series in prom.query_range(rule.expr, start, end, step):
-        labels = tuple(sorted((k, v) for k, v in series["metric"].items() if k not in TARGET_LABELS))
-        held = [round(float(t) - spec.wall_start, 3) for t, _ in series["values"]]
-        fired = [t for t in firing_steps(held, rule.for_s, step, rule.keep_s) if t <= duration]
-        for first, last in group_episodes(fired, step):
-            episodes.append(Episode(rule.name, rule.severity, spec.plan, spec.seed, labels, first, last))
-    return episodes
+def _severity(labels: tuple[tuple[str, str], ...]) -> str:
+    return dict(labels).get("severity", "")
+
+
+def _own(labels: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """An alert's labels without the target's `job` (the run's `instance` is kept: it names the node)."""
+    return tuple((k, v) for k, v in labels if k != "job")

@@ -185,9 +185,22 @@ class SloBreach:
     share: float
 
 
+@dataclass(frozen=True)
+class SloBurn:
+    """A model's SLO burning at a paging rate, the page's own definition applied to the truth: more than
+    14.4x the budget over both 1 h and 5 min, or 6x over both 6 h and 30 min (`scale` x those rates).
+    `sli`: "ttft" or "e2e", from the engines' histograms at the bound; "availability": the share of the
+    engines that served and are now down, dead or in a `hung` window (engine index, window)."""
+
+    sli: str
+    bound: float = 0.0
+    scale: float = 1.0
+    hung: tuple[tuple[int, Window], ...] = ()
+
+
 # A fixed window of simulated seconds (`end` may be inf: until the scenario ends): a fault's own window.
 During = Window
-Condition = Window | Busy | KvAbove | Both | LeakToOom | AfterDeath | SloBreach
+Condition = Window | Busy | KvAbove | Both | LeakToOom | AfterDeath | SloBreach | SloBurn
 
 
 @dataclass(frozen=True)
@@ -202,6 +215,7 @@ class Incident:
     engine: int | None = None  # the engine its page must name (label endpoint); None: not matched on
     # Alerts over 10-minute increases and `for` clauses can start a little after the fault healed.
     grace_s: float = 15 * MINUTE
+    lead_s: float = 0.0  # an alert over rates may cross its threshold this long before the truth does
 
 
 @dataclass(frozen=True)

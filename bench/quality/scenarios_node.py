@@ -82,7 +82,7 @@ NODE_ROWS = (
         40,
         20,
         math.inf,
-        "the exporter is rolled out: a new process in a new pod (new `instance`)",
+        "the exporter is rolled out: a new process in a new pod (its `instance`, the node, stays)",
         lambda window: NodeFaults(rollout_at=window.start),
     ),
     FaultRow(

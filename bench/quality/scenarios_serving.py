@@ -13,7 +13,7 @@ from servescope.sim.fault_scenarios import EngineFault, Window
 from .fault_rows import FaultRow
 from .faults import EngineCurve, NodeFaults, StuckKv
 from .incidents import fleet_without_buffer, saturated
-from .scenarios import MINUTE, Curve, During, Incident, KvAbove, KvClients, Plan, flat
+from .scenarios import MINUTE, Curve, During, Incident, KvAbove, KvClients, Plan, SloBurn, flat
 
 RAMP = Curve(((0.0, 0.3), (10 * MINUTE, 0.3), (20 * MINUTE, 0.97)))
 TP8 = tuple(range(8))
@@ -48,7 +48,18 @@ SCHEDULER_HANG = FaultRow(
     math.inf,
     "engine 1's scheduler stops stepping with requests running (its server answers)",
     lambda window: NodeFaults(hung_engine=EngineFault(1, (), window)),
-    lambda window: (Incident("engine 1 scheduler hung", window, ("ServescopeSchedulerStuck",), engine=1),),
+    # One engine of two hung: half the model's endpoints make no progress, the model's availability burns.
+    lambda window: (
+        Incident("engine 1 scheduler hung", window, ("ServescopeSchedulerStuck",), engine=1),
+        Incident(
+            "availability budget burns (engine 1 hung)",
+            SloBurn("availability", hung=((1, window),)),
+            ("ServescopeAvailabilitySloBurnFast",),
+            ("ServescopeSchedulerStuck",),
+            grace_s=20 * MINUTE,
+            lead_s=5 * MINUTE,
+        ),
+    ),
 )
 
 
@@ -144,7 +155,12 @@ def _kv_and_endpoint_incidents(cfg: AlertsConfig, kv: Window, down: Window) -> t
             "engine 0 KV usage far above its daily baseline", kv, (anomaly,), (pressure, *KV_HURTS), engine=0
         ),
         Incident("engine 0 KV cache under pressure", above, (pressure,), (anomaly, *KV_HURTS), engine=0),
-        Incident("engine 1 down", down, ("ServescopeServingEndpointDown",), engine=1),
+        Incident(
+            "engine 1 down",
+            down,
+            ("ServescopeServingEndpointDown",),
+            engine=1,
+        ),
         Incident("the model down to one of its two endpoints", down, ("ServescopeHealthyEndpointsLow",)),
     )
 

@@ -17,7 +17,9 @@ from .scenarios import (
     LeakToOom,
     Plan,
     SloBreach,
+    SloBurn,
 )
+from .truth_burn import burn_flags
 
 Interval = tuple[float, float]
 KV_SMOOTHING_SECONDS = 60.0  # KV usage moves with every admitted request; judge it by the minute
@@ -35,6 +37,9 @@ class TruthWindow:
     labels: tuple[tuple[str, str], ...]
     grace_s: float
     ends_in_oom: bool = False  # a leak window that ended when the engine died of OOM
+    # An alert over rates may lead the truth by this much: an SLO's rates over 5 minutes, or a histogram
+    # read from a lower bucket, cross a threshold before the requests' real latencies do.
+    lead_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,7 @@ def windows(plan: Plan, recorded: Recorded) -> list[TruthWindow]:
                     labels_of(incident),
                     incident.grace_s,
                     oom,
+                    incident.lead_s,
                 )
             )
     return found
@@ -94,6 +100,8 @@ def resolve(condition: Condition, recorded: Recorded) -> list[Interval]:
         return sustained(truth.times, [v > condition.threshold for v in kv], condition.min_s)
     if isinstance(condition, SloBreach):
         return slo_breaches(truth, condition)
+    if isinstance(condition, SloBurn):
+        return sustained(truth.times, burn_flags(truth, condition, _request_deltas), 0.0)
     if isinstance(condition, Both):
         both = intersect(resolve(condition.first, recorded), resolve(condition.second, recorded))
         return [(a, b) for a, b in both if b - a >= condition.min_s]

@@ -6,12 +6,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from servescope.core.canary_config import CanaryConfig
+from servescope.core.config_pages import MIB, PageSettings
 from servescope.core.durations import is_duration
 
-MIB = 1024 * 1024
+DURATION_SUFFIXES = ("_for", "_window", "_tolerance", "_grace", "_history")
 # Who scrapes the engines: the exporter (its servescope_serving_* series), or Prometheus through a
 # PodMonitor (the engines' own vllm:* series). `deploy render --topology` takes the same values.
 Topology = Literal["exporter", "podmonitor"]
@@ -27,7 +28,7 @@ CRITICAL_XIDS = (46, 48, 62, 64, 74, 79, 94, 95, 119, 120, 140, 154)
 DRAIN_XIDS = (63, 92)
 
 
-class AlertsConfig(BaseModel):
+class AlertsConfig(PageSettings):
     """Defaults follow the operators' seed guide; every field can be overridden by `--config FILE`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -84,17 +85,13 @@ class AlertsConfig(BaseModel):
         "would make every change of load an anomaly.",
     )
     kv_anomaly_for: str = "15m"
-    symptom_preemptions_per_second: float = Field(
-        0.1,
-        ge=0,
-        description="Preemptions/s that make KV pressure a symptom: as ServescopePreemptionsSustained, "
-        "not the odd preemption at a peak.",
-    )
     # --- latency SLO (seed guide: P99 under 500 ms) ------------------------------------------------
     slo_objective: float = Field(0.99, gt=0, lt=1, description="Share of requests under slo_latency_le.")
     slo_latency_le: str = Field(
         "0.5",
-        description="The time-to-first-token bound: an existing bucket boundary, written with a dot.",
+        description="The time-to-first-token bound, written with a dot. An engine whose histogram has no "
+        "bucket there is judged from its nearest lower bucket (conservative: the requests between that "
+        "bucket and the bound count as misses).",
     )
     slo_e2e_latency_le: str = Field(
         "60.0",
@@ -258,7 +255,7 @@ class AlertsConfig(BaseModel):
     @model_validator(mode="after")
     def _durations(self) -> AlertsConfig:
         for name in type(self).model_fields:
-            if name.endswith(("_for", "_window")):
+            if name.endswith(DURATION_SUFFIXES):
                 value = getattr(self, name)
                 if not is_duration(value):
                     raise ValueError(f"{name}: {value!r} is not a Prometheus duration such as 30s, 5m, 1h")

@@ -16,7 +16,7 @@ from typing import Literal
 
 from servescope.core.errors import ServescopeError
 
-# `refused`: the address policy refused every address of the host (common/addresses.py).
+# `refused`: the address policy refused every address of the host (core/addresses.py).
 Reason = Literal["connect", "timeout", "http_status", "too_large", "parse", "refused"]
 CHUNK = 64 * 1024
 _GZIP, _ZLIB, _RAW_DEFLATE = 31, 15, -15

@@ -101,6 +101,8 @@ def alertmanager_receiver_header(options: DeployOptions) -> str:
         "  routes. The servescope-runbooks route has `continue: true`: alerts go on to your routes after it.",
         "- receivers: servescope-runbooks posts every alert to the runbook service; pager, ticket and",
         "  heartbeat are placeholders for your own; kube-prometheus-stack already defines `null`: keep one.",
+        "- Every route sets its own group_by (the pager: one notification thread per model; tickets: per",
+        "  alert, node and model; docs/alerts.md): none inherits your root route's grouping.",
         "- inhibit_rules: append them to yours.",
         f"- The webhook's bearer token is read from {ALERTMANAGER_TOKEN_FILE}: list the",
         f"  Secret in alertmanager.alertmanagerSpec.secrets: [{SECRET}]. Alertmanager mounts Secrets",

@@ -18,6 +18,7 @@ class GpuDirectory:
         self._uuids: dict[str, str] = {}
         self._processes: dict[str, frozenset[int]] = {}  # uuid -> compute PIDs (host namespace)
         self._holders: dict[str, frozenset[tuple[str, str, str]]] = {}  # uuid -> (namespace, pod, container)
+        self._listed = False  # whether _holders is a kubelet's answer
 
     def update(self, uuids_by_index: dict[str, str]) -> None:
         with self._lock:
@@ -35,10 +36,22 @@ class GpuDirectory:
         with self._lock:
             self._processes[uuid] = pids
 
-    def set_holders(self, holders: dict[str, frozenset[tuple[str, str, str]]]) -> None:
-        """The containers holding each GPU, as the kubelet's pod-resources last listed them."""
+    def set_holders(
+        self, holders: dict[str, frozenset[tuple[str, str, str]]], *, listed: bool = True
+    ) -> None:
+        """The containers holding each GPU, as the kubelet's pod-resources last listed them; `listed` is
+        False when the kubelet could not be asked (nothing is known then, not "no pod")."""
         with self._lock:
             self._holders = dict(holders)
+            self._listed = listed
+
+    def listed_pods(self) -> frozenset[tuple[str, str]] | None:
+        """(namespace, pod) of every pod the kubelet's last answer had holding a GPU of this node; None
+        when the kubelet was never asked or did not answer."""
+        with self._lock:
+            if not self._listed:
+                return None
+            return frozenset((ns, pod) for held in self._holders.values() for ns, pod, _ in held)
 
     def sole_holder(self, uuids: Iterable[str]) -> tuple[str, str, str]:
         """The one container the kubelet allocated all these GPUs to; NO_POD when there is none or more

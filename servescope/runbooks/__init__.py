@@ -18,14 +18,14 @@ Where things are, from the Markdown to the browser:
                                       trust.py: every HTTP read bounded, and only of trusted hosts)
     runner.py                         binding a step to labels and running it
     cli.py, cli_output.py             `servescope runbook list|show|run`
-    server_cli.py, server.py          `servescope runbook-server` (common/http_server.py bounds it), the app
+    server_cli.py, server.py          `servescope runbook-server` (core/http_server.py bounds it), the app
     asgi.py, step_pool.py             body limits and HEAD; the bounded pool step runs take threads from
     runbook_routes.py, step_routes.py the pages and their Run buttons
     webhook.py, payload.py,           Alertmanager's webhook, and the incidents it opens (incident_db.py:
       incident_service.py,            the SQLite file, moved aside when unusable; caps.py: what is kept
       incidents.py, incident_db.py,   of an alert; retention.py: what is deleted; the service resumes
       caps.py, retention.py           read steps a stop left unfinished)
-    shell.py, markdown.py,            the pages, Jinja2 templates in templates/ (common/html.py builds the
+    shell.py, markdown.py,            the pages, Jinja2 templates in templates/ (core/html.py builds the
       runbook_html.py, incident_html.py environment and the shell); the prose by markdown-it-py
     auth.py, audit.py, refusals.py    the tokens (change steps, webhook), the hash-chained audit trail, and
                                       what refused requests become (counts, rate-limited logs)

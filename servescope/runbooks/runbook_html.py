@@ -1,7 +1,7 @@
 """The HTML of the runbook pages: the index, and one runbook with its steps bound to the alert's labels.
 
 The pages are templates (templates/index.html, runbook.html, step.html); this module works out what they
-show. Every value reaches the page escaped by the template engine (common/html.py).
+show. Every value reaches the page escaped by the template engine (core/html.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What the runbook service's pages add to the common shell (common/html.py): their style
+"""What the runbook service's pages add to the common shell (core/html.py): their style
 (templates/runbook.css), and the runbook page's script (templates/runbook.js), the only one, allowed by a
 per-response nonce."""
 

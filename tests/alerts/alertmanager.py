@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from quality.pager import api
 
 from servescope.bundle.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.bundle.alerts.bundle import all_alerts
@@ -24,6 +23,41 @@ from servescope.core.config import AlertsConfig
 from tests.support import Child, ChildFailedError, free_port
 
 BUILT = ALERTS_BUILD / "alertmanager.yaml"
+RECEIVER = Path(__file__).resolve().parents[2] / "deploy" / "alertmanager-receiver.yaml"
+# kube-prometheus-stack's default alertmanager.config (its values.yaml): a root grouped by namespace.
+KPS_DEFAULT: dict[str, Any] = {
+    "global": {"resolve_timeout": "5m"},
+    "route": {
+        "receiver": "null",
+        "group_by": ["namespace"],
+        "group_wait": "30s",
+        "group_interval": "5m",
+        "repeat_interval": "12h",
+        "routes": [{"receiver": "null", "matchers": ['alertname = "Watchdog"']}],
+    },
+    "receivers": [{"name": "null"}],
+    "inhibit_rules": [
+        {
+            "source_matchers": ['severity = "critical"'],
+            "target_matchers": ['severity =~ "warning|info"'],
+            "equal": ["namespace", "alertname"],
+        }
+    ],
+}
+
+
+def merged() -> dict[str, Any]:
+    """The snippet merged as its header says: its routes first under the root's, its receivers added (one
+    `null` kept), its inhibitions appended."""
+    snippet = yaml.safe_load(RECEIVER.read_text())
+    config = yaml.safe_load(yaml.safe_dump(KPS_DEFAULT))
+    config["route"]["routes"] = [*snippet["route"]["routes"], *config["route"]["routes"]]
+    names = {r["name"] for r in config["receivers"]}
+    config["receivers"] += [r for r in snippet["receivers"] if r["name"] not in names]
+    config["inhibit_rules"] += snippet["inhibit_rules"]
+    return config
+
+
 CONFIG = AlertsConfig()
 ALERTS = {alert.name: alert for alert in all_alerts(CONFIG)}
 INSTALL = "scripts/install-debian-tools.sh"
@@ -82,16 +116,7 @@ class Alertmanager:
     url: str
 
     def request(self, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(
-            self.url + path,
-            data=data,
-            headers={"Content-Type": "application/json"},
-            method="POST" if data else "GET",
-        )
-        with urllib.request.urlopen(req, timeout=5) as response:
-            text = response.read()
-        return json.loads(text) if text.strip() else None
+        return api(self.url + path, body, timeout=5)
 
     def fire(self, *labels: Labels, resolved: bool = False) -> None:
         now = datetime.now(UTC)
@@ -109,6 +134,10 @@ class Alertmanager:
             ],
         )
 
+    def groups(self, receiver: str) -> list[dict[str, Any]]:
+        """The receiver's alert groups (their labels: the route's group_by), each alert with its status."""
+        return [g for g in self.request("/api/v2/alerts/groups") if g["receiver"]["name"] == receiver]
+
     def alerts(self) -> dict[frozenset[tuple[str, str]], dict[str, Any]]:
         return {frozenset(a["labels"].items()): a for a in self.request("/api/v2/alerts")}
 
@@ -124,9 +153,10 @@ class Alertmanager:
             self.fire(*posted, resolved=True)
 
 
-def _config_for_test(tmp_path: Path) -> Path:
-    """The built configuration with every webhook pointed at a closed local port and a token file."""
-    config = built()
+def _config_for_test(tmp_path: Path, config: dict[str, Any] | None = None) -> Path:
+    """The built configuration (or `config`) with every webhook pointed at a closed local port and a token
+    file."""
+    config = config or built()
     token = tmp_path / "token"
     token.write_text("test-token\n")
     for receiver in config["receivers"]:
@@ -139,12 +169,13 @@ def _config_for_test(tmp_path: Path) -> Path:
 
 
 @contextmanager
-def running_alertmanager(tmp_path: Path) -> Iterator[Alertmanager]:
-    """The real Alertmanager with the built configuration on a loopback port, stopped on exit."""
+def running_alertmanager(tmp_path: Path, config: dict[str, Any] | None = None) -> Iterator[Alertmanager]:
+    """The real Alertmanager with the built configuration (or `config`) on a loopback port, stopped on
+    exit."""
     port = free_port()
     argv = [
         tool("prometheus-alertmanager"),
-        f"--config.file={_config_for_test(tmp_path)}",
+        f"--config.file={_config_for_test(tmp_path, config)}",
         f"--storage.path={tmp_path / 'data'}",
         f"--web.listen-address=127.0.0.1:{port}",
         "--cluster.listen-address=",

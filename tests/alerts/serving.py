@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tests.alerts.inputs import engine_gpu_info, gpu_facts
 from tests.alerts.promtool import ENGINE, GPU, TARGET, series
+from tests.alerts.slo import histogram
 
 UTIL = "servescope_gpu_utilization_ratio"
 KV = "servescope_serving_kv_cache_usage_ratio"
@@ -29,16 +30,21 @@ ENGINE_KEYS = ("instance", "model_name", "engine", "endpoint")
 KV_PRESSURE = "ServescopeKvCachePressure"
 KV_PRESSURE_TAIL = " while running: start OOM prevention (shorter max sequence length, more GPU memory)."
 COMBINED = "ServescopeGpuSaturatedKvPressure"
-# Engine A's warning on one of its GPUs, whose labels fill in {gpu} and {uuid}.
+# Engine A's ticket: one per engine, whatever the number of its GPUs.
 COMBINED_A = (
-    f"{ON_A} uses 90% of its KV cache while its GPU {{gpu}} on node-a ({{uuid}}) is compute-saturated: no "
-    "request suffers yet; shed or queue load by priority before latency breaks."
+    f"{ON_A} uses 90% of its KV cache while GPUs it runs on node-a are compute-saturated: the TTFT objective "
+    "holds; shed or queue load by priority, or add workers, before latency breaks."
 )
 HURTING = "ServescopeKvPressureHurtingRequests"
-HURTING_A = (
-    f"{ON_A} uses 90% of its KV cache while GPUs it runs on node-a are compute-saturated, and requests "
-    "wait, are preempted or miss the TTFT objective: shed load now."
+HURTING_TEXT = (
+    "deepseek's time-to-first-token budget burns at a paging rate, and its engine at {endpoint} uses 90% of "
+    "its KV cache while GPUs it runs on node-a are compute-saturated: shed load or add workers now."
 )
+HURTING_A = HURTING_TEXT.format(endpoint="http://10.0.0.1:8000/metrics")
+# 100 requests a minute, all under the TTFT bound until minute 3, half of them over it from then: the
+# model's TTFT budget burns at 50x, which the fast pair of windows sees from minute 5.
+TTFT_BURN_FROM_3M = ((3, (100, 100)), (57, (100, 50)))
+TTFT_HEALTHY = ((60, (100, 100)),)
 
 
 def engine_on_gpu(engine: dict[str, str], gpu: dict[str, str]) -> dict[str, str]:
@@ -72,3 +78,20 @@ PLACEMENT = [
     stepping(ENGINE_A),
     stepping(ENGINE_B),
 ]
+
+
+def ttft(
+    engine: dict[str, str], phases: tuple[tuple[int, tuple[int, int]], ...], minutes: int = 30
+) -> list[dict[str, str]]:
+    """The engine's TTFT histogram over `minutes` (1 min samples): (steps, (requests, under 0.5 s))."""
+    return histogram("ttft", engine, _cut(phases, minutes))
+
+
+def _cut(phases: tuple[tuple[int, tuple[int, int]], ...], minutes: int) -> list[tuple[int, tuple[int, int]]]:
+    cut, left = [], minutes
+    for steps, rates in phases:
+        if left <= 0:
+            break
+        cut.append((min(steps, left), rates))
+        left -= steps
+    return cut

@@ -11,6 +11,12 @@ from tests.alerts.promtool import ENGINE, case, check, firing, series
 DEEPSEEK = ENGINE
 QWEN = {**ENGINE, "model_name": "qwen", "endpoint": "http://10.0.0.2:8000/metrics"}
 LLAMA = {**ENGINE, "model_name": "llama", "endpoint": "http://10.0.0.3:8000/metrics"}
+# ServescopeSloBucketMissing's description after the bounds.
+MISSING_TAIL = (
+    "so the SLO alerts count its requests from its nearest lower bucket (those between it and the bound "
+    "count as misses: the burn is overestimated), or leave them out if it has none; set the bound to one of "
+    "its buckets, or configure the engine's buckets."
+)
 # Each SLI's good bucket: the bundle's defaults, 0.5 s to the first token and 60 s end to end.
 BOUND = {"ttft": "0.5", "e2e": "60.0"}
 OBJECTIVE = {sli: f"(99.00% of requests under {le} s)" for sli, le in BOUND.items()}

@@ -95,7 +95,10 @@ FOREIGN = {"job": "kube-state-metrics", "namespace": "kube-system", "node": "nod
 @pytest.mark.parametrize(
     ("labels", "expected"),
     [
-        ({"alertname": "ServescopeGpuLost", "severity": "critical", **OURS, **GPU0}, [WEBHOOK, PAGER]),
+        (
+            {"alertname": "ServescopeTtftSloBurnFast", "severity": "critical", **OURS, "model_name": "m"},
+            [WEBHOOK, PAGER],
+        ),
         ({"alertname": "ServescopeGpuSaturated", "severity": "warning", **OURS, **GPU0}, [WEBHOOK, TICKET]),
         ({"alertname": "ServescopeGpuPowerThrottling", "severity": "info", **OURS, **GPU0}, [WEBHOOK, NULL]),
         ({"alertname": WATCHDOG, "severity": "info", **OURS}, [WEBHOOK, HEARTBEAT]),
@@ -132,10 +135,24 @@ def test_every_route_matches_the_bundle_label_only() -> None:
         assert 'bundle="servescope"' in route["matchers"], route
 
 
-def test_pager_groups_by_alert_and_node() -> None:
-    """One HGX node event on eight GPUs is one page: the pager groups by alertname and hostname only."""
-    (pager,) = [r for r in yaml.safe_load(BUILT.read_text())["route"]["routes"] if r["receiver"] == PAGER]
-    assert pager["group_by"] == ["alertname", "hostname"]
+def test_every_route_groups_on_its_own() -> None:
+    """Pasted under another root route, no route inherits that root's grouping: the pager groups by model
+    (one notification thread per model's incident, one for the fleet's blindness), tickets by alert, node and
+    model (a busy node's eight GPUs are one ticket)."""
+    routes = {r["receiver"]: r["group_by"] for r in yaml.safe_load(BUILT.read_text())["route"]["routes"]}
+    assert routes == {
+        WEBHOOK: ["alertname", "instance", "uuid", "model_name", "engine", "endpoint", "node"],
+        HEARTBEAT: ["alertname"],
+        PAGER: ["model_name"],
+        TICKET: ["alertname", "instance", "model_name"],
+        NULL: ["alertname"],
+    }
+
+
+def test_the_fleet_labels_lead_every_grouping() -> None:
+    from servescope.bundle.alerts.alertmanager import routes
+
+    assert all(route["group_by"][0] == "cluster" for route in routes(AlertsConfig(fleet_by=("cluster",))))
 
 
 @pytest.mark.e2e

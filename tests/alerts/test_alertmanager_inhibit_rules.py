@@ -11,33 +11,50 @@ HARDWARE = (
     'alertname=~"ServescopeGpuEccUncorrectable|ServescopeGpuLost|ServescopeGpuRowRemapFailed|'
     'ServescopeGpuXidCritical"'
 )
-COMBINED = 'alertname=~"ServescopeGpuSaturatedKvPressure|ServescopeKvPressureHurtingRequests"'
 MEMORY = (
     'alertname=~"ServescopeEngineOverMemoryBudget|ServescopeGpuMemoryHeadroomLow|'
     'ServescopeGpuMemoryLeakSuspected"'
 )
 SOURCES_DOWN = 'alertname=~"ServescopeSourceDown|ServescopeSourceStale"'
+PAGES = (
+    'alertname=~"ServescopeAvailabilitySloBurnFast|ServescopeCanarySloBurn|ServescopeE2eSloBurnFast|'
+    'ServescopeKvPressureHurtingRequests|ServescopeTtftSloBurnFast"'
+)
+BLIND = 'alertname=~"ServescopeExporterTargetsAbsent|ServescopeMonitoringBlind"'
+BLIND_PARTS = (
+    "ServescopeAgentShardSilent",
+    "ServescopeDerivedMetricsAbsent",
+    "ServescopeExporterDown",
+    "ServescopeGpuMetricsAbsent",
+    "ServescopeGpuNodeWithoutExporter",
+    "ServescopeServingEndpointDown",
+    "ServescopeServingMetricsAbsent",
+    "ServescopeSourceDown",
+    "ServescopeSourceStale",
+)
 ON_GPU = ["instance", "uuid"]
 ON_ENGINE = ["instance", "model_name", "engine", "endpoint"]
 ON_MODEL = ["model_name"]
-# (source matchers, target matchers, equal) of each rule in order, the bundle's own matcher left out.
+# (source matchers, target matchers, equal) of each rule in order, the bundle's own matcher left out; the
+# model's tickets are checked on their own below.
 EXPECTED = [
-    ([HARDWARE], ['severity=~"warning|info"'], ON_GPU),
-    (['alertname="ServescopeGpuLost"'], ['alertname!="ServescopeGpuLost"'], ON_GPU),
-    (['alertname="ServescopeGpuMemoryExhaustionSoon"'], [MEMORY], ON_GPU),
-    (['alertname="ServescopeGpuSaturatedKvPressure"'], ['alertname="ServescopeGpuSaturated"'], ON_GPU),
-    ([COMBINED], ['alertname="ServescopeKvCachePressure"'], ON_ENGINE),
+    ([PAGES], None, ON_MODEL),
     (
         ['alertname="ServescopeKvPressureHurtingRequests"'],
-        ['alertname="ServescopeGpuSaturatedKvPressure"'],
-        ON_ENGINE,
-    ),
-    (
         ['alertname="ServescopeTtftSloBurnFast"'],
-        ['alertname=~"ServescopeTtftP99High|ServescopeTtftSloBurnSlow"'],
         ON_MODEL,
     ),
-    (['alertname="ServescopeE2eSloBurnFast"'], ['alertname="ServescopeE2eSloBurnSlow"'], ON_MODEL),
+    ([BLIND], [f'alertname=~"{"|".join(BLIND_PARTS)}"'], []),
+    (['alertname="ServescopeExporterTargetsAbsent"'], ['alertname="ServescopeMonitoringBlind"'], []),
+    ([HARDWARE], ['severity=~"warning|info"', "alertname!~" + HARDWARE.split("=~")[1]], ON_GPU),
+    (['alertname="ServescopeGpuLost"'], ['alertname!="ServescopeGpuLost"'], ON_GPU),
+    (['alertname="ServescopeGpuMemoryExhaustionSoon"'], [MEMORY], ON_GPU),
+    (
+        ['alertname="ServescopeGpuSaturatedKvPressure"'],
+        ['alertname="ServescopeGpuSaturated"'],
+        ["instance", "hostname"],
+    ),
+    (['alertname="ServescopeGpuSaturatedKvPressure"'], ['alertname="ServescopeKvCachePressure"'], ON_ENGINE),
     (
         ['alertname="ServescopeExporterDown"'],
         ['alertname=~"ServescopeServingEndpointDown|ServescopeSourceDown|ServescopeSourceStale"'],
@@ -52,9 +69,28 @@ def inhibit_rules() -> list[dict[str, Any]]:
 
 
 def test_inhibit_rules() -> None:
-    assert [
-        (rule["source_matchers"], rule["target_matchers"], rule["equal"]) for rule in inhibit_rules()
-    ] == [([OURS, *sources], [OURS, *targets], equal) for sources, targets, equal in EXPECTED]
+    found = [(rule["source_matchers"], rule["target_matchers"], rule["equal"]) for rule in inhibit_rules()]
+    assert len(found) == len(EXPECTED)
+    for (sources, targets, equal), (want_sources, want_targets, want_equal) in zip(
+        found, EXPECTED, strict=True
+    ):
+        assert (sources, equal) == ([OURS, *want_sources], want_equal)
+        if want_targets is not None:
+            assert targets == [OURS, *want_targets]
+
+
+def test_a_page_of_a_model_mutes_every_ticket_about_that_model() -> None:
+    """The causes a page explains: every ticket that carries the model (its engines, endpoints, SLOs)."""
+    (targets,) = inhibit_rules()[0]["target_matchers"][1:]
+    muted = set(_names(targets))
+    with_model = {name for name, a in ALERTS.items() if a.severity == "warning" and "model_name" in a.keys}
+    assert muted == with_model | {"ServescopeServingEndpointDown"}
+    assert {
+        "ServescopeKvCachePressure",
+        "ServescopeRequestQueueBuilding",
+        "ServescopePreemptionsSustained",
+    } <= muted
+    assert not {name for name in muted if ALERTS[name].severity == "critical"}
 
 
 def _names(matcher: str) -> list[str]:

@@ -58,19 +58,23 @@ def test_critical_gpu_alert_inhibits_warnings_about_that_gpu(alertmanager: Alert
     )
 
 
+ENGINE_ON_NODE = {**ENGINE, "hostname": "node-a"}
+
+
 @pytest.mark.e2e
 def test_combined_alert_inhibits_its_parts(alertmanager: Alertmanager) -> None:
-    combined = alert("ServescopeGpuSaturatedKvPressure", ENGINE_ON_GPU0)
+    combined = alert("ServescopeGpuSaturatedKvPressure", ENGINE_ON_NODE)  # per engine, no GPU
     inhibitions(
         alertmanager,
         sources=[combined],
         inhibited=[
+            # its node's saturated GPUs (one ticket group per node either way)
             (alert("ServescopeGpuSaturated", GPU0), [combined]),
-            # no uuid on the engine's alert: only the combined rule can silence it
+            (alert("ServescopeGpuSaturated", GPU1), [combined]),
             (alert("ServescopeKvCachePressure", ENGINE), [combined]),
         ],
         active=[
-            alert("ServescopeGpuSaturated", GPU1),
+            alert("ServescopeGpuSaturated", NODE_B_GPU),
             alert("ServescopeKvCachePressure", OTHER_ENGINE),
             alert("ServescopeKvCachePressure", {**ENGINE, "instance": "node-b:9108"}),
             alert("ServescopeRequestQueueBuilding", ENGINE),  # not one of its parts
@@ -82,23 +86,20 @@ def test_combined_alert_inhibits_its_parts(alertmanager: Alertmanager) -> None:
 def test_lost_gpu_inhibits_everything_about_it(alertmanager: Alertmanager) -> None:
     lost = alert("ServescopeGpuLost", GPU0)
     ecc = alert("ServescopeGpuEccUncorrectable", GPU0)
-    combined = alert("ServescopeGpuSaturatedKvPressure", ENGINE_ON_GPU0)
     inhibitions(
         alertmanager,
         sources=[lost],
         inhibited=[
-            # critical alerts: only the GpuLost rule silences these
+            # a hardware alert: only the GpuLost rule silences it
             (ecc, [lost]),
-            # warnings: any hardware-critical alert on the GPU may be named as their inhibitor
-            (combined, [lost, ecc]),
+            # other warnings: any hardware alert on the GPU may be named as their inhibitor
             (alert("ServescopeNvlinkCrcErrors", GPU0), [lost, ecc]),
+            (alert("ServescopeEngineOverMemoryBudget", ENGINE_ON_GPU0), [lost, ecc]),
         ],
         active=[
             alert("ServescopeGpuLost", GPU1),  # one lost GPU does not hide another
-            # The page is per engine, no GPU labels: it fires on a saturated GPU, which a lost one is not.
-            alert("ServescopeKvPressureHurtingRequests", {**ENGINE, "hostname": "node-a"}),
             alert("ServescopeNvlinkCrcErrors", NODE_B_GPU),
-            # about an engine, no GPU (not ENGINE: the combined alert, inhibited or not, silences it)
+            # about an engine, no GPU: a ticket on the engine stays
             alert("ServescopeKvCachePressure", OTHER_ENGINE),
         ],
     )
@@ -135,21 +136,15 @@ def test_exporter_down_inhibits_its_sources_not_the_fleet_wide_absent_series(
 @pytest.mark.e2e
 def test_load_alerts_do_not_hide_the_hardware_warnings_of_their_gpu(alertmanager: Alertmanager) -> None:
     """A saturated GPU's thermal, NVLink, PCIe or row-remap warning is often why it is saturated."""
-    hurting = alert("ServescopeKvPressureHurtingRequests", {**ENGINE, "hostname": "node-a"})  # per engine
-    # A tensor-parallel engine on GPUs 0 and 1: the combined warning on each, silenced by the one page.
-    combined = alert("ServescopeGpuSaturatedKvPressure", {**ENGINE_ON_GPU0, "hostname": "node-a"})
-    combined_gpu1 = alert(
-        "ServescopeGpuSaturatedKvPressure", {**ENGINE, "hostname": "node-a", "gpu": "1", "uuid": "GPU-1111"}
-    )
+    hurting = alert("ServescopeKvPressureHurtingRequests", ENGINE_ON_NODE)  # the page, per engine
+    combined = alert("ServescopeGpuSaturatedKvPressure", ENGINE_ON_NODE)
     inhibitions(
         alertmanager,
         sources=[hurting],
         inhibited=[
             (combined, [hurting]),
-            (combined_gpu1, [hurting]),
             (alert("ServescopeGpuSaturated", GPU0), [combined]),
-            (alert("ServescopeGpuSaturated", GPU1), [combined_gpu1]),
-            (alert("ServescopeKvCachePressure", ENGINE), [hurting, combined, combined_gpu1]),
+            (alert("ServescopeKvCachePressure", ENGINE), [hurting, combined]),
         ],
         active=[
             alert("ServescopeGpuThermalThrottling", GPU0),
@@ -161,22 +156,59 @@ def test_load_alerts_do_not_hide_the_hardware_warnings_of_their_gpu(alertmanager
     )
 
 
+MISTRAL_DOWN = {**TARGET, "endpoint": "http://10.1.4.2:8000/metrics", "model_name": "mistral"}
+
+
 @pytest.mark.e2e
-def test_fast_burn_hides_the_slow_burn_and_p99_of_its_model(alertmanager: Alertmanager) -> None:
+def test_a_page_mutes_the_tickets_of_its_model_and_the_kv_page_its_burn(alertmanager: Alertmanager) -> None:
+    """One page per incident: the engine's KV page says more than the model's burn page; either page
+    explains every ticket about its model (the causes), and nothing of another model."""
     fast = alert("ServescopeTtftSloBurnFast", {"model_name": "deepseek"})
-    e2e_fast = alert("ServescopeE2eSloBurnFast", {"model_name": "qwen"})
+    hurting = alert("ServescopeKvPressureHurtingRequests", ENGINE_ON_NODE)
+    available = alert("ServescopeAvailabilitySloBurnFast", {"model_name": "mistral"})
     inhibitions(
         alertmanager,
-        sources=[fast, e2e_fast],
+        sources=[hurting, available],
         inhibited=[
-            (alert("ServescopeTtftSloBurnSlow", {"model_name": "deepseek"}), [fast]),
-            (alert("ServescopeTtftP99High", {"model_name": "deepseek"}), [fast]),
-            (alert("ServescopeE2eSloBurnSlow", {"model_name": "qwen"}), [e2e_fast]),
+            (fast, [hurting]),
+            (alert("ServescopeTtftSloBurnSlow", {"model_name": "deepseek"}), [fast, hurting]),
+            (alert("ServescopeTtftP99High", {"model_name": "deepseek"}), [fast, hurting]),
+            (alert("ServescopeE2eSloBurnSlow", {"model_name": "deepseek"}), [fast, hurting]),
+            (alert("ServescopeRequestQueueBuilding", ENGINE), [fast, hurting]),
+            (alert("ServescopePreemptionsSustained", ENGINE), [fast, hurting]),
+            (alert("ServescopeServingEndpointDown", MISTRAL_DOWN), [available]),
+            (
+                alert("ServescopeSchedulerStuck", {**TARGET, "model_name": "mistral", "engine": "0"}),
+                [available],
+            ),
         ],
         active=[
             alert("ServescopeTtftSloBurnSlow", {"model_name": "qwen"}),  # another model
-            alert("ServescopeTtftP99High", {"model_name": "llama"}),
-            alert("ServescopeE2eSloBurnSlow", {"model_name": "deepseek"}),  # the other SLI
+            alert("ServescopeKvCachePressure", {**OTHER_ENGINE, "model_name": "qwen"}),
+            alert("ServescopeGpuSaturated", GPU0),  # a GPU is no model's
+        ],
+    )
+
+
+@pytest.mark.e2e
+def test_a_blind_fleet_is_one_page(alertmanager: Alertmanager) -> None:
+    absent = alert("ServescopeExporterTargetsAbsent", {"job": "servescope"})
+    blind = alert("ServescopeMonitoringBlind", {})
+    # What a blind fleet explains: either blindness page may be named as what mutes it.
+    parts = [
+        alert("ServescopeExporterDown", TARGET),
+        alert("ServescopeGpuMetricsAbsent", {"job": "servescope"}),
+        alert("ServescopeGpuNodeWithoutExporter", {"node": "node-e"}),
+        alert("ServescopeSourceDown", {**TARGET, "source": "dcgm"}),
+        alert("ServescopeAgentShardSilent", {"prometheus": "monitoring/agent", "prometheus_replica": "a-0"}),
+    ]
+    inhibitions(
+        alertmanager,
+        sources=[absent],
+        inhibited=[(blind, [absent]), *((part, [absent, blind]) for part in parts)],
+        active=[
+            alert("ServescopeTtftSloBurnFast", {"model_name": "deepseek"}),  # a symptom is measured elsewhere
+            alert("ServescopeKubeStateMetricsAbsent", {"job": "kube-state-metrics"}),
         ],
     )
 

@@ -1,5 +1,6 @@
 """promtool cases of ServescopeHealthyEndpointsLow (group servescope-engine) and the endpoint count record:
-healthy endpoints per model below 75% of the day's median, for 15m.
+healthy endpoints per model below 75% of the day's median, for 15m, while the model's Deployments miss
+replicas they want (kube-state-metrics): a scale-down is no failure.
 
 The baseline needs a day: 5 min samples and evaluations.
 """
@@ -16,13 +17,49 @@ LOW = "ServescopeHealthyEndpointsLow"
 KV = "servescope_serving_kv_cache_usage_ratio"
 
 
+KSM = {"job": "kube-state-metrics", "namespace": "llm"}
+
+
 def _endpoint(model: str, n: int) -> dict[str, str]:
-    return {**TARGET, "model_name": model, "engine": "0", "endpoint": f"http://10.1.{n}.1:8000/metrics"}
+    address = f"10.{1 + len(model)}.{ord(model[0])}.{n}"  # a pod IP per model and endpoint
+    return {**TARGET, "model_name": model, "engine": "0", "endpoint": f"http://{address}:8000/metrics"}
 
 
-# deepseek runs 4 endpoints for a day; 2 die at 24h (their series go). qwen loses 1 of 4 at 24h: 3 is
-# 75%, not under. llama's only endpoint dies at 24h: its count is gone, read as 0. At 12h the deepseek
-# endpoints drop to 2 as well, but without a day of baseline nothing is judged.
+def _deployment(model: str, pods: int, unavailable: str) -> list[dict[str, str]]:
+    """The Deployment `model` whose ReplicaSet owns the pods of the model's first `pods` endpoints (the
+    exporter names each endpoint's pod), and its unavailable replicas over time."""
+    found = [
+        series(
+            "kube_replicaset_owner",
+            {**KSM, "replicaset": f"{model}-7d9f", "owner_kind": "Deployment", "owner_name": model},
+            "1x300",
+        ),
+        series("kube_deployment_status_replicas_unavailable", {**KSM, "deployment": model}, unavailable),
+    ]
+    for n in range(1, pods + 1):
+        pod = {"namespace": "llm", "pod": f"{model}-7d9f-{n}"}
+        found.append(
+            series(
+                "servescope_serving_endpoint_pod_info",
+                {**TARGET, "endpoint": _endpoint(model, n)["endpoint"], **pod, "container": "vllm"},
+                "1x300",
+            )
+        )
+        found.append(
+            series(
+                "kube_pod_owner",
+                {**KSM, **pod, "owner_kind": "ReplicaSet", "owner_name": f"{model}-7d9f"},
+                "1x300",
+            )
+        )
+    return found
+
+
+# deepseek runs 4 endpoints for a day; 2 die at 24h (their series go) and their Deployment wants them
+# back (2 unavailable: no GPU to schedule them on). qwen loses 1 of 4 at 24h: 3 is 75%, not under. llama's
+# only endpoint dies at 24h: its count is gone, read as 0. mistral is scaled down from 4 to 2 at 24h: its
+# Deployment wants 2 and has them. At 12h the deepseek endpoints drop to 2 as well, but without a day of
+# baseline nothing is judged.
 DAY = "0.4x287"
 
 
@@ -43,6 +80,11 @@ LOW_CASE = case(
         *(series(KV, _endpoint("qwen", n), f"{DAY} 0.4x30") for n in (1, 2, 3)),
         series(KV, _endpoint("qwen", 4), f"{DAY} stale"),
         series(KV, _endpoint("llama", 1), f"{DAY} stale"),
+        *(series(KV, _endpoint("mistral", n), f"{DAY} 0.4x30") for n in (1, 2)),
+        *(series(KV, _endpoint("mistral", n), f"{DAY} stale") for n in (3, 4)),
+        *_deployment("deepseek", 4, "0x287 2x30"),
+        *_deployment("llama", 1, "0x287 1x30"),
+        *_deployment("mistral", 4, "0x320"),
     ],
     check(LOW, "12h30m"),  # 2 of 4, but no day of baseline yet
     check(LOW, "24h10m"),  # pending since 24h

@@ -79,17 +79,15 @@ EXPORTER = case(
     exprs=[_pending(DOWN, TARGET, "14m")],
 )
 
-# --- sources and serving endpoints ----------------------------------------------------------------------
+# --- sources (serving endpoints down: test_rules_planned_changes.py) ---------------------------------------
 SOURCE = "ServescopeSourceDown"
-ENDPOINT_DOWN = "ServescopeServingEndpointDown"
-DOWN_TAIL = "the engine is down or hung (kept after the exporter forgets the endpoint, for up to 6h)."
 DCGM = {**TARGET, "source": "dcgm"}
 VLLM_ENDPOINT = {**TARGET, "source": "vllm", "endpoint": ENDPOINT}
 # The exporter reports each source without an endpoint label and each vLLM endpoint with one. The dcgm
 # source fails from 10m to 19m; the first vLLM endpoint stops answering from 30m to 39m, while the vllm
 # source itself and the other endpoint keep working.
 SOURCES = case(
-    f"{SOURCE}, {ENDPOINT_DOWN}",
+    SOURCE,
     [
         series("servescope_source_up", DCGM, "1x9 0x10 1x30"),
         series("servescope_source_up", {**TARGET, "source": "nvml"}, "1x50"),
@@ -106,55 +104,8 @@ SOURCES = case(
         "servescope_source_errors_total say why.",
     ),
     check(SOURCE, "21m"),  # recovered
-    check(SOURCE, "36m"),  # an endpoint down (ServescopeServingEndpointDown fires) is not a source down
-    check(ENDPOINT_DOWN, "15m"),  # a source down is not an endpoint down
-    check(ENDPOINT_DOWN, "34m"),  # pending
-    fires(
-        ENDPOINT_DOWN,
-        "35m",
-        VLLM_ENDPOINT,
-        f"{ENDPOINT} on node-a:9108 has not answered for 5m: {DOWN_TAIL}",
-    ),
-    check(ENDPOINT_DOWN, "41m"),  # recovered
-    exprs=[_pending(SOURCE, DCGM, "14m"), _pending(ENDPOINT_DOWN, VLLM_ENDPOINT, "34m")],
-)
-
-# --- a dead engine the exporter forgets (900 s after its last success, its series go) ---------------------
-# Endpoint 1 dies at 10m and is forgotten at 25m: the alert stays. Endpoint 2 dies at 10m too, is forgotten
-# at 25m, and its engine comes back at another address (endpoint 3) at 60m: the node has as many healthy
-# endpoints as at its best in the last 6h, so the alert on the old address ends. Prometheus 2.x looks 5m
-# back for the last sample: a forgotten series reads as gone 5m after its last sample.
-ENDPOINT_2 = "http://10.0.0.2:8000/metrics"
-ENDPOINT_3 = "http://10.0.0.3:8000/metrics"
-NODE_B_ENGINE = {**TARGET, "instance": "node-b:9108", "source": "vllm"}
-FORGOTTEN = case(
-    f"{ENDPOINT_DOWN}: forgotten while down",
-    [
-        series("servescope_source_up", VLLM_ENDPOINT, "1x9 0x15 stale"),
-        series("servescope_source_up", {**NODE_B_ENGINE, "endpoint": ENDPOINT_2}, "1x9 0x15 stale"),
-        series("servescope_source_up", {**NODE_B_ENGINE, "endpoint": ENDPOINT_3}, "_x60 1x60"),
-    ],
-    check(ENDPOINT_DOWN, "14m"),  # pending
-    check(
-        ENDPOINT_DOWN,
-        "40m",
-        firing(
-            ENDPOINT_DOWN,
-            VLLM_ENDPOINT,
-            f"{ENDPOINT} on node-a:9108 has not answered for 5m: {DOWN_TAIL}",
-        ),
-        firing(
-            ENDPOINT_DOWN,
-            {**NODE_B_ENGINE, "endpoint": ENDPOINT_2},
-            f"{ENDPOINT_2} on node-b:9108 has not answered for 5m: {DOWN_TAIL}",
-        ),
-    ),
-    fires(
-        ENDPOINT_DOWN,
-        "2h",
-        VLLM_ENDPOINT,
-        f"{ENDPOINT} on node-a:9108 has not answered for 5m: {DOWN_TAIL}",
-    ),
+    check(SOURCE, "36m"),  # an endpoint down is not a source down
+    exprs=[_pending(SOURCE, DCGM, "14m")],
 )
 
 # --- a hung source: up 1, its last success ever older ----------------------------------------------------
@@ -227,7 +178,7 @@ def absent_case(alert: str, metric: str, labels: dict[str, str], value: str, wha
     )
 
 
-CASES = [EXPORTER, SOURCES, FORGOTTEN, STALE_CASE, *(absent_case(*guard) for guard in GUARDS)]
+CASES = [EXPORTER, SOURCES, STALE_CASE, *(absent_case(*guard) for guard in GUARDS)]
 
 
 @pytest.mark.e2e

@@ -1,9 +1,9 @@
 """promtool cases of the KV page on engines that span GPUs: a tensor-parallel group is one engine on N GPUs
 and pages once; data-parallel engines mapped per rank page only for the GPUs their own rank runs on.
 
-1 min samples and evaluations. Engine A steps throughout, holds 90% of its KV cache from minute 5 and has
-requests waiting from minute 3 (a symptom from minute 8, with KV pressure since 5): the page is pending at
-8m and fires at 13m, as in the single-GPU case of test_rules_serving.
+1 min samples and evaluations. Engine A steps throughout and holds 90% of its KV cache from minute 5; the
+model's TTFT budget burns at a paging rate from minute 5: the page is pending at 5m and fires at 7m, as in
+the single-GPU case of test_rules_serving.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from tests.alerts.serving import (
     KV_PRESSURE,
     KV_PRESSURE_TAIL,
     ON_A,
+    TTFT_BURN_FROM_3M,
     UTIL,
-    WAITING,
-    engine_on_gpu,
     engine_page,
     node_gpu_facts,
     stepping,
+    ttft,
 )
 
 GPUS = [{**TARGET, "gpu": str(n), "uuid": f"GPU-000{n}", "hostname": "node-a"} for n in range(8)]
@@ -47,17 +47,13 @@ def tensor_parallel(size: int) -> dict[str, Any]:
             *(engine_gpu_info(ENGINE_A, gpu, str(4100 + n), "1x30") for n, gpu in enumerate(gpus)),
             *(node_gpu_facts(gpu, 30) for gpu in gpus),
             series(KV, ENGINE_A, "0.5x4 0.9x25"),
-            series(WAITING, ENGINE_A, "0x2 3x27"),
+            *ttft(ENGINE_A, TTFT_BURN_FROM_3M),
             stepping(ENGINE_A, 30),
         ],
-        check(HURTING, "12m"),  # pending
-        fires(HURTING, "13m", engine_page(ENGINE_A), HURTING_A),  # once, not per GPU
-        # The warning stays per GPU (the page silences it in Alertmanager): it names each GPU.
-        check(
-            COMBINED,
-            "10m",
-            *(firing(COMBINED, engine_on_gpu(ENGINE_A, gpu), COMBINED_A.format(**gpu)) for gpu in gpus),
-        ),
+        check(HURTING, "6m"),  # pending
+        fires(HURTING, "7m", engine_page(ENGINE_A), HURTING_A),  # once, not per GPU
+        # The ticket is per engine too (the page silences it in Alertmanager).
+        fires(COMBINED, "10m", engine_page(ENGINE_A), COMBINED_A),
     )
 
 
@@ -75,12 +71,12 @@ DP_UNEQUAL: dict[str, Any] = case(
         node_gpu_facts(GPUS[1], 30),
         series(KV, ENGINE_A, "0.5x4 0.9x25"),
         series(KV, ENGINE_B, "0.2x30"),
-        series(WAITING, ENGINE_A, "0x2 3x27"),
-        series(WAITING, ENGINE_B, "0x2 3x27"),
+        # The model's TTFT budget burns: still no engine is both out of KV and on a saturated GPU.
+        *ttft(ENGINE_A, TTFT_BURN_FROM_3M),
         stepping(ENGINE_A, 30),
         stepping(ENGINE_B, 30),
     ],
-    check(HURTING, "13m"),
+    check(HURTING, "7m"),
     check(HURTING, "20m"),
     check(COMBINED, "20m"),
     check(

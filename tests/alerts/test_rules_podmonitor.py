@@ -4,7 +4,7 @@ servescope_gpu_pod_info on `namespace, pod`), each against the rules built for i
 
 The same fleet in both: on node-a, pod llm/ds-a (a TP=2 engine) and pod llm/ds-b serve engine 0 of the
 same model, so nothing but the pod tells them apart. 1 min samples, as test_rules_serving: KV at 90% from
-minute 5, requests waiting from minute 3; the combined warning fires at 10m and the page at 13m.
+minute 5, the model's TTFT budget burning from minute 3; the page fires at 7m, the combined ticket at 10m.
 No `CASES` here: test_coverage counts the exporter topology's modules, and these cases repeat alerts
 that those cover, in another topology.
 """
@@ -19,8 +19,16 @@ import yaml
 
 from servescope.bundle.alerts.bundle import rule_file
 from servescope.core.config import AlertsConfig
-from tests.alerts.promtool import RULES, case, check, fires, firing, run_promtool, series
-from tests.alerts.serving import COMBINED, HURTING, KV_PRESSURE, KV_PRESSURE_TAIL, node_gpu_facts
+from tests.alerts.promtool import RULES, case, check, fires, run_promtool, series
+from tests.alerts.serving import (
+    COMBINED,
+    HURTING,
+    HURTING_TEXT,
+    KV_PRESSURE,
+    KV_PRESSURE_TAIL,
+    node_gpu_facts,
+)
+from tests.alerts.slo import SLIS, counter
 
 POD_CONFIG = AlertsConfig(engine_topology="podmonitor")
 NODE = "node-a"
@@ -45,10 +53,9 @@ ENGINE = {"model_name": "deepseek", "engine": "0"}
 KV_90 = "0.5x4 0.9x25"
 WAITING_FROM_3M = "0x2 3x27"
 MINUTES = 30
-PAGE_TAIL = (
-    " uses 90% of its KV cache while GPUs it runs on node-a are compute-saturated, and requests wait, are "
-    "preempted or miss the TTFT objective: shed load now."
-)
+# Requests a minute and those under 0.5 s: all good for 3 minutes, then half (a 50x burn).
+TTFT_GOOD = counter([(3, 100), (27, 50)])
+TTFT_ALL = counter([(30, 100)])
 
 
 class Topology:
@@ -84,10 +91,14 @@ class Topology:
 
     def serving(self, pod: str, kv: str, engine: str = "0") -> list[dict[str, str]]:
         labels = self.engine(pod, engine)
+        ttft = "vllm:time_to_first_token_seconds" if self.podmonitor else SLIS["ttft"][0]
         return [
             series(self.name("kv"), labels, kv),
             series(self.name("waiting"), labels, WAITING_FROM_3M),
             series(self.name("steps"), labels, f"0+10x{MINUTES}"),
+            series(f"{ttft}_bucket", {**labels, "le": "0.5"}, TTFT_GOOD),
+            series(f"{ttft}_bucket", {**labels, "le": "+Inf"}, TTFT_ALL),
+            series(f"{ttft}_count", labels, TTFT_ALL),
         ]
 
     def engine_keys(self, pod: str) -> dict[str, str]:
@@ -119,19 +130,11 @@ def tensor_parallel(topology: Topology) -> dict[str, Any]:
     gpus = GPUS[:2]
     keys = topology.engine_keys("ds-a")
     on_a = _on(topology, "ds-a")
-    page = on_a + PAGE_TAIL
-    warning = (
-        "{on} uses 90% of its KV cache while its GPU {gpu} on node-a ({uuid}) is compute-saturated: no "
-        "request suffers yet; shed or queue load by priority before latency breaks."
+    page = HURTING_TEXT.format(endpoint=PODS["ds-a"]["endpoint"])
+    ticket = (
+        f"{on_a} uses 90% of its KV cache while GPUs it runs on node-a are compute-saturated: the TTFT "
+        "objective holds; shed or queue load by priority, or add workers, before latency breaks."
     )
-    combined = [
-        firing(
-            COMBINED,
-            _labels(keys, hostname=NODE, gpu=gpu["gpu"], uuid=gpu["uuid"]),
-            warning.format(on=on_a, **gpu),
-        )
-        for gpu in gpus
-    ]
     return case(
         f"{'podmonitor' if topology.podmonitor else 'exporter'}: TP=2 engine pages once",
         [
@@ -140,10 +143,10 @@ def tensor_parallel(topology: Topology) -> dict[str, Any]:
             *(topology.placement("ds-a", gpu, str(4100 + n)) for n, gpu in enumerate(gpus)),
             *topology.serving("ds-a", KV_90),
         ],
-        check(HURTING, "12m"),  # pending
-        fires(HURTING, "13m", _labels(keys, hostname=NODE), page),
+        check(HURTING, "6m"),  # pending
+        fires(HURTING, "7m", _labels(keys, hostname=NODE), page),
         check(COMBINED, "9m"),  # pending
-        check(COMBINED, "10m", *combined),
+        fires(COMBINED, "10m", _labels(keys, hostname=NODE), ticket),  # once for the engine, not per GPU
     )
 
 
@@ -187,9 +190,9 @@ DP_IN_ONE_POD: dict[str, Any] = case(
     ],
     fires(
         HURTING,
-        "13m",
+        "7m",
         _labels(POD.engine_keys("ds-a"), hostname=NODE),
-        _on(POD, "ds-a") + PAGE_TAIL,
+        HURTING_TEXT.format(endpoint=PODS["ds-a"]["endpoint"]),
     ),
 )
 

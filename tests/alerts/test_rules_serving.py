@@ -32,12 +32,14 @@ from tests.alerts.serving import (
     PLACEMENT,
     RUNNING,
     STEPS,
+    TTFT_BURN_FROM_3M,
     UTIL,
     WAITING,
     engine_on_gpu,
     engine_page,
     node_gpu_facts,
     stepping,
+    ttft,
 )
 
 PREEMPTIONS = "servescope_serving_preemptions_total"
@@ -103,12 +105,12 @@ KV_PRESSURE_CASE = case(
 
 def _saturated_gpu0(kv_a: str, kv_b: str) -> list[dict[str, str]]:
     """GPU 0 saturated throughout, GPU 1 at 40%; engines A (on GPU 0) and B (on GPU 1) at the KV given."""
-    utilisation = [series(UTIL, GPU0, "0.95x30"), series(UTIL, GPU1, "0.4x30")]
+    utilisation = [series(UTIL, GPU0, "0.95x40"), series(UTIL, GPU1, "0.4x40")]
     return [*utilisation, series(KV, ENGINE_A, kv_a), series(KV, ENGINE_B, kv_b), *PLACEMENT]
 
 
 # Engine A at 90% KV from minute 5 to 14, engine B at 50%.
-ONE_GPU = _saturated_gpu0("0.5x4 0.9x9 0.5x10", "0.5x30")
+ONE_GPU = _saturated_gpu0("0.5x4 0.9x9 0.5x20", "0.5x40")
 COMBINED_CASES = [
     # GPU 0 saturated (engine A's GPU) while the KV pressure is on engine B (GPU 1): each single alert fires,
     # the combined one stays silent.
@@ -120,24 +122,26 @@ COMBINED_CASES = [
         fires(SATURATED, "20m", GPU0_BY, SATURATED_95),
         fires(KV_PRESSURE, "20m", ENGINE_B, f"{ON_B} uses 90% of its KV cache{KV_PRESSURE_TAIL}"),
     ),
-    # One alert (engine A's two PIDs fold), labelled with engine A and GPU 0; nothing for engine B.
+    # One ticket (engine A's two PIDs fold), about engine A on its node; nothing for engine B.
     case(
         f"{COMBINED} on one GPU",
         ONE_GPU,
         check(COMBINED, "9m"),  # both hold since 5m: pending for 4m
-        fires(COMBINED, "10m", engine_on_gpu(ENGINE_A, GPU0), COMBINED_A.format(**GPU0)),
+        fires(COMBINED, "10m", engine_page(ENGINE_A), COMBINED_A),
         check(COMBINED, "16m"),  # KV back to 50% at 15m
-        check(HURTING, "10m"),  # nothing waits, nothing is preempted: not a page
+        check(HURTING, "10m"),  # the TTFT objective holds: no page
     ),
-    # The same, and requests wait on engine A from minute 3: waiting throughout 5 minutes from 8m (a symptom),
-    # with KV pressure from 5m: the page. Engine B, whose requests wait too, has neither KV pressure nor a
-    # saturated GPU.
+    # The same while the model's TTFT budget burns (half its requests over 0.5 s from minute 3, the fast
+    # windows over 14.4x from minute 5): the page, about engine A, the cause it names. Engine B has
+    # neither KV pressure nor a saturated GPU.
     case(
-        f"{HURTING}: KV pressure with a symptom",
-        [*ONE_GPU, series(WAITING, ENGINE_A, "0x2 3x27"), series(WAITING, ENGINE_B, "4x30")],
-        check(HURTING, "12m"),  # both hold since 8m: pending for 4m
-        fires(HURTING, "13m", engine_page(ENGINE_A), HURTING_A),
-        check(HURTING, "16m"),
+        f"{HURTING}: KV pressure while the TTFT budget burns",
+        [*ONE_GPU, *ttft(ENGINE_A, TTFT_BURN_FROM_3M)],
+        check(HURTING, "6m"),  # pending since 5m
+        fires(HURTING, "7m", engine_page(ENGINE_A), HURTING_A),
+        # KV back to 50% at 15m: the page stays 15 minutes (keep_firing_for), then resolves.
+        fires(HURTING, "29m", engine_page(ENGINE_A), HURTING_A),
+        check(HURTING, "30m"),
     ),
     # An idle engine whose KV gauge froze at 90% (no step since) on a saturated GPU: no alert.
     case(

@@ -7,14 +7,16 @@ from pathlib import Path
 
 import pytest
 from quality.engine_text import EngineText
+from quality.fleet_library import library as fleet_library
 from quality.library import library
 from quality.node import Truth
-from quality.openmetrics import SeriesBuffer, names_read_by
-from quality.prom import inline, load_rules
+from quality.openmetrics import SeriesBuffer, StepBuffer, names_read_by
 from quality.scenarios import Busy, During, SloBreach
 from quality.truth import Recorded, intersect, resolve, smoothed, sustained
 
 from servescope.bundle.alerts import BUILD_DIR as ALERTS_BUILD
+from servescope.bundle.alerts.bundle import all_alerts
+from servescope.core.config import AlertsConfig
 from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
 from servescope.sim.vllm_metrics import render_metrics
 
@@ -67,27 +69,26 @@ def test_slo_breach_counts_the_requests_over_the_bound_across_engines_and_restar
 # --- the tools' inputs --------------------------------------------------------------------------------
 
 
-def test_records_are_inlined_as_expressions_subqueries_and_offsets() -> None:
-    records = {"job:x:avg5m": "avg_over_time(x[5m])", "job:x:avg1d": "avg_over_time(job:x:avg5m[1d])"}
-    expr = "job:x:avg1d > 1 and job:x:avg5m offset 23h"
-    assert inline(expr, records) == (
-        "(avg_over_time((avg_over_time(x[5m]))[1d:30s])) > 1 and "
-        "last_over_time((avg_over_time(x[5m]))[1m:30s] offset 23h)"
-    )
-    with pytest.raises(ValueError, match="label matchers"):
-        inline('job:x:avg5m{engine="0"} > 1', records)
-
-
-def test_every_alert_of_the_committed_rules_loads_with_its_for_and_no_record_left() -> None:
-    alerts, records = load_rules(RULES)
-    by_name = {a.name: a for a in alerts}
-    assert by_name["ServescopeGpuSaturated"].for_s == 600
-    assert by_name["ServescopeWatchdog"].severity == "info"
-    for alert in alerts:
-        assert not any(name in alert.expr for name in records), alert.name
-    # Every alert the library expects or accepts exists in the rules.
+def test_every_alert_the_libraries_name_exists_in_the_rules() -> None:
+    """A renamed alert must not leave an incident expecting nothing that exists."""
+    names = {a.name for a in all_alerts(AlertsConfig())}
     named = {a for plan in library() for i in plan.incidents for a in (*i.expect, *i.accept)}
-    assert named <= set(by_name)
+    named |= {a for plan in fleet_library() for i in plan.incidents for a in (*i.expect, *i.accept)}
+    assert named <= names, named - names
+
+
+def test_scrapes_become_promtool_series_with_gaps_staleness_and_up() -> None:
+    buffer = StepBuffer("run/seed1")
+    buffer.add('# HELP servescope_a a\nservescope_a{gpu="0"} 2\nservescope_b 1e-05\n', 1)
+    buffer.add('servescope_a{gpu="0"} 3\n', 2)
+    buffer.add_failed(3)
+    buffer.add('servescope_a{gpu="0"} 3\n', 4)
+    target = 'instance="run/seed1",job="servescope"'
+    assert buffer.input_series() == [
+        {"series": f'servescope_a{{{target},gpu="0"}}', "values": "_ 2 3 stale 3"},
+        {"series": f"servescope_b{{{target}}}", "values": "_ 1e-05 stale _x2"},
+        {"series": f"up{{{target}}}", "values": "_ 1x1 0 1"},
+    ]
 
 
 def test_scrapes_become_openmetrics_with_target_labels_timestamps_and_one_block_per_name() -> None:

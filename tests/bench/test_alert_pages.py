@@ -1,12 +1,16 @@
-"""Pages per incident: the pager route's grouping applied to firing episodes; the new scenarios' faults."""
+"""Pages per incident, judged by a real Alertmanager with the committed configuration: hand-made firing
+episodes replayed into it; the node library's new faults."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
 from quality.evaluate import Episode, RunOutcome
 from quality.faults import PCIE_NARROW_WIDTH, EngineCurve, FaultableEngine, NodeFaults, StuckKv
 from quality.library import library
-from quality.pages import PagerTiming, pager_timing, pages, per_incident
-from quality.scenarios import ENGINE, Curve, flat
+from quality.pager import Alertmanager, Page, per_incident, replay
+from quality.scenarios import ENGINE, Curve, SloBurn, flat
 from quality.sglang_text import SglangText, use_sglang_buckets
 from quality.truth import TruthWindow
 
@@ -15,60 +19,71 @@ from servescope.sim.fault_scenarios import GpuFault, Window
 from servescope.sim.fleet import SimulatedFleet
 from servescope.sim.pynvml_module import SimulatedPynvml
 
-TIMING_FIELDS = (("alertname", "hostname"), 30.0, 300.0, 14_400.0)
-TIMING = PagerTiming(*TIMING_FIELDS)
-HOST = ("hostname", "node-a")
+OURS = (("bundle", "servescope"),)
+ENGINE_0 = (("endpoint", "http://10.1.0.5:8000/metrics"), ("engine", "0"), ("instance", "node-a"))
 
 
-def _page(alert: str, gpu: str, start: float, end: float, severity: str = "critical") -> Episode:
-    return Episode(alert, severity, "s", 1, (("gpu", gpu), HOST), start, end)
+def _episode(alert: str, severity: str, start: float, end: float, *labels: tuple[str, str]) -> Episode:
+    return Episode(alert, severity, "s", 1, (*OURS, ("severity", severity), *labels), start, end)
 
 
-def _window(start: float, end: float, expect: tuple[str, ...]) -> TruthWindow:
-    return TruthWindow("GPU lost", start, end, expect, (), (), 0.0)
+def _window(name: str, start: float, end: float, expect: tuple[str, ...]) -> TruthWindow:
+    return TruthWindow(name, start, end, expect, (), (), 300.0)  # a 5 min grace after the end
 
 
-def test_the_pager_timing_is_read_from_the_committed_alertmanager_config() -> None:
-    timing = pager_timing(ALERTS_BUILD / "alertmanager.yaml")
-    assert (timing.group_by, timing.wait_s, timing.interval_s, timing.repeat_s) == TIMING_FIELDS
-    assert timing.inhibitions  # the bundle's inhibit rules, applied to the pages
+@pytest.fixture(scope="module")
+def alertmanager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Alertmanager]:
+    with Alertmanager(ALERTS_BUILD / "alertmanager.yaml", tmp_path_factory.mktemp("am")) as am:
+        yield am
 
 
-def test_a_lost_gpu_mutes_its_xid_page_with_the_committed_inhibit_rules() -> None:
-    timing = pager_timing(ALERTS_BUILD / "alertmanager.yaml")
-    uuid = ("uuid", "GPU-1")
-    lost = Episode("ServescopeGpuLost", "critical", "s", 1, (("gpu", "1"), HOST, uuid), 660.0, 2100.0)
-    xid_labels = (("gpu", "1"), HOST, uuid, ("xid", "79"))
-    xid = Episode("ServescopeGpuXidCritical", "critical", "s", 1, xid_labels, 630.0, 2100.0)
-    other = Episode("ServescopeGpuXidCritical", "critical", "s", 1, (("gpu", "0"), HOST), 630.0, 690.0)
-    run = RunOutcome("s", 1, (), (lost, xid, other))
-    # XID 79 on GPU 1 fires one step before the loss is seen: muted by the time its group would page.
-    assert [(p.alert, p.at, len(p.announces)) for p in pages(run, timing)] == [
-        ("ServescopeGpuXidCritical", 660.0, 1),  # GPU 0's XID, which no lost GPU explains
-        ("ServescopeGpuLost", 690.0, 1),
+def _pages(am: Alertmanager, *episodes: Episode, windows: tuple[TruthWindow, ...] = ()) -> list[Page]:
+    return replay(am, RunOutcome("s", 1, windows, episodes))
+
+
+@pytest.mark.e2e
+def test_a_burn_and_its_kv_page_on_one_model_are_one_page(alertmanager: Alertmanager) -> None:
+    model = ("model_name", "deepseek")
+    burn = _episode("ServescopeTtftSloBurnFast", "critical", 600, 3000, model)
+    kv = _episode(
+        "ServescopeKvPressureHurtingRequests", "critical", 780, 2700, model, *ENGINE_0, ("hostname", "node-a")
+    )
+    ticket = _episode("ServescopeKvCachePressure", "warning", 500, 2700, model, *ENGINE_0)
+    other = _episode("ServescopeTtftSloBurnFast", "critical", 900, 1200, ("model_name", "qwen"))
+    pages = _pages(alertmanager, burn, kv, ticket, other)
+    # One page per model: the burn opens deepseek's, the KV page joins it (and mutes the burn); qwen's own.
+    assert [(p.at, dict(p.group), sorted(a.alert for a in p.alerts)) for p in pages] == [
+        (600.0, {"model_name": "deepseek"}, ["ServescopeTtftSloBurnFast"]),
+        (900.0, {"model_name": "qwen"}, ["ServescopeTtftSloBurnFast"]),
     ]
 
 
-def test_eight_gpus_of_one_node_in_one_group_make_one_page_and_a_late_joiner_another() -> None:
-    at_once = [_page("ServescopeGpuLost", str(gpu), 600.0 + gpu, 1800.0) for gpu in range(8)]
-    late = _page("ServescopeGpuLost", "8", 1000.0, 1800.0)  # joins at the next 5 min tick
-    warning = _page("ServescopeGpuSaturated", "0", 600.0, 1800.0, severity="warning")
-    run = RunOutcome("s", 1, (), (*at_once, late, warning))
-    assert [(p.at, len(p.announces)) for p in pages(run, TIMING)] == [(630.0, 8), (1230.0, 1)]
+@pytest.mark.e2e
+def test_a_group_closed_longer_than_its_group_interval_pages_again(alertmanager: Alertmanager) -> None:
+    model = ("model_name", "mistral")
+    first = _episode("ServescopeAvailabilitySloBurnFast", "critical", 600, 900, model)
+    soon = _episode("ServescopeAvailabilitySloBurnFast", "critical", 1000, 1100, model)  # back within 5 min
+    later = _episode("ServescopeAvailabilitySloBurnFast", "critical", 1500, 1600, model)  # closed 400 s
+    window = _window("mistral unavailable", 600, 1000, ("ServescopeAvailabilitySloBurnFast",))
+    pages = _pages(alertmanager, first, soon, later, windows=(window,))
+    assert [p.at for p in pages] == [600.0, 1500.0]
+    counts, false = per_incident(RunOutcome("s", 1, (window,), (first, soon, later)), pages)
+    assert counts == {"mistral unavailable": 1}
+    assert [p.at for p in false] == [1500.0]  # after the incident's grace: a page no incident explains
 
 
-def test_a_group_that_resolved_pages_again_and_each_alertname_pages_once() -> None:
-    lost = _page("ServescopeGpuLost", "1", 600.0, 900.0)
-    again = _page("ServescopeGpuLost", "1", 3000.0, 3300.0)
-    xid = _page("ServescopeGpuXidCritical", "1", 630.0, 3300.0)
-    window = _window(600.0, 1200.0, ("ServescopeGpuLost", "ServescopeGpuXidCritical"))
-    found = per_incident([RunOutcome("s", 1, (window,), (lost, again, xid))], TIMING)
-    assert found["alerts"] == {
-        "ServescopeGpuLost": {"pages": 2, "false": 1, "reminders": 0},  # the second starts after the window
-        "ServescopeGpuXidCritical": {"pages": 1, "false": 0, "reminders": 0},
-    }
-    assert found["incidents"] == [{"scenario": "s", "incident": "GPU lost", "pages_per_run": [2], "max": 2}]
-    assert found["false_pages"] == [{"alert": "ServescopeGpuLost", "scenario": "s", "seed": 1, "at": 3030.0}]
+@pytest.mark.e2e
+def test_the_blind_fleet_is_one_page_and_tickets_never_page(alertmanager: Alertmanager) -> None:
+    absent = _episode("ServescopeExporterTargetsAbsent", "critical", 600, 1800, ("job", "servescope"))
+    blind = _episode("ServescopeMonitoringBlind", "critical", 630, 1800)
+    down = _episode(
+        "ServescopeExporterDown", "warning", 300, 1800, ("instance", "node-a"), ("job", "servescope")
+    )
+    lost = _episode("ServescopeGpuLost", "warning", 300, 1800, ("instance", "node-b"), ("uuid", "GPU-1"))
+    pages = _pages(alertmanager, absent, blind, down, lost)
+    assert [(p.at, dict(p.group), [a.alert for a in p.alerts]) for p in pages] == [
+        (600.0, {}, ["ServescopeExporterTargetsAbsent"])
+    ]
 
 
 def test_a_node_wide_nvml_failure_fails_init_and_every_device_call_until_it_heals() -> None:
@@ -88,7 +103,7 @@ def test_the_library_has_the_node_and_serving_scenarios_each_with_what_it_must_h
         "nvml-hung": {"ServescopeSourceStale"},
         "nvlink-link-down": {"ServescopeNvlinkLinkDown"},
         "crc-burst-link-dies": {"ServescopeNvlinkCrcErrors", "ServescopeNvlinkLinkDown"},
-        "scheduler-hang": {"ServescopeSchedulerStuck"},
+        "scheduler-hang": {"ServescopeSchedulerStuck", "ServescopeAvailabilitySloBurnFast"},
         "dp-unequal": {"ServescopeGpuSaturated", "ServescopeFleetCapacityBufferLow"},
         "tp8-saturated": {"ServescopeGpuSaturated", "ServescopeFleetCapacityBufferLow"},
         "exporter-rollout": set(),
@@ -104,7 +119,9 @@ def test_the_library_has_the_node_and_serving_scenarios_each_with_what_it_must_h
         },
     }
     for name, alerts in expected.items():
-        assert {a for i in plans[name].incidents for a in i.expect} == alerts, name
+        # Besides the pages every plan expects from its truth (an SLO burning at a paging rate).
+        stated = [i for i in plans[name].incidents if not isinstance(i.when, SloBurn) or i.when.hung]
+        assert {a for i in stated for a in i.expect} == alerts, name
     assert plans["tp8-saturated"].gpus == 8
     # The KV anomaly reads 23 h back: the night comes after a whole day of baseline.
     for name in ("quiet-night", "day-then-kv-and-endpoint"):
@@ -153,13 +170,3 @@ def test_the_sglang_text_has_sglang_buckets_and_the_engine_keeps_its_own() -> No
     assert 'le="0.5"' not in text.split("sglang:e2e")[0]  # TTFT jumps from 0.4 to 0.6
     assert f'sglang:time_to_first_token_seconds_count{{model_name="sim-llm"}} {ttft.count}' in text
     assert ttft.count > 0 and 0.5 in ttft.bounds  # the truth still reads vLLM's buckets
-
-
-def test_a_group_firing_past_the_repeat_interval_sends_reminders_that_are_not_pages() -> None:
-    day = _page("ServescopeE2eSloBurnFast", "0", 600.0, 600.0 + 9 * 3600)
-    window = _window(600.0, 600.0 + 9 * 3600, ("ServescopeE2eSloBurnFast",))
-    sent = pages(RunOutcome("s", 1, (window,), (day,)), TIMING)
-    assert [(p.at, p.reminder) for p in sent] == [(630.0, False), (15_030.0, True), (29_430.0, True)]
-    found = per_incident([RunOutcome("s", 1, (window,), (day,))], TIMING)
-    assert found["alerts"] == {"ServescopeE2eSloBurnFast": {"pages": 1, "false": 0, "reminders": 2}}
-    assert found["incidents"][0]["pages_per_run"] == [1]

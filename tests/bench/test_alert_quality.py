@@ -1,4 +1,5 @@
-"""The alert-quality benchmark: scoring on hand-made inputs; one tiny run through promtool and Prometheus."""
+"""The alert-quality benchmark: scoring on hand-made inputs; the rule engine's episodes; one tiny run through
+promtool."""
 
 from __future__ import annotations
 
@@ -6,17 +7,20 @@ import shutil
 from pathlib import Path
 
 import pytest
-from quality.evaluate import Episode, RunOutcome, firing_steps, group_episodes, score
+import yaml
+from quality import rule_engine
+from quality.evaluate import Episode, RunOutcome, score
+from quality.library import pages_truth
 from quality.node import Timing, engine_url
-from quality.openmetrics import names_read_by
-from quality.prom import Prometheus, load_rules
 from quality.report import markdown
-from quality.runs import RunSpec, evaluate_rule, gather_blocks, generate
+from quality.runs import RunSpec, generate
 from quality.scenarios import During, Incident, Plan, PlanScenario, flat
 from quality.targets import summary, targets
 from quality.truth import TruthWindow
 
 from servescope.bundle.alerts import BUILD_DIR as ALERTS_BUILD
+from servescope.bundle.alerts.bundle import all_alerts
+from servescope.core.config import AlertsConfig
 from servescope.sim.fault_scenarios import EngineFault, Window
 
 RULES = ALERTS_BUILD / "rules.yaml"
@@ -48,42 +52,6 @@ def _window(
     oom: bool = False,
 ) -> TruthWindow:
     return TruthWindow("incident", start, end, expect, accept, labels, grace, oom)
-
-
-# --- `for` and episodes -------------------------------------------------------------------------------
-
-
-def test_an_alert_fires_once_its_expression_held_for_the_whole_for_duration() -> None:
-    held = [30.0 * i for i in range(21)]  # 0 .. 600 s
-    assert firing_steps(held, 300, 30) == [30.0 * i for i in range(10, 21)]
-    assert firing_steps(held, 0, 30) == held
-    assert firing_steps(held, 601, 30) == []
-
-
-def test_one_missed_evaluation_resets_the_pending_clock() -> None:
-    held = [t for t in range(0, 601, 30) if t != 270]
-    # Pending since 0: fires at 120..240; the gap at 270 restarts it at 300, firing again from 420.
-    assert firing_steps(held, 120, 30) == [120, 150, 180, 210, 240, 420, 450, 480, 510, 540, 570, 600]
-    assert group_episodes(firing_steps(held, 120, 30), 30) == [(120, 240), (420, 600)]
-
-
-@pytest.mark.parametrize(
-    ("held", "for_s", "keep_s", "fired"),
-    [
-        # Fired at 60, its expression stops after 90: kept firing through 90 + 60, then resolved.
-        ([0, 30, 60, 90], 60, 60, [60, 90, 120, 150]),
-        # Held again within the keep: one episode, no new `for`.
-        ([0, 30, 60, 90, 180, 210], 60, 60, [60, 90, 120, 150, 180, 210, 240, 270]),
-        # Held again after the keep ran out: pending again from 300, firing again at 360.
-        ([0, 30, 60, 300, 330, 360], 60, 60, [60, 90, 120, 360, 390, 420]),
-        # Never fired: nothing to keep.
-        ([0, 30, 120], 60, 600, []),
-    ],
-)
-def test_keep_firing_for_holds_a_fired_alert_through_short_gaps(
-    held: list[float], for_s: float, keep_s: float, fired: list[float]
-) -> None:
-    assert firing_steps(held, for_s, 30, keep_s) == fired
 
 
 # --- scoring ------------------------------------------------------------------------------------------
@@ -155,14 +123,66 @@ def test_the_report_lists_every_false_positive_and_judges_the_targets() -> None:
         "leak_lead_minutes": 10.0,
     }
     meta = {"machine": {}, "timing_s": {"total": 1.0}, "rules": {"file": "r", "stale": False}, "samples": 1}
-    meta |= {"prometheus": "2", "step_s": 30, "lookback": "1m", "scrape_s": 30, "nvml_s": 5}
+    meta |= {"promtool": "2", "step_s": 30, "scrape_s": 30, "nvml_s": 5}
     meta["summary"] = summary(scores, rates)
     page = markdown(scores, [], [1, 3], meta, targets(scores, rates))
     assert "| `ServescopeGpuSaturated` | steady | 3 | 30.0 min | 35.0 min | gpu=1 |" in page
     assert page.splitlines()[2] == "| measure | value |"  # the headline table comes first
 
 
-# --- end to end ---------------------------------------------------------------------------------------
+# --- the rule engine's episodes ----------------------------------------------------------------------
+
+TINY_RULES = {
+    "groups": [
+        {
+            "name": "g",
+            "rules": [
+                {
+                    "alert": "Kept",
+                    "expr": "x > 1",
+                    "for": "1m",
+                    "keep_firing_for": "2m",
+                    "labels": {"severity": "critical"},
+                },
+                {"alert": "Plain", "expr": "x > 1", "for": "2m", "labels": {"severity": "warning"}},
+            ],
+        }
+    ]
+}
+
+
+@pytest.mark.e2e
+def test_episodes_are_what_promtool_s_rule_engine_fired(tmp_path: Path) -> None:
+    """`for`, keep_firing_for and staleness are the engine's: read back from ALERTS_FOR_STATE, per episode."""
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(yaml.safe_dump(TINY_RULES))
+    # x over 1 from 2m to 6m, a 3-minute gap in the scrapes (a staleness marker), over 1 again 10m to 12m.
+    per_step: list[float | None] = [0, 0, *[2] * 5, None, None, None, *[2] * 3, 0, 0, 0, 0, 0]
+    fired = rule_engine.run(
+        rules, [rule_engine.series("x", {"job": "j"}, per_step)], 900, tmp_path, interval="1m"
+    )
+    episodes = [(f.alert, f.first, f.last) for f in fired]
+    # Kept: fires at 3m, kept 2 minutes through the gap (7m, 8m), pending again from 10m, firing 11m-12m, kept
+    # to 14m. Plain: `for: 2m` from 2m fires at 4m-6m; the gap resets it; pending from 10m, it fires at 12m.
+    assert episodes == [
+        ("Kept", 180.0, 480.0),
+        ("Plain", 240.0, 360.0),
+        ("Kept", 660.0, 840.0),
+        ("Plain", 720.0, 720.0),
+    ]
+    assert all(dict(f.labels)["job"] == "j" for f in fired)
+
+
+def test_promtool_values_notation_writes_gaps_staleness_and_runs() -> None:
+    assert (
+        rule_engine.values([None, 1.0, 1.0, 1.0, None, None, 2.5, float("inf"), float("inf")])
+        == "_ 1x2 stale _ 2.5 Inf Inf"
+    )
+    assert rule_engine.samples('{a="b", c="d \\"q\\""} 1.5E+02, {e="f"} 3E+00') == {
+        (("a", "b"), ("c", 'd "q"')): 150.0,
+        (("e", "f"),): 3.0,
+    }
+    assert rule_engine.samples("nil") == {}
 
 
 def _tiny_plan() -> Plan:
@@ -175,32 +195,27 @@ def _tiny_plan() -> Plan:
         grace_s=0.0,
     )
     scenario = PlanScenario(curve=flat(0.5), down=EngineFault(1, (1,), down))
-    return Plan("tiny-down", "engine 1 answers 503 from 2 to 12 min", 960.0, scenario, (incident,))
+    # The library's pages from the truth: one engine of two down is the model's availability burning.
+    incidents = (incident, *pages_truth(AlertsConfig()))
+    return Plan("tiny-down", "engine 1 answers 503 from 2 to 12 min", 960.0, scenario, incidents)
 
 
 @pytest.mark.e2e
-def test_a_tiny_run_through_promtool_and_prometheus_detects_the_engine_down(tmp_path: Path) -> None:
-    if not (shutil.which("promtool") and shutil.which("prometheus")):
-        pytest.fail("promtool and prometheus are needed: `make tools` installs Debian's prometheus package")
-    alerts, _ = load_rules(RULES)
+def test_a_tiny_node_run_through_promtool_detects_the_engine_down(tmp_path: Path) -> None:
+    if not shutil.which("promtool"):
+        pytest.fail("promtool is needed: `make tools` installs Debian's prometheus")
     plan = _tiny_plan()
-    generated = generate(
-        RunSpec(plan.name, 1, 0), plan, names_read_by(a.expr for a in alerts), tmp_path, Timing()
-    )
-    assert [(w.start, w.end) for w in generated.windows] == [(120.0, 720.0)]
-    with Prometheus(gather_blocks(tmp_path)) as prom:
-        spec = generated.spec
-        gpus = prom.query_range("servescope_gpu_up", spec.wall_start, spec.wall_start + 960, 30)
-        assert {s["metric"]["gpu"] for s in gpus} == {"0", "1"}
-        episodes = [e for rule in alerts for e in evaluate_rule(prom, spec, plan.duration, rule, 30.0)]
-    assert prom.process is not None and prom.process.poll() is not None  # stopped
-    scores = score(
-        [RunOutcome(plan.name, 1, generated.windows, tuple(episodes))], {a.name: a.severity for a in alerts}
-    )
+    generated = generate(RunSpec(plan.name, 1), plan, RULES, tmp_path, Timing())
+    outcome = generated.outcome
+    assert [(w.start, w.end) for w in outcome.windows if w.incident == "engine 1 down"] == [(120.0, 720.0)]
+    scores = score([outcome], {a.name: a.severity for a in all_alerts(AlertsConfig())})
     down = scores.alerts["ServescopeServingEndpointDown"]
-    # First failing scrape at 120 s, `for: 5m`: fires at 420 s and resolves after the restart at 720 s.
-    assert [(e.start, e.end, dict(e.labels)["endpoint"]) for e in episodes if e.alert == down.alert] == [
-        (420.0, 690.0, engine_url(1))
-    ]
-    assert (down.precision, down.recall, down.latencies) == (1.0, 1.0, [300.0])
+    # Down from 120 s: its answering share over 10 minutes (the 4 it has at first) under half from about
+    # 210 s, `for: 5m`: it fires within the outage, once.
+    fired = [(e.start, dict(e.labels)["endpoint"]) for e in outcome.episodes if e.alert == down.alert]
+    assert [endpoint for _, endpoint in fired] == [engine_url(1)]
+    assert 420.0 <= fired[0][0] <= 720.0, fired
+    assert (down.precision, down.recall) == (1.0, 1.0)
+    page = scores.alerts["ServescopeAvailabilitySloBurnFast"]
+    assert (page.precision, page.recall) == (1.0, 1.0)
     assert scores.false_positives == []

@@ -74,7 +74,7 @@ def test_too_few_requests_is_inconclusive_whatever_they_show() -> None:
 def test_more_preemptions_only_count_where_they_would_hurt() -> None:
     """5 preemptions in 1,000 canary requests against none in 9,000 is significant, but at 0.005 per
     request even all 10,000 requests of the window (over 600 s) would preempt 0.083/s: under
-    symptom_preemptions_per_second (0.1/s), promote. 60 against 90 at the same volume rolls back."""
+    preemptions_per_second (0.1/s), promote. 60 against 90 at the same volume rolls back."""
     stable = data("s", {0.5: 9000, INF: 9000}, preemptions=0)
     few = data("c", {0.5: 1000, INF: 1000}, preemptions=5)
     (found,) = [r for r in judge_all(POLICY, few, stable) if r.name == "preemptions"]

@@ -127,7 +127,7 @@ def test_a_dcgm_exporter_page_adds_series_only_for_nvml_s_gpus() -> None:
         f'{name}{{gpu="{i}",UUID="GPU-{i}",Hostname="h"}} 40\n' for i in range(1000)
     )
     found, skipped = read_exporter(page)
-    # The parser keeps the first 256 values of a label (common/text_parser/limits.py), counting the rest.
+    # The parser keeps the first 256 values of a label (core/exposition/limits.py), counting the rest.
     most = LIMITS.max_label_values
     assert len(found) == most and skipped == {"label_values_limit": 1000 - most}
     dropped: Counter[str] = Counter()

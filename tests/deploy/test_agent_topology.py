@@ -231,7 +231,8 @@ def test_the_receiver_evaluates_the_bundle_and_fires_the_lost_gpu(topology: Topo
     topology.timings["gpu_lost_firing"] = time.monotonic() - topology.started
     (alert,) = lost
     assert alert["labels"]["gpu"] == LOST_GPU
-    assert alert["labels"]["instance"] == NODE and alert["labels"]["severity"] == "critical"
+    # A lost GPU is a ticket: a cause, which the model's pages explain.
+    assert alert["labels"]["instance"] == NODE and alert["labels"]["severity"] == "warning"
     assert urlsplit(alert["annotations"]["runbook_url"]).path == "/runbooks/ServescopeGpuLost"
     # Only the lost GPU: the three others are still answering.
     assert len(query(topology.receiver_url, 'servescope_gpu_up{job="servescope"} == 1')) == 3

@@ -18,3 +18,11 @@ def test_the_import_table_is_what_the_code_imports() -> None:
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_the_readme_counts_the_dashboards_there_are() -> None:
+    from servescope.bundle.dashboards.build import names
+
+    words = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"{words[len(names())]} Grafana dashboards" in readme

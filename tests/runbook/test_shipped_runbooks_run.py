@@ -29,6 +29,7 @@ def alert_labels(exporter: str) -> dict[str, str]:
         "instance": exporter.removeprefix("http://"),
         "job": "servescope",
         "hostname": "vm",
+        "node": "vm",  # the Kubernetes node (kube-state-metrics' label) of the node-level tickets
         "gpu": gpu,
         "uuid": uuid,
         "xid": "79",

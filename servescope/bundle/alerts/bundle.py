@@ -7,6 +7,7 @@ from typing import Any
 
 import yaml
 
+from servescope.bundle.alerts import rules_availability, rules_leak
 from servescope.bundle.alerts.alertmanager import alertmanager_config
 from servescope.bundle.alerts.model import Alert, Group
 from servescope.bundle.alerts.rules_canary import alerts as canary_alerts
@@ -36,12 +37,15 @@ def groups(cfg: AlertsConfig) -> list[Group]:
         kv_baseline(cfg),
         capacity_baseline(cfg),
         endpoint_records(cfg),
+        rules_availability.records(cfg),
+        rules_leak.records(cfg),
         canary_records(cfg),
         health(cfg),
         memory(cfg),
         serving(cfg),
         engine(cfg),
         slo_alerts(cfg),
+        Group("servescope-availability", (rules_availability.page(cfg),)),
         canary_alerts(cfg),
         meta(cfg),
         exporter(cfg),

@@ -6,6 +6,16 @@ from dataclasses import dataclass
 from functools import cache
 
 PROMETHEUS_OWN = frozenset({"up", "ALERTS", "ALERTS_FOR_STATE"})
+# kube-state-metrics' series the rules read (its v2 names), with their kinds.
+KUBE_STATE_METRICS = {
+    "kube_node_info": "gauge",
+    "kube_node_labels": "gauge",
+    "kube_node_status_capacity": "gauge",
+    "kube_pod_deletion_timestamp": "gauge",
+    "kube_pod_owner": "gauge",
+    "kube_replicaset_owner": "gauge",
+    "kube_deployment_status_replicas_unavailable": "gauge",
+}
 HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
 
 
@@ -24,7 +34,7 @@ def exported_metrics() -> Metrics:
     from servescope.core.catalog import CATALOG
     from servescope.core.dcgm.counters import load_counters, specs_of
 
-    kinds: dict[str, str] = {}
+    kinds: dict[str, str] = dict(KUBE_STATE_METRICS)
     for spec in (*CATALOG, *specs_of(load_counters())):
         kind = str(spec.kind)
         if kind == "histogram":

@@ -7,6 +7,8 @@ written rules.yaml (or the PrometheusRule). Every problem names the rule, a chec
   labels and annotations every alert carries (summary static, runbook under <base>/runbooks/<Alert>);
 - alerts/for: `for` present, 0s..6h, and 0 only for Watchdog;
 - alerts/labels-template: no templating (`{{`, `$value`) in labels: it resets `for` on every change;
+- alerts/page-symptom: a critical alert (a page) requires a symptom measured against an SLO (an error
+  ratio record of the bundle), or reads only `up` and kube-state-metrics (the monitoring is blind);
 - promql/syntax: the expression does not parse;
 - promql/counter: a counter (`*_total`, a histogram's `_bucket`/`_count`/`_sum`) read outside
   rate/irate/increase/resets (or absent(), which reads no value);
@@ -32,8 +34,11 @@ import yaml
 from servescope.bundle.alerts.known_metrics import Metrics, exported_metrics, is_counter
 from servescope.bundle.alerts.model import SEVERITIES, Group
 from servescope.bundle.alerts.promql import Call, Node, PromQLError, Selector, parse_promql, unwrap, walk
+from servescope.bundle.alerts.symptom import reads_only_blindness, requires_symptom
 from servescope.core.config import AlertsConfig
 from servescope.core.durations import DurationError, parse_duration
+
+Records = dict[str, list[Node]]  # a rule file's recording rules' parsed expressions, by name
 
 WATCHDOG = "ServescopeWatchdog"
 ALERT_PREFIX = "Servescope"
@@ -62,7 +67,7 @@ def _templated(text: str) -> bool:
     return "{{" in text or "$value" in text
 
 
-def _alert_problems(rule: dict[str, Any], config: AlertsConfig) -> Iterator[LintProblem]:
+def _alert_problems(rule: dict[str, Any], config: AlertsConfig, records: Records) -> Iterator[LintProblem]:
     name = str(rule.get("alert", ""))
     labels = rule.get("labels") or {}
     annotations = rule.get("annotations") or {}
@@ -99,6 +104,23 @@ def _alert_problems(rule: dict[str, Any], config: AlertsConfig) -> Iterator[Lint
             f"dashboard_url {dashboard!r} is not a dashboard under {config.dashboard_base_url}/d/",
         )
     yield from _for_problems(name, rule.get("for"))
+    if labels.get("severity") == "critical":
+        yield from _page_problems(name, str(rule.get("expr", "")), records)
+
+
+def _page_problems(name: str, expr: str, records: Records) -> Iterator[LintProblem]:
+    try:
+        tree = parse_promql(expr)
+    except PromQLError:
+        return  # promql/syntax says so
+    if not (requires_symptom(tree, records) or reads_only_blindness(tree)):
+        yield LintProblem(
+            name,
+            "alerts/page-symptom",
+            "a page must require a symptom on an SLO (an error ratio record, "
+            "model:servescope_*_errors:ratio*, or a record of one, in every branch), not a cause alone; "
+            "make it a warning (a ticket) or join the symptom with `and`",
+        )
 
 
 def _for_problems(name: str, for_: Any) -> Iterator[LintProblem]:
@@ -192,11 +214,25 @@ def _rules(document: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
             yield str(group.get("name", "")), rule
 
 
+def _record_trees(rules: list[dict[str, Any]]) -> Records:
+    """Each recording rule's parsed expressions, by record name (one that does not parse is left out:
+    promql/syntax says so)."""
+    trees: Records = {}
+    for rule in rules:
+        if "record" in rule and "expr" in rule:
+            try:
+                trees.setdefault(str(rule["record"]), []).append(parse_promql(str(rule["expr"])))
+            except PromQLError:
+                continue
+    return trees
+
+
 def lint_document(document: dict[str, Any], config: AlertsConfig | None = None) -> list[LintProblem]:
     """Problems of a rule file's content ({groups: [...]}, or a PrometheusRule), sorted."""
     config = config or AlertsConfig()
     rules = [rule for _, rule in _rules(document)]
     records = {str(rule["record"]) for rule in rules if "record" in rule}
+    record_trees = _record_trees(rules)
     problems: list[LintProblem] = []
     seen: set[tuple[str, str]] = set()
     for rule in rules:
@@ -209,7 +245,7 @@ def lint_document(document: dict[str, Any], config: AlertsConfig | None = None) 
             problems.append(LintProblem(name, "rules/duplicate", f"{kind} {name} is defined twice"))
         seen.add((kind, name))
         if kind == "alert":
-            problems.extend(_alert_problems(rule, config))
+            problems.extend(_alert_problems(rule, config, record_trees))
         elif not RECORD_NAME.match(name):
             problems.append(
                 LintProblem(name, "rules/record-name", "recording rules are named level:metric:operations")

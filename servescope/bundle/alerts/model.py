@@ -36,6 +36,11 @@ GPU_KEYS = ("instance", "hostname", "gpu", "uuid")
 ENGINE_KEYS = ("instance", "model_name", "engine", "endpoint")
 
 
+def record_name(level: str, metric: str, operations: str) -> str:
+    """A recording rule's name, `<level>:servescope_<metric>:<operations>` (Prometheus' convention)."""
+    return f"{level}:servescope_{metric}:{operations}"
+
+
 @dataclass(frozen=True)
 class Alert:
     """One alerting rule; `keys` are the labels that identify what is wrong (runbook and dashboard links)."""

@@ -49,6 +49,17 @@ DEMO: dict[str, Any] = {
     # A canary with a quarter of a demo node's traffic (4 req/s) serves 200 requests in 50 s: judged
     # within a minute of the rollout, over 2 minutes, instead of 10.
     "canary": {"window": "2m", "min_requests": 200, "worse_for": "1m", "burn_for": "1m"},
+    "endpoint_down_window": "2m",
+    "endpoint_down_for": "30s",
+    "planned_change_lag": "30s",
+    "blind_for": "30s",
+    "targets_absent_for": "1m",
+    "node_without_exporter_for": "2m",
+    "kube_state_metrics_absent_for": "2m",
+    "leak_fit_window": "30m",
+    "leak_growth_window": "2m",
+    # The demo runs on one machine without a cluster: there is no kube-state-metrics to read.
+    "kube_state_metrics": False,
 }
 PROFILES: dict[str, dict[str, Any]] = {"default": {}, "demo": DEMO}
 

@@ -87,6 +87,14 @@ class Call(Node):
 
 
 @dataclass
+class Binary(Node):
+    """Operands joined by binary operators, left to right as written: `ops[i]` joins children i and i+1
+    (`and`, `or`, `unless`, `>`, `*`, ...; lower case). Precedence is not applied: see `split`."""
+
+    ops: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Range(Node):
     """`x[5m]`, a subquery `x[1h:5m]`, or a modifier (offset, @) around one child."""
 
@@ -120,12 +128,13 @@ class _Parser:
         return node
 
     def expr(self) -> Node:
-        operands = [self.unary()]
+        operands, ops = [self.unary()], []
         while (token := self.peek()) is not None and (
             (token.kind == "op" and token.text in _BINARY_SYMBOLS)
             or (token.kind == "ident" and token.text.lower() in _BINARY_WORDS)
         ):
             self.pos += 1
+            ops.append(token.text.lower())
             if self.is_next("bool"):
                 self.pos += 1
             if self.is_next("on", "ignoring"):
@@ -136,7 +145,7 @@ class _Parser:
                 if self.is_next("("):
                     self.labels()
             operands.append(self.unary())
-        return operands[0] if len(operands) == 1 else Node(operands)
+        return operands[0] if len(operands) == 1 else Binary(operands, ops=ops)
 
     def unary(self) -> Node:
         if self.is_next("-", "+"):

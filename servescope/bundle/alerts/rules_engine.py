@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from servescope.bundle.alerts.exprs import BASELINE_MIN_AGE, ENGINE_BY, ON_ENGINE
+from servescope.bundle.alerts.kube import MODEL_DEPLOYMENTS, model_deployments, model_replicas_unavailable
 from servescope.bundle.alerts.model import ENGINE_KEYS, Alert, Group, Record
+from servescope.bundle.alerts.rules_availability import stuck
 from servescope.core import catalog as c
 from servescope.core.config import AlertsConfig
 from servescope.core.topology import sel
@@ -13,21 +15,28 @@ FAILED_REASONS = "abort|error"
 
 
 def endpoint_records(cfg: AlertsConfig) -> Group:
-    """Healthy endpoints per model: those that answered their last scrape export their KV usage."""
-    return Group(
-        "servescope-engine-records",
-        (Record(ENDPOINTS, f"count by (model_name) ({sel(cfg, c.KV_USAGE.name)})"),),
-    )
+    """Healthy endpoints per model (those that answered their last scrape export their KV usage) and,
+    with kube-state-metrics, the Deployments that run each model's pods."""
+    kv = sel(cfg, c.KV_USAGE.name)
+    rules = [Record(ENDPOINTS, f"count by (model_name) ({kv})")]
+    if cfg.kube_state_metrics:
+        rules.append(Record(MODEL_DEPLOYMENTS, model_deployments(cfg, kv)))
+    return Group("servescope-engine-records", tuple(rules))
 
 
 def _endpoints_below_norm(cfg: AlertsConfig) -> str:
+    """Fewer endpoints than endpoints_ratio of the day's median; with kube-state-metrics, only while the
+    model's Deployments miss replicas they want: a scale-down lowers what they want, and is no failure."""
     median = f"quantile_over_time(0.5, {ENDPOINTS}[1d])"
     # A model whose every endpoint died has no count at all: it reads as 0.
     now = f"({ENDPOINTS} or on (model_name) 0 * {median})"
-    return (
+    below = (
         f"{now} < {cfg.endpoints_ratio:g} * {median}"
         f" and on (model_name) {ENDPOINTS} offset {BASELINE_MIN_AGE}"
     )
+    if not cfg.kube_state_metrics:
+        return below
+    return f"{below} and on (model_name) {model_replicas_unavailable(cfg)} > 0"
 
 
 def _request_errors(cfg: AlertsConfig) -> str:
@@ -46,8 +55,6 @@ def _request_errors(cfg: AlertsConfig) -> str:
 
 def engine(cfg: AlertsConfig) -> Group:
     # One tuple of rule declarations: long by nature, not by logic.
-    running = sel(cfg, c.RUNNING.name)
-    generated = sel(cfg, c.GENERATION_TOKENS.name)
     prompt = sel(cfg, c.PROMPT_TOKENS.name)
     w = cfg.scheduler_stuck_window
     return Group(
@@ -55,9 +62,11 @@ def engine(cfg: AlertsConfig) -> Group:
         (
             Alert(
                 "ServescopeSchedulerStuck",
-                f"{running} > 0 and on ({ENGINE_BY}) increase({generated}[{w}]) == 0",
+                stuck(cfg),
                 cfg.scheduler_stuck_for,
-                "critical",
+                # A ticket: the endpoint counts as unavailable, and the availability page says when that
+                # hurts the model.
+                "warning",
                 "An engine has requests running and generates no tokens.",
                 f"{ON_ENGINE} has {{{{ $value }}}} requests running and generated no token in {w}: its "
                 "scheduler hangs (vLLM refreshes its gauges on engine steps only, so they look healthy).",

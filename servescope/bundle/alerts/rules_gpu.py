@@ -98,7 +98,8 @@ def nvml_lost(cfg: AlertsConfig) -> str:
 
 
 def health(cfg: AlertsConfig) -> Group:
-    # One tuple of rule declarations: long by nature, not by logic.
+    # One tuple of rule declarations: long by nature, not by logic. Every alert here is a ticket: a broken
+    # GPU is a cause; the latency and availability pages say when users feel it.
     w = cfg.hardware_window
     ecc = sel(cfg, c.ECC_ERRORS.name, 'type="uncorrected"', 'scope="volatile"')
     replays = sel(cfg, c.NVLINK_ERRORS.name, 'type=~"replay|recovery"')
@@ -111,7 +112,7 @@ def health(cfg: AlertsConfig) -> Group:
                 "ServescopeGpuLost",
                 f"{sel(cfg, c.GPU_UP.name)} == 0",
                 cfg.gpu_lost_for,
-                "critical",
+                "warning",
                 "A GPU is lost or needs a reset.",
                 f"{ON_GPU} answers no NVML call (lost, reset required or gone from the bus); its "
                 "engine is down.",
@@ -122,7 +123,7 @@ def health(cfg: AlertsConfig) -> Group:
                 "ServescopeGpuNodeNvmlLost",
                 nvml_lost(cfg),
                 cfg.gpu_lost_for,
-                "critical",
+                "warning",
                 "A node's exporter answers but reports none of the GPUs it had.",
                 "{{ $labels.hostname }} ({{ $labels.instance }}) had {{ $value }} GPUs in the last "
                 f"{cfg.nvml_lost_window} and reports none now, while its exporter answers: NVML fails "
@@ -134,7 +135,7 @@ def health(cfg: AlertsConfig) -> Group:
                 "ServescopeGpuXidCritical",
                 xid_expr(cfg, cfg.critical_xids),
                 cfg.event_for,
-                "critical",
+                "warning",
                 "A GPU reported a critical XID error.",
                 f"{ON_GPU} reported XID {{{{ $labels.xid }}}} in the last {w} (kept "
                 f"{cfg.xid_keep_firing_for} after: the GPU stays broken until it is reset); "
@@ -160,7 +161,7 @@ def health(cfg: AlertsConfig) -> Group:
                 "ServescopeGpuEccUncorrectable",
                 f"increase({ecc}[{w}]) > 0",
                 cfg.event_for,
-                "critical",
+                "warning",
                 "Uncorrectable ECC errors on a GPU.",
                 f"{ON_GPU} counted {{{{ $value | humanize }}}} uncorrectable ECC errors in the last {w}.",
                 GPU_KEYS,
@@ -170,7 +171,7 @@ def health(cfg: AlertsConfig) -> Group:
                 "ServescopeGpuRowRemapFailed",
                 f"{sel(cfg, c.REMAPPED_ROWS_FAILED.name)} == 1",
                 cfg.event_for,
-                "critical",
+                "warning",
                 "A GPU memory row remap failed.",
                 f"{ON_GPU} could not remap a failing memory row: the GPU needs service.",
                 GPU_KEYS,

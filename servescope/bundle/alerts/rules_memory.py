@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from servescope.bundle.alerts.exprs import GPU_BY, ON_ENGINE, ON_GPU, gpu_hosts, on_engine_gpus
 from servescope.bundle.alerts.model import GPU_KEYS, Alert, Group
+from servescope.bundle.alerts.rules_leak import leaking
 from servescope.core import catalog as c
 from servescope.core.catalog import derived as dm
 from servescope.core.config import AlertsConfig
@@ -69,13 +70,13 @@ def memory(cfg: AlertsConfig) -> Group:
         (
             Alert(
                 "ServescopeGpuMemoryLeakSuspected",
-                f"{sel(cfg, dm.LEAK_SUSPECTED.name)} == 1",
+                leaking(cfg),
                 cfg.leak_for,
                 "warning",
-                "GPU memory grows steadily while the load is flat.",
-                f"{ON_GPU}: memory has grown steadily for 30 minutes while tokens/s and KV usage "
-                "stayed flat; "
-                "/api/v1/gpus on the exporter gives the rate and the reason.",
+                "GPU memory grows more than its load explains.",
+                f"{ON_GPU}: memory grows {{{{ $value | humanize1024 }}}}B/min more than its load explains "
+                f"(memory regressed on the GPU's busy share over {cfg.leak_fit_window}): a leak, not "
+                "traffic; /api/v1/gpus on the exporter gives the curve and its own verdict.",
                 GPU_KEYS,
                 "memory",
             ),
@@ -83,7 +84,9 @@ def memory(cfg: AlertsConfig) -> Group:
                 "ServescopeGpuMemoryExhaustionSoon",
                 _exhaustion_expr(cfg),
                 cfg.exhaustion_for,
-                "critical",
+                # A ticket: the OOM to come is a risk; the engine it kills is what users feel, and the
+                # availability and latency pages say when they do.
+                "warning",
                 "GPU memory will run out within the hour at its current growth.",
                 f"{ON_GPU} will run out of memory in {{{{ $value | humanizeDuration }}}} at its "
                 f"{cfg.exhaustion_window} growth rate.",

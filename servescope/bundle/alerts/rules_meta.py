@@ -3,26 +3,43 @@
 from __future__ import annotations
 
 from servescope.bundle.alerts.model import WATCHDOG, Alert, Group
+from servescope.bundle.alerts.rules_availability import ANSWERING, models, planned, planned_on
+from servescope.bundle.alerts.rules_blind import blindness
 from servescope.core import catalog as c
 from servescope.core.catalog import derived as dm
+from servescope.core.catalog.placement import ENDPOINT_POD_INFO
 from servescope.core.config import AlertsConfig
-from servescope.core.topology import sel
+from servescope.core.topology import podmonitor, sel
 
 
 def endpoint_down(cfg: AlertsConfig) -> str:
-    """Endpoints that fail their scrape, and those the exporter forgot while down.
+    """Endpoints that should serve and answered less than half of endpoint_down_window (rules_availability),
+    with their model: a crash loop that answers for a minute between its crashes is down, as a dead engine.
 
-    The exporter reports a vanished endpoint down for 900 s after its last success, then drops its
-    series: an engine that stays dead would resolve the alert. A forgotten endpoint whose last value was
-    0 keeps it, for endpoint_forgotten_window, unless the node has as many healthy endpoints again as at
-    its best within that window (the engine came back at another address).
+    In the exporter topology, an endpoint without a pod the kubelet named (no Kubernetes, or a GPU shared
+    by several pods) is kept down by the exporter for 900 s after its last success, then dropped: an engine
+    that stays dead would resolve the alert. Such a forgotten endpoint whose last value was 0 keeps it,
+    for endpoint_forgotten_window, unless the node has as many healthy endpoints again as at its best
+    within that window (the engine came back at another address). An endpoint whose pod the kubelet named
+    is never forgotten while down: the exporter drops it when its pod is gone, which is no failure.
     """
+    down = f"avg_over_time({ANSWERING}[{cfg.endpoint_down_window}]) < 0.5"
+    if cfg.kube_state_metrics:
+        # A pod deleted within the window stopped on purpose, though kube-state-metrics said so late.
+        down = f"({down} unless {planned_on(cfg)} {planned(cfg, cfg.endpoint_down_window)})"
+    if podmonitor(cfg):
+        return down
     up = sel(cfg, c.SOURCE_UP.name, 'endpoint!=""')
     w = cfg.endpoint_forgotten_window
     healthy = f"count by (instance) ({up} == 1)"
     replaced = f"{healthy} >= max_over_time(({healthy})[{w}:5m])"
-    forgotten = f"last_over_time({up}[{w}]) == 0 unless on (instance, endpoint) {up}"
-    return f"{up} == 0 or ({forgotten} unless on (instance) ({replaced}))"
+    attributed = f"last_over_time({sel(cfg, ENDPOINT_POD_INFO.name)}[{w}])"
+    forgotten = (
+        f"last_over_time({up}[{w}]) == 0 unless on (instance, endpoint) {up}"
+        f" unless on (instance, endpoint) {attributed} unless on (instance) ({replaced})"
+    )
+    named = f"0 * {models(cfg)} and on (job, instance, endpoint) ({forgotten})"
+    return f"{down} or max by (job, instance, endpoint, model_name) ({named})"
 
 
 def source_stale(cfg: AlertsConfig) -> str:
@@ -102,15 +119,15 @@ def meta(cfg: AlertsConfig) -> Group:
             Alert(
                 "ServescopeServingEndpointDown",
                 endpoint_down(cfg),
-                cfg.source_down_for,
+                cfg.endpoint_down_for,
                 "warning",
-                "A serving endpoint stopped answering its /metrics.",
-                "{{ $labels.endpoint }} on {{ $labels.instance }} has not answered for "
-                + cfg.source_down_for
-                + ": the engine is down or hung (kept after the exporter forgets the endpoint, "
-                f"for up to {cfg.endpoint_forgotten_window}).",
-                ("instance", "endpoint"),
+                "A serving endpoint that should serve does not answer its /metrics.",
+                "{{ $labels.model_name }} endpoint {{ $labels.endpoint }} on {{ $labels.instance }} answered "
+                f"less than half the time over {cfg.endpoint_down_window}, for {cfg.endpoint_down_for}, "
+                "while its pod is neither gone nor being deleted: the engine crashed, crash-loops or hangs.",
+                ("instance", "endpoint", "model_name"),
                 "exporter",
+                keep_firing_for=cfg.page_gap_tolerance,
             ),
             *(
                 Alert(
@@ -126,5 +143,6 @@ def meta(cfg: AlertsConfig) -> Group:
                 )
                 for name, metric, what in absent
             ),
+            *blindness(cfg),
         ),
     )

@@ -14,29 +14,17 @@ from servescope.bundle.alerts.exprs import (
 )
 from servescope.bundle.alerts.model import ENGINE_KEYS, GPU_KEYS, Alert, Group
 from servescope.bundle.alerts.rules_kv_baseline import KV_AVG1D, KV_AVG5M, KV_STDDEV1D
-from servescope.bundle.alerts.rules_slo import PAGE, error_ratio
+from servescope.bundle.alerts.rules_slo import PAGE, burn
 from servescope.core import catalog as c
 from servescope.core.config import AlertsConfig
 from servescope.core.topology import sel
 
 COMBINED_KEYS = (*ENGINE_KEYS, "hostname", "gpu", "uuid")
-# The page is about the engine: a tensor-parallel engine on 8 saturated GPUs pages once, not 8 times.
+# About the engine: a tensor-parallel engine on 8 saturated GPUs is one alert, not 8.
 PAGE_KEYS = (*ENGINE_KEYS, "hostname")
 # The fleet's average over many GPUs is smooth already: 5 min of samples per GPU take out one reading's
 # dip without delaying a fleet-wide shortage by the 10 min a single GPU's average needs.
 FLEET_SMOOTHING = "5m"
-
-
-def kv_symptom(cfg: AlertsConfig) -> str:
-    """Engines whose requests suffer: some wait (for 5 min), some are preempted, or the model's TTFT
-    budget burns at the paging rate over 5 min. KV usage over 70% alone is vLLM's normal operating point
-    under load."""
-    # Waiting throughout the last 5 min: a queue, not a request caught between two engine steps.
-    waiting = f"min_over_time({sel(cfg, c.WAITING.name)}[5m])"
-    preempted = f"rate({sel(cfg, c.PREEMPTIONS.name)}[5m]) > {cfg.symptom_preemptions_per_second:g}"
-    burn = f"{error_ratio('ttft', '5m')} > {PAGE[0][0]:g} * {cfg.error_budget:g}"
-    kv = sel(cfg, c.KV_USAGE.name)
-    return f"({waiting} > 0 or {preempted} or ({kv} and on (model_name) {burn}))"
 
 
 def kv_pressed(cfg: AlertsConfig) -> str:
@@ -45,12 +33,18 @@ def kv_pressed(cfg: AlertsConfig) -> str:
     return f"{kv} > {cfg.kv_pressure_ratio:g} and on ({engine_by(cfg)}) {engine_active(cfg)}"
 
 
-def hurting(cfg: AlertsConfig) -> str:
-    """Engines under KV pressure with a symptom on a saturated GPU of theirs: one series per engine,
-    whatever the number of its GPUs (a TP group is one engine on N GPUs); the value is the KV usage."""
-    pressed = f"{kv_pressed(cfg)} and on ({engine_by(cfg)}) {kv_symptom(cfg)}"
-    on_saturated = f"{on_engine_gpus(cfg, pressed)} and on (instance, uuid) {saturated(cfg)}"
+def pressed_on_saturated(cfg: AlertsConfig) -> str:
+    """Engines under KV pressure on a saturated GPU of theirs: one series per engine, whatever the number
+    of its GPUs (a TP group is one engine on N GPUs); the value is the KV usage. A risk, not a harm: vLLM
+    runs near full KV under load by design, and queues and preemptions are how it copes."""
+    on_saturated = f"{on_engine_gpus(cfg, kv_pressed(cfg))} and on (instance, uuid) {saturated(cfg)}"
     return f"max by ({engine_by(cfg)}, hostname) ({on_saturated})"
+
+
+def hurting(cfg: AlertsConfig) -> str:
+    """The KV-pressed engines of models whose TTFT budget burns at a paging rate: the harm (the burn on the
+    SLO's own bound) with its explanation (this engine, out of KV on saturated GPUs)."""
+    return f"{pressed_on_saturated(cfg)} and on (model_name) ({burn(cfg, 'ttft', PAGE)})"
 
 
 def serving(cfg: AlertsConfig) -> Group:
@@ -87,27 +81,29 @@ def serving(cfg: AlertsConfig) -> Group:
             ),
             Alert(
                 "ServescopeGpuSaturatedKvPressure",
-                f"{on_engine_gpus(cfg, kv_pressed(cfg))} and on (instance, uuid) {saturated(cfg)}",
+                pressed_on_saturated(cfg),
                 cfg.combined_for,
                 "warning",
-                "A GPU is saturated while the KV cache of its engine is under pressure.",
-                f"{ON_ENGINE} uses {{{{ $value | humanizePercentage }}}} of its KV cache while its GPU "
-                "{{ $labels.gpu }} on {{ $labels.hostname }} ({{ $labels.uuid }}) is compute-saturated: "
-                "no request suffers yet; shed or queue load by priority before latency breaks.",
-                COMBINED_KEYS,
+                "An engine's KV cache is under pressure while its GPUs are saturated.",
+                f"{ON_ENGINE} uses {{{{ $value | humanizePercentage }}}} of its KV cache while GPUs it runs "
+                "on {{ $labels.hostname }} are compute-saturated: the TTFT objective holds; shed or queue "
+                "load by priority, or add workers, before latency breaks.",
+                PAGE_KEYS,
                 "serving",
             ),
             Alert(
                 "ServescopeKvPressureHurtingRequests",
                 hurting(cfg),
-                cfg.combined_for,
+                cfg.slo_fast_for,
                 "critical",
-                "A saturated GPU's engine is out of KV cache and its requests suffer.",
-                f"{ON_ENGINE} uses {{{{ $value | humanizePercentage }}}} of its KV cache while GPUs it runs "
-                "on {{ $labels.hostname }} are compute-saturated, and requests wait, are preempted or miss "
-                "the TTFT objective: shed load now.",
+                "The TTFT budget burns fast while an engine of the model is out of KV on saturated GPUs.",
+                "{{ $labels.model_name }}'s time-to-first-token budget burns at a paging rate, and its "
+                "engine at {{ $labels.endpoint }} uses {{ $value | humanizePercentage }} of its KV cache "
+                "while GPUs it runs on {{ $labels.hostname }} are compute-saturated: shed load or add "
+                "workers now.",
                 PAGE_KEYS,
                 "serving",
+                keep_firing_for=cfg.slo_fast_keep_firing_for,
             ),
             Alert(
                 "ServescopeKvCacheAnomaly",

@@ -6,6 +6,7 @@ Google's SRE workbook windows for a 30-day budget: page when 1h and 5m both burn
 
 from __future__ import annotations
 
+from servescope.bundle.alerts.buckets import below
 from servescope.bundle.alerts.model import Alert, Group, Record
 from servescope.core import catalog as c
 from servescope.core.config import AlertsConfig
@@ -43,16 +44,20 @@ def requests_rate(sli: str) -> str:
     return f"model:servescope_{sli}_slo_requests:rate5m"
 
 
-def _ratio(sli: str, window: str) -> str:
-    """The error ratio of a window, read fresh or, for a long window, from its last record."""
-    name = error_ratio(sli, window)
-    return f"last_over_time({name}[{LONG_LOOKBACK}])" if window in LONG_WINDOWS else name
+def _ratio(cfg: AlertsConfig, sli: str, window: str) -> str:
+    """The error ratio of a window, from its last record: a scrape gap leaves no record (its rates lack
+    samples), and a page must neither resolve nor fire again for that; a new record (recovery) counts."""
+    lookback = LONG_LOOKBACK if window in LONG_WINDOWS else cfg.page_gap_tolerance
+    return f"last_over_time({error_ratio(sli, window)}[{lookback}])"
 
 
-def _burn(cfg: AlertsConfig, sli: str, pairs: tuple[tuple[float, str, str], ...]) -> str:
+def burn(cfg: AlertsConfig, sli: str, pairs: tuple[tuple[float, str, str], ...] = PAGE) -> str:
+    """Models whose error ratio of `sli` burns the budget faster than a pair's factor over both of its
+    windows (the value is the long window's ratio)."""
     budget = cfg.error_budget
     return " or ".join(
-        f"({_ratio(sli, long)} > {factor:g} * {budget:g} and {_ratio(sli, short)} > {factor:g} * {budget:g})"
+        f"({_ratio(cfg, sli, long)} > {factor:g} * {budget:g} and {_ratio(cfg, sli, short)} > {factor:g} * "
+        f"{budget:g})"
         for factor, long, short in pairs
     )
 
@@ -66,22 +71,35 @@ def _derived(sli: str, window: str) -> Record:
     )
 
 
+def good_per_series(cfg: AlertsConfig, metric: str, bound: str) -> str:
+    """Each histogram's requests under `bound` per second: its bucket at the bound, else its nearest lower
+    bucket (the greatest cumulative count among the buckets below: counts never fall as `le` grows).
+
+    The nearest lower bucket undercounts the good requests by those between it and the bound, so the error
+    ratio is overestimated by their share (buckets 0.25 and 1.0 against a 0.5 s bound count every request
+    of 0.25-0.5 s as a miss): a real burn still pages; ServescopeSloBucketMissing says precision is lost.
+    """
+    exact = sel(cfg, f"{metric}_bucket", f'le="{bound}"')
+    lower = sel(cfg, f"{metric}_bucket", f'le=~"{below(bound)}"')
+    return f"(rate({exact}[5m]) or on ({SERIES_BY}) max by ({SERIES_BY}) (rate({lower}[5m])))"
+
+
 def records(cfg: AlertsConfig) -> Group:
     """5 min rates per model and the short windows' error ratios.
 
-    The requests counted are those of the histograms that have the bound as a bucket: an engine whose
-    buckets skip it (SGLang's TTFT buckets jump from 0.4 to 0.6) would otherwise add its requests to the
-    total and none to the good ones, and read as all slow.
+    The requests counted are those of the histograms with a bucket at or below the bound: an engine with
+    none (its first bucket above the bound) would add its requests to the total and none to the good ones,
+    and read as all slow.
     """
     rules = []
     for sli, (metric, _, _) in SLIS.items():
-        good = sel(cfg, f"{metric}_bucket", f'le="{cfg.slo_bound(sli)}"')
+        good = good_per_series(cfg, metric, cfg.slo_bound(sli))
         total = sel(cfg, f"{metric}_count")
         rules += [
-            Record(good_rate(sli), f"sum by (model_name) (rate({good}[5m]))"),
+            Record(good_rate(sli), f"sum by (model_name) ({good})"),
             Record(
                 requests_rate(sli),
-                f"sum by (model_name) (rate({total}[5m]) and on ({SERIES_BY}) rate({good}[5m]))",
+                f"sum by (model_name) (rate({total}[5m]) and on ({SERIES_BY}) {good})",
             ),
             Record(error_ratio(sli, "5m"), f"1 - {good_rate(sli)} / {requests_rate(sli)}"),
             *(_derived(sli, w) for w in WINDOWS[1:] if w not in LONG_WINDOWS),
@@ -112,10 +130,12 @@ def bucket_missing(cfg: AlertsConfig) -> Alert:
         " or ".join(branches),
         cfg.slo_bucket_missing_for,
         "warning",
-        "An engine's latency histogram has no bucket at the SLO bound: its requests are not judged.",
+        "An engine's latency histogram has no bucket at the SLO bound: its requests are judged roughly.",
         "{{ $labels.model_name }} engine {{ $labels.engine }} at {{ $labels.endpoint }}: its "
         f"{{{{ $labels.sli }}}} histogram has no bucket at the SLO bound ({bounds}), so the SLO alerts "
-        "leave its requests out; set the bound to one of its buckets, or configure the engine's buckets.",
+        "count its requests from its nearest lower bucket (those between it and the bound count as misses: "
+        "the burn is overestimated), or leave them out if it has none; set the bound to one of its buckets, "
+        "or configure the engine's buckets.",
         ("instance", "model_name", "engine", "endpoint", "sli"),
         "slo",
     )
@@ -152,7 +172,7 @@ def alerts(cfg: AlertsConfig) -> Group:
         rules += [
             Alert(
                 f"Servescope{title}SloBurnFast",
-                _burn(cfg, sli, PAGE),
+                burn(cfg, sli, PAGE),
                 cfg.slo_fast_for,
                 "critical",
                 f"The {words} SLO's error budget burns fast.",
@@ -165,7 +185,7 @@ def alerts(cfg: AlertsConfig) -> Group:
             ),
             Alert(
                 f"Servescope{title}SloBurnSlow",
-                _burn(cfg, sli, TICKET),
+                burn(cfg, sli, TICKET),
                 cfg.slo_slow_for,
                 "warning",
                 f"The {words} SLO's error budget burns faster than it refills.",

@@ -119,7 +119,7 @@ _VLLM_BASES = {base for (backend, base) in _BY_BASE if backend == "vllm"}
 
 
 class SampleLike(Protocol):
-    """A parsed sample: ours (text_parser) or prometheus_client's."""
+    """A parsed sample: ours (core.exposition) or prometheus_client's."""
 
     @property
     def name(self) -> str: ...

@@ -22,7 +22,7 @@ from servescope.exporter.sources.bounded_http import LARGE_BODIES, BoundedClient
 
 # An 8-GPU dcgm-exporter page is about 60 KB; like the engines' cap (vllm/scrape.py), far above it.
 MAX_BYTES = 4 * 1024 * 1024
-# What one page may make the parser hold (common/text_parser/limits.py): a node's page has a few hundred
+# What one page may make the parser hold (core/exposition/limits.py): a node's page has a few hundred
 # DCGM_FI_* series (8 GPUs x the fields configured, MIG instances beside them), far below each bound.
 LIMITS = SeriesLimits()
 

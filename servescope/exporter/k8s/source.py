@@ -137,13 +137,14 @@ class PodResourcesSource:
 
     def collect(self) -> Collection:
         if not Path(self._socket).exists():
-            self._directory.set_holders({})  # no pod is said to hold a GPU on what is no longer known
+            # No pod is said to hold a GPU on what is no longer known.
+            self._directory.set_holders({}, listed=False)
             raise SourceError("absent", f"{self._socket}: no kubelet pod-resources socket", absent=True)
         try:
             listing = self._client.list()
             allocatable = self._client.allocatable()
         except PodResourcesError as exc:
-            self._directory.set_holders({})
+            self._directory.set_holders({}, listed=False)
             raise SourceError(exc.reason, str(exc)) from None
         uuids = self._directory.known()
         unresolved: list[str] = []

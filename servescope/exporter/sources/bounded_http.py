@@ -1,6 +1,6 @@
 """The bounded GET the scraping sources share: the common bounded client, its errors as SourceError.
 
-The deadline, the decoded-size cap and the decoding are `common/http_client.py`'s. What is the
+The deadline, the decoded-size cap and the decoding are `core/http_client.py`'s. What is the
 exporter's own is the memory budget of parallel scrapes: a body beyond SMALL_BODY_BYTES needs the
 process's one large-body slot, so however many endpoints answer at once, at most one large page is held
 (and parsed, by callers holding `hold()`).

@@ -13,6 +13,7 @@ from servescope.core.exposition import ExpositionParser, SeriesLimits
 from servescope.exporter.exposition import Sample
 from servescope.exporter.stores.signals import GpuProcess
 from servescope.exporter.vllm.join import EndpointGpus
+from servescope.exporter.vllm.retention import Pod
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,7 @@ class EndpointState:
     ambiguous_logged: bool = False
     joined_at: float = float("-inf")
     dropped: Counter[str] = field(default_factory=Counter)  # samples refused by the limits, by reason
+    pod: Pod | None = None  # the pod the kubelet said holds all its GPUs, when it last answered
     # The endpoint's own parser: what it remembers of this server's series serves this server's next
     # scrape, and one scrape of an endpoint runs at a time, so no two threads share one.
     parser: ExpositionParser = field(init=False)

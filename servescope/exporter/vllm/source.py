@@ -19,6 +19,7 @@ from servescope.exporter.sources.bounded_http import LARGE_BODIES
 from servescope.exporter.stores.pod_revisions import PodRevisions
 from servescope.exporter.stores.serving_board import ServingBoard
 from servescope.exporter.stores.signals import Normalised
+from servescope.exporter.vllm import retention
 from servescope.exporter.vllm.endpoint import EndpointState
 from servescope.exporter.vllm.export import Passthrough, passthrough_text, signal_samples
 from servescope.exporter.vllm.finding import Finder
@@ -26,6 +27,7 @@ from servescope.exporter.vllm.join import engine_gpus, join_endpoint
 from servescope.exporter.vllm.normalise import normalise
 from servescope.exporter.vllm.probing import Connect, tcp_connect
 from servescope.exporter.vllm.procfs import ProcFs
+from servescope.exporter.vllm.retention import GRACE_SECONDS, Lost
 from servescope.exporter.vllm.scrape import Fetcher, ScrapeError, Scraper
 
 log = logging.getLogger(__name__)
@@ -33,10 +35,9 @@ log = logging.getLogger(__name__)
 JOIN_REFRESH_SECONDS = 30.0
 JOIN_RETRY_SECONDS = 10.0  # sooner while an endpoint has no GPU yet (NVML may not have listed it)
 DISCOVERY_SECONDS = 60.0
-# An endpoint discovery found once and no longer finds (its process died, or answers errors) stays, as
-# down, this long after its last good scrape: long enough for ServescopeServingEndpointDown to fire,
-# short enough that an engine moved away for good stops being reported.
-DISCOVERY_GRACE_SECONDS = 900.0
+# An endpoint discovery found once and no longer finds stays, as down, while its pod does; where no pod
+# is known, this long after its last good scrape (retention.py).
+DISCOVERY_GRACE_SECONDS = GRACE_SECONDS
 
 
 class VllmSource:
@@ -101,11 +102,13 @@ class VllmSource:
     def _rediscover(self) -> None:
         own = frozenset({os.getpid()})
         found = self.finder.run(own).urls
-        now = self._wall()
+        now, listed = self._wall(), self._directory.listed_pods()
+        serving = {state.pod for url, state in self._states.items() if url in found and state.pod}
         kept = [
             url
             for url, state in self._states.items()
-            if url not in found and state.last_success and now - state.last_success < DISCOVERY_GRACE_SECONDS
+            if url not in found
+            and retention.kept(Lost(url, state.last_success, state.pod), now, listed, serving)
         ]
         if set(found) != set(self._states):
             log.info("serving endpoints discovered on this node: %s", ", ".join(found) or "none")
@@ -146,6 +149,7 @@ class VllmSource:
             holder = self._directory.sole_holder(g.uuid for g in state.gpus)
             revision = self._revisions.revision(*holder[:2]) if holder != NO_POD else ""
             samples += signal_samples(normalised, url, holder, revision)
+            state.pod = holder[:2] if holder != NO_POD else state.pod
             if holder != NO_POD:
                 samples.append(Sample(placement.ENDPOINT_POD_INFO, (state.url, *holder, revision), 1))
             if self.board is not None:

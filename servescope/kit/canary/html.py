@@ -1,7 +1,7 @@
 """The analysis as one self-contained HTML page: the verdicts, and both revisions' latency distributions
 drawn side by side per bucket (inline SVG, no script). The page and its charts are templates
 (templates/report.html, bars.svg); every value from Prometheus or the command line (model and revision
-names, bucket bounds) reaches them escaped by the template engine (common/html.py)."""
+names, bucket bounds) reaches them escaped by the template engine (core/html.py)."""
 
 from __future__ import annotations
 

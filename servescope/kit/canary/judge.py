@@ -178,9 +178,9 @@ def rates(
     if k_c + k_s <= 0:
         return SliResult(sli, "promote", "no preemptions on either revision", base.canary, base.stable)
     ratio = per_request[0] / per_request[1] if per_request[1] > 0 else math.inf
-    # What the canary would preempt per second with all the traffic: the symptom bound's unit.
+    # What the canary would preempt per second with all the traffic: the preemption ticket's unit.
     projected = per_request[0] * (n_c + n_s) / policy.window_s
-    floor, worse = policy.cfg.symptom_preemptions_per_second, policy.cfg.canary.latency_ratio
+    floor, worse = policy.cfg.preemptions_per_second, policy.cfg.canary.latency_ratio
     small = ""
     if ratio < worse or projected < floor:
         small = f"{ratio:.2g}x, under {worse:g}x or {floor:g}/s at all the traffic ({projected:.2g}/s)"

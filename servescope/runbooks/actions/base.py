@@ -30,7 +30,7 @@ class RunContext(BaseModel):
     exporter_url: str = DEFAULT_EXPORTER_URL
     prometheus_url: str | None = None
     alertmanager_url: str | None = None
-    # The Kubernetes API change actions use (common/kube.py): all empty, the pod's ServiceAccount.
+    # The Kubernetes API change actions use (core/kube.py): all empty, the pod's ServiceAccount.
     kube_api_url: str | None = None
     kube_token_file: str | None = None
     kube_ca_file: str | None = None

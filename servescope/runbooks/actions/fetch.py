@@ -1,10 +1,10 @@
-"""Every HTTP request of a step, through the one bounded client (`common/http_client.py`).
+"""Every HTTP request of a step, through the one bounded client (`core/http_client.py`).
 
 One total deadline covers the whole exchange (connect, the response head, the body), checked at every
 socket operation, so a peer trickling a byte a second is cut off at the deadline; the answer's decoded
 size is counted as it is decoded, so a compressed bomb stops at the cap; no redirect is followed, and
 no request goes to a link-local, metadata or loopback-mapped address, however it is written or whatever
-a name resolves to (`common/addresses.py`).
+a name resolves to (`core/addresses.py`).
 """
 
 from __future__ import annotations

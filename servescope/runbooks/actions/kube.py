@@ -2,7 +2,7 @@
 always run.
 
 Every change is described as the API call it is (method, path, content type, body), printed by the dry
-run exactly as the execution sends it through the client (`common/kube.py`, lightkube). Reads run in the
+run exactly as the execution sends it through the client (`core/kube.py`, lightkube). Reads run in the
 dry run too, so it shows what the execution would find: the current replica count, an autoscaler that
 owns a Deployment, the PodDisruptionBudgets a drain would meet. An answer of the API server is reported
 with its Status (a 403 names the verb the Role lacks).

@@ -9,7 +9,7 @@ be found, the step fails and says which node it wanted. An `instance` written as
 when it is such a target's address, or when --exporter-allow names its host (a CIDR, an exact name, a
 pattern such as `*.nodes.example`, or `*`). Labels are untrusted text: they only ever select among the
 addresses Prometheus or the operator named. Link-local, metadata and loopback-mapped addresses are
-refused whatever is configured (`common/addresses.py`), before any connection and at connect time.
+refused whatever is configured (`core/addresses.py`), before any connection and at connect time.
 Each refusal is counted by reason.
 """
 
