@@ -61,6 +61,11 @@ FORMATS: dict[str, Callable[[Any], str]] = {
     "gib": lambda value: f"{_number(value) / 2**30:g}",
     # seconds -> minutes: 3600 -> 60
     "minutes": lambda value: f"{_number(value) / 60:g}",
+    # bytes -> MiB: 4194304 -> 4
+    "mib": lambda value: f"{_number(value) / 2**20:g}",
+    # what a share leaves: a 20% buffer keeps utilisation under 0.8 (and 80%)
+    "complement": lambda value: f"{1 - _number(value):g}",
+    "complement_percent": lambda value: f"{(1 - _number(value)) * 100:g}%",
 }
 
 
