@@ -28,6 +28,13 @@ def _config_field(loc: tuple[int | str, ...]) -> str:
     return ".".join(map(str, loc)) or "config"
 
 
+def config_error(path: Path | None, exc: ValueError) -> str:
+    """One line naming the file and the field a config could not be loaded for."""
+    if isinstance(exc, ValidationError):
+        return validation_message(exc, _config_field, prefix=f"{path}: ")
+    return str(exc)
+
+
 def config_or_exit(
     path: Path | None, adjust: Callable[[AlertsConfig], AlertsConfig] = lambda cfg: cfg
 ) -> AlertsConfig:
@@ -35,7 +42,5 @@ def config_or_exit(
     naming the file and the field."""
     try:
         return adjust(load_config(path))
-    except ValidationError as exc:
-        usage_error(validation_message(exc, _config_field, prefix=f"{path}: "), 1)
-    except ValueError as exc:
-        usage_error(str(exc), 1)
+    except ValueError as exc:  # a pydantic ValidationError is one too
+        usage_error(config_error(path, exc), 1)

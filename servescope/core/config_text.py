@@ -98,9 +98,8 @@ def _render_line(line: str, number: int, config: AlertsConfig) -> str:
         try:
             value = config_value(config, name)
         except KeyError:
-            raise ConfigTextError(
-                number, f"{{{{ config.{name} }}}}: the alerts config has no {name!r}"
-            ) from None
+            message = f"{found.group(0)}: the alerts config has no value {name!r}"
+            raise ConfigTextError(number, message) from None
         if form not in FORMATS:
             known = ", ".join(f for f in FORMATS if f)
             raise ConfigTextError(number, f"{found.group(0)}: unknown format {form!r} (formats: {known})")
@@ -113,7 +112,7 @@ def _render_line(line: str, number: int, config: AlertsConfig) -> str:
     if _OPENING.search(rendered):
         raise ConfigTextError(
             number,
-            "a `{{ config` that is not a placeholder `{{ config.<name> }}` or `{{ config.<name> | format }}`",
+            "a `{{ config` that is not a whole `{{ config.<name> }}` or `{{ config.<name> | format }}`",
         )
     return rendered
 

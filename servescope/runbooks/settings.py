@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings
 
 from servescope.core.catalog.revision import DEFAULT_REVISION_POD_LABELS, pod_label_key
 from servescope.core.config import AlertsConfig, load_config
+from servescope.core.config_option import config_error
 from servescope.core.listen import ListenSetting
 from servescope.core.settings_cli import area_config, setting
 from servescope.runbooks.actions.base import DEFAULT_EXPORTER_URL, RunContext
@@ -58,8 +59,8 @@ class FolderSettings(BaseSettings):
     alerts_config: Path | None = setting(
         None,
         "--alerts-config",
-        "The alert bundle's config file (YAML, as `bundle build --config` reads): the pages show its "
-        "thresholds and bounds, the ones the rules use. Empty: the built-in defaults.",
+        "The alerts config file the rules were built from (`bundle build --config`): the pages show its "
+        "thresholds. Empty: the defaults.",
     )
 
     @field_validator("alerts_config", mode="before")
@@ -67,8 +68,10 @@ class FolderSettings(BaseSettings):
     def _config_loads(cls, value: object) -> object:
         if value is None or value == "":
             return None  # the defaults
-        load_config(Path(str(value)))  # a file that is not a config is refused at start, naming the field
-        return value
+        try:  # a file that is not a config is refused at start, naming the field
+            return load_config(Path(str(value))) and value
+        except ValueError as exc:
+            raise ValueError(config_error(Path(str(value)), exc)) from None
 
     def folder(self) -> Path:
         return self.runbooks if self.runbooks is not None else SHIPPED_RUNBOOKS

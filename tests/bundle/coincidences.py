@@ -10,7 +10,7 @@ COINCIDENCES: dict[tuple[str, str], tuple[int, str]] = {
     # --- runbook pages ---
     ("ServescopeE2eSloBurnFast.md", "gpu_saturated_sm_active_ratio"): (
         1,
-        "the batch controller's ×0.8 step on max_num_seqs",
+        "the batch controller's x0.8 step on max_num_seqs",
     ),
     ("ServescopeE2eSloBurnFast.md", "request_error_ratio"): (
         1,
@@ -22,7 +22,7 @@ COINCIDENCES: dict[tuple[str, str], tuple[int, str]] = {
     ),
     ("ServescopeTtftSloBurnFast.md", "gpu_saturated_sm_active_ratio"): (
         1,
-        "the batch controller's ×0.8 step on max_num_seqs",
+        "the batch controller's x0.8 step on max_num_seqs",
     ),
     ("ServescopeTtftSloBurnFast.md", "request_error_ratio"): (
         1,
@@ -69,7 +69,7 @@ COINCIDENCES: dict[tuple[str, str], tuple[int, str]] = {
     ),
     ("ServescopeGpuSaturated.md", "gpu_saturated_sm_active_ratio"): (
         1,
-        "the batch controller's ×0.8 step on max_num_seqs",
+        "the batch controller's x0.8 step on max_num_seqs",
     ),
     ("ServescopeKvCachePressure.md", "gpu_saturated_sm_active_ratio"): (
         1,
@@ -78,7 +78,7 @@ COINCIDENCES: dict[tuple[str, str], tuple[int, str]] = {
     ("ServescopeKvCachePressure.md", "endpoints_ratio"): (1, "an example: zero preemptions at 75% KV usage"),
     ("ServescopeRequestQueueBuilding.md", "gpu_saturated_sm_active_ratio"): (
         1,
-        "the batch controller's ×0.8 step on max_num_seqs",
+        "the batch controller's x0.8 step on max_num_seqs",
     ),
     ("ServescopeServingEndpointDown.md", "leak_min_bytes_per_minute"): (
         1,
@@ -95,7 +95,7 @@ COINCIDENCES: dict[tuple[str, str], tuple[int, str]] = {
     ),
     ("ServescopeTtftP99High.md", "gpu_saturated_sm_active_ratio"): (
         1,
-        "the batch controller's ×0.8 step on max_num_seqs",
+        "the batch controller's x0.8 step on max_num_seqs",
     ),
     ("ServescopeTtftP99High.md", "slo_latency_le"): (1, "vLLM's TTFT buckets include 0.5 s"),
     ("ServescopeTtftP99High.md", "p99_threshold_seconds"): (1, "vLLM's TTFT buckets include 0.5 s"),

@@ -14,16 +14,19 @@ from collections.abc import Callable
 from servescope.core.config import AlertsConfig
 from servescope.core.config_text import config_value
 
-_NOT_AFTER = r"(?<![\w.\-+×])"  # not the tail of a longer number, a name, a change (+20%) or a factor (×0.8)
+TIMES, SIGMA = "\N{MULTIPLICATION SIGN}", "\N{GREEK SMALL LETTER SIGMA}"
+# Not the tail of a longer number, a name, a change (+20%) or a factor (x0.8, with the multiplication sign).
+_NOT_AFTER = rf"(?<![\w.\-+{TIMES}])"
+# Not a number with a unit: `0.5 s` is a bound, `0.1/s` a rate, written in their own forms.
+_NO_UNIT = rf"(?![\d]|\.\d| ?(?:s\b|ms\b|/|%|{TIMES}|x\b|GiB))"
 
 
 def _decimal(value: float) -> str:
     text = f"{value:g}"
     if "." not in text:
         return ""  # an integer is written everywhere: only its forms with a unit are looked for
-    # Not a number with a unit: `0.5 s` is a bound, `0.1/s` a rate, written in their own forms.
     # Nor a quantile: histogram_quantile(0.99, ...) is the P99, whatever the objective.
-    return rf"{_NOT_AFTER}(?<!quantile\()(?<!quantile_over_time\(){re.escape(text)}0*(?![\d]|\.\d| ?(?:s\b|ms\b|/|%|×|x\b|GiB))"
+    return rf"{_NOT_AFTER}(?<!quantile\()(?<!quantile_over_time\(){re.escape(text)}0*{_NO_UNIT}"
 
 
 def _percent(value: float) -> str:
@@ -46,7 +49,7 @@ def _per_second(value: float) -> str:
 
 
 def _times(value: float) -> str:
-    return rf"{_NOT_AFTER}{re.escape(f'{value:g}')} ?[x×]"
+    return rf"{_NOT_AFTER}{re.escape(f'{value:g}')} ?[x{TIMES}]"
 
 
 def _gib(value: float) -> str:
@@ -62,14 +65,14 @@ def _requests(value: float) -> str:
 
 
 def _deviations(value: float) -> str:
-    return rf"{_NOT_AFTER}{re.escape(f'{value:g}')} (?:daily )?(?:standard deviations|σ|sigma)"
+    return rf"{_NOT_AFTER}{re.escape(f'{value:g}')} (?:daily )?(?:standard deviations|{SIGMA}|sigma)"
 
 
 Form = Callable[[float], str]
 RATIO: tuple[Form, ...] = (_decimal, _percent)
 # field -> the forms it is written in. Durations (`_for`, windows) and the XID lists are left out: a
 # duration is written in words as often as not, and XID numbers name the driver's events in prose; so are
-# the counts (queue_ratio 1 is "more wait than run", where `1×` is a burn rate).
+# the counts (queue_ratio 1 is "more wait than run", where `1x` is a burn rate).
 FORMS: dict[str, tuple[Callable[..., str], ...]] = {
     "gpu_saturated_ratio": RATIO,
     "gpu_saturated_sm_active_ratio": RATIO,

@@ -1,9 +1,10 @@
 """Every threshold and bound a runbook page or a dashboard shows comes from the config the rules use.
 
-The ground truth is the config: the pages and dashboards are rendered with the defaults and with
-`MUTATED`, a config whose every threshold differs. A value written as a literal instead of taken from the
-config stays at its default under `MUTATED`, and is found; a value taken from the config follows it. Where a page's number equals a default by coincidence (the
-batch controller's ×0.8 step is not the SM-activity bound 0.8), `COINCIDENCES` says so and counts it.
+The ground truth is the config: the pages and dashboards are rendered with `MUTATED`, a config whose
+every threshold differs from the defaults. A value written as a literal instead of taken from the config
+stays at its default there, and is found; a value taken from the config follows it. Where a page's number
+equals a default by coincidence (the batch controller's x0.8 step is not the SM-activity bound 0.8),
+`COINCIDENCES` says so and counts it.
 Every `le` bucket a page or panel queries must be one of the config's SLO bounds: a query on another
 bucket than the rule's reads a different SLI than the one that pages.
 """
@@ -109,7 +110,8 @@ def _literals(text_mutated: str, field: str, allowed: int) -> list[str]:
     if len(left) == allowed:
         return []
     return [
-        f"{field}: {len(left)} literal(s) equal to the default {config_value(DEFAULT, field)!r} (coincidences: {allowed}): {left}"
+        f"{field}: {len(left)} literal(s) equal to the default {config_value(DEFAULT, field)!r} "
+        f"(coincidences: {allowed}): {left}"
     ]
 
 
