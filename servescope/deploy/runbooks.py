@@ -195,6 +195,15 @@ def _state_volume(options: DeployOptions) -> dict[str, Any]:
     return {"name": "state", "persistentVolumeClaim": {"claimName": options.incidents_pvc or RUNBOOKS}}
 
 
+def _pod_metadata(options: DeployOptions) -> dict[str, Any]:
+    meta: dict[str, Any] = {"labels": labels(COMPONENT)}
+    if options.alerts_config:
+        # The service reads the config at start: a changed config rolls the pod.
+        digest = hashlib.sha256(alerts_config_text(options).encode()).hexdigest()[:16]
+        meta["annotations"] = {"servescope.io/alerts-config-sha256": digest}
+    return meta
+
+
 def deployment(options: DeployOptions) -> dict[str, Any]:
     pod_spec = {
         "serviceAccountName": RUNBOOKS,
@@ -224,17 +233,12 @@ def deployment(options: DeployOptions) -> dict[str, Any]:
             ),
         ],
     }
-    template: dict[str, Any] = {"metadata": {"labels": labels(COMPONENT)}, "spec": pod_spec}
-    if options.alerts_config:
-        # The service reads the config at start: a changed config rolls the pod.
-        digest = hashlib.sha256(alerts_config_text(options).encode()).hexdigest()[:16]
-        template["metadata"]["annotations"] = {"servescope.io/alerts-config-sha256": digest}
     spec = {
         # One writer of the SQLite incident store; two replicas would also run every read step twice.
         "replicas": 1,
         "strategy": {"type": "Recreate"},
         "selector": {"matchLabels": selector_labels(COMPONENT)},
-        "template": template,
+        "template": {"metadata": _pod_metadata(options), "spec": pod_spec},
     }
     return namespaced("apps/v1", "Deployment", RUNBOOKS, options.namespace, COMPONENT, spec=spec)
 

@@ -67,6 +67,7 @@ def right_axis(ref_id: str, unit: str) -> dict[str, Any]:
 
 def dashboard(cfg: AlertsConfig) -> g.Dashboard:
     """The dashboard, its thresholds and links from `cfg`."""
+    # Long by nature: one declaration, the dashboard's panels in reading order.
     return make_dashboard(
         cfg,
         "batching",

@@ -29,6 +29,7 @@ FAULT_ONLY: list[str] = [XID_EVENTS, XID_AGE]
 
 def dashboard(cfg: AlertsConfig) -> g.Dashboard:
     """The dashboard, its thresholds and links from `cfg`."""
+    # Long by nature: one declaration, the dashboard's panels in reading order.
     return make_dashboard(
         cfg,
         "fleet",

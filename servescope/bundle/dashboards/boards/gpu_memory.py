@@ -134,6 +134,7 @@ ROWS = {
 
 def dashboard(cfg: AlertsConfig) -> g.Dashboard:
     """The dashboard, its thresholds and links from `cfg`."""
+    # Long by nature: one declaration, the dashboard's panels in reading order.
     return make_dashboard(
         cfg,
         "gpu-memory",

@@ -10,6 +10,7 @@ from servescope.core.config import AlertsConfig
 
 def dashboard(cfg: AlertsConfig) -> g.Dashboard:
     """The dashboard, its thresholds and links from `cfg`."""
+    # Long by nature: one declaration, the dashboard's panels in reading order.
     return make_dashboard(
         cfg,
         "health",

@@ -47,6 +47,7 @@ def dcgm_rate(metric: str, field: str, fallback: str = "", fallback_field: str =
 
 def dashboard(cfg: AlertsConfig) -> g.Dashboard:
     """The dashboard, its thresholds and links from `cfg`."""
+    # Long by nature: one declaration, the dashboard's panels in reading order.
     window = cfg.hardware_window
     return make_dashboard(
         cfg,

@@ -44,6 +44,7 @@ def client_latency_panel(title: str, histogram: str, **kwargs: Any) -> Panel:
 
 def dashboard(cfg: AlertsConfig) -> g.Dashboard:
     """The dashboard, its thresholds and links from `cfg`."""
+    # Long by nature: one declaration, the dashboard's panels in reading order.
     return make_dashboard(
         cfg,
         "load",

@@ -111,6 +111,7 @@ def burn_panel(cfg: AlertsConfig, sli: str, words: str) -> Panel:
 
 def dashboard(cfg: AlertsConfig) -> g.Dashboard:
     """The dashboard, its thresholds and links from `cfg`."""
+    # Long by nature: one declaration, the dashboard's panels in reading order.
     return make_dashboard(
         cfg,
         "serving-slo",
