@@ -17,9 +17,9 @@ from typing import Annotated
 import typer
 
 from servescope.bundle.alerts import bundle as alerts
-from servescope.bundle.alerts.lint import lint
+from servescope.bundle.alerts.cli import exit_on_lint
 from servescope.bundle.dashboards import build as dashboards
-from servescope.core.cli_errors import complain, usage_error
+from servescope.core.cli_errors import exit_if_stale, usage_error
 from servescope.core.config import AlertsConfig
 from servescope.core.config_option import ConfigOption, config_or_exit
 from servescope.runbooks.document import parse_runbook, read_page, runbook_paths
@@ -80,23 +80,13 @@ def build(
 ) -> None:
     """Render rules, Alertmanager config, dashboards and runbook pages from one config into --out."""
     cfg = config_or_exit(config)
-    problems = lint(alerts.groups(cfg), cfg)
-    if problems:
-        # A config override can produce a broken rule (e.g. a selector that is not PromQL): never write it.
-        for problem in problems:
-            complain(str(problem), kind="lint")
-        raise typer.Exit(1)
+    exit_on_lint(cfg)
     try:
         files = render_all(cfg)
     except RunbookError as exc:
         usage_error(str(exc), 1)
     if check:
-        outdated = stale(out, cfg)
-        if outdated:
-            typer.echo(
-                f"stale in {out}: {', '.join(outdated)}; run `servescope bundle build --out {out}`", err=True
-            )
-            raise typer.Exit(1)
+        exit_if_stale(out, stale(out, cfg), "bundle build")
         typer.echo(f"{out}: {len(files)} files are current")
         return
     for name, text in files.items():

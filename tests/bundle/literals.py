@@ -44,28 +44,21 @@ def _bucket(value: str) -> str:
     return rf'le="{re.escape(value)}"|le=\\"{re.escape(value)}\\"|{_seconds(float(value))}'
 
 
-def _per_second(value: float) -> str:
-    return rf"{_NOT_AFTER}{re.escape(f'{value:g}')} ?(?:/ ?s\b|per second)"
+def _unit(unit: str, scale: float = 1) -> Callable[[float], str]:
+    """The form `<value / scale> <unit>`: `1 GiB`, `0.1/s`, `500 requests` (`unit` is a regex)."""
+
+    def form(value: float) -> str:
+        return rf"{_NOT_AFTER}{re.escape(f'{value / scale:g}')} ?(?:{unit})"
+
+    return form
 
 
-def _times(value: float) -> str:
-    return rf"{_NOT_AFTER}{re.escape(f'{value:g}')} ?[x{TIMES}]"
-
-
-def _gib(value: float) -> str:
-    return rf"{_NOT_AFTER}{re.escape(f'{value / 2**30:g}')} ?GiB"
-
-
-def _mib(value: float) -> str:
-    return rf"{_NOT_AFTER}{re.escape(f'{value / 2**20:g}')} ?MiB"
-
-
-def _requests(value: float) -> str:
-    return rf"{_NOT_AFTER}{re.escape(f'{value:g}')} requests"
-
-
-def _deviations(value: float) -> str:
-    return rf"{_NOT_AFTER}{re.escape(f'{value:g}')} (?:daily )?(?:standard deviations|{SIGMA}|sigma)"
+_per_second = _unit(r"/ ?s\b|per second")
+_times = _unit(f"[x{TIMES}]")
+_gib = _unit("GiB", 2**30)
+_mib = _unit("MiB", 2**20)
+_requests = _unit("requests")
+_deviations = _unit(f"(?:daily )?(?:standard deviations|{SIGMA}|sigma)")
 
 
 Form = Callable[[float], str]

@@ -103,35 +103,29 @@ def test_mutated_values_are_distinct() -> None:
         assert mutated not in defaults, f"{field}: {mutated} equals a default; pick another"
 
 
-def _literals(text_mutated: str, field: str, allowed: int) -> list[str]:
-    """Why `field` does not follow the config in this text: its default is still written (beyond the
-    `allowed` coincidences) under a config that changed it. Empty when every occurrence followed."""
-    left = find(text_mutated, field, DEFAULT)
-    if len(left) == allowed:
-        return []
-    return [
-        f"{field}: {len(left)} literal(s) equal to the default {config_value(DEFAULT, field)!r} "
-        f"(coincidences: {allowed}): {left}"
-    ]
+def _literals(name: str, text_mutated: str) -> list[str]:
+    """Why `name` (a page or a dashboard) does not follow the config: a field's default still written
+    there (beyond its listed coincidences) under a config that changed it. Empty when every one followed."""
+    problems = []
+    for field in FORMS:
+        left, allowed = find(text_mutated, field, DEFAULT), COINCIDENCES.get((name, field), (0, ""))[0]
+        if len(left) != allowed:
+            default = config_value(DEFAULT, field)
+            problems.append(
+                f"{field}: {len(left)} literal(s) equal to the default {default!r} ({allowed} listed): {left}"
+            )
+    return problems
 
 
 @pytest.mark.parametrize("name", sorted(PAGES))
 def test_runbook_page_takes_every_threshold_from_the_config(name: str) -> None:
-    problems = [
-        problem
-        for field in FORMS
-        for problem in _literals(page(name, MUTATED), field, COINCIDENCES.get((name, field), (0, ""))[0])
-    ]
+    problems = _literals(name, page(name, MUTATED))
     assert not problems, f"{name}: write these as {{{{ config.<field> }}}}:\n" + "\n".join(problems)
 
 
 @pytest.mark.parametrize("name", names())
 def test_dashboard_takes_every_threshold_from_the_config(name: str) -> None:
-    problems = [
-        problem
-        for field in FORMS
-        for problem in _literals(dashboard(name, MUTATED), field, COINCIDENCES.get((name, field), (0, ""))[0])
-    ]
+    problems = _literals(name, dashboard(name, MUTATED))
     assert not problems, f"dashboard {name}: take these from the config:\n" + "\n".join(problems)
 
 

@@ -11,12 +11,22 @@ from servescope.bundle.alerts import BUILD_DIR
 from servescope.bundle.alerts.bundle import FILES, groups, stale, write
 from servescope.bundle.alerts.lint import lint, lint_rule_file
 from servescope.bundle.alerts.profiles import PROFILES, with_profile
-from servescope.core.cli_errors import complain, usage_error
-from servescope.core.config import load_config
+from servescope.core.cli_errors import complain, exit_if_stale, usage_error
+from servescope.core.config import AlertsConfig, load_config
 from servescope.core.config_option import ConfigOption, config_or_exit
 
 DEFAULT_OUT = BUILD_DIR
 app = typer.Typer(help="Alert rules as code.", no_args_is_help=True, add_completion=False)
+
+
+def exit_on_lint(cfg: AlertsConfig) -> None:
+    """Exit 1 naming each problem when the rules built from `cfg` fail the linter."""
+    problems = lint(groups(cfg), cfg)
+    if problems:
+        # A config override can produce a broken rule (e.g. a selector that is not PromQL): never write it.
+        for problem in problems:
+            complain(str(problem), kind="lint")
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -51,19 +61,9 @@ def build(
     # is short.
     overrides = {"engine_topology": topology} if topology else {}
     cfg = config_or_exit(config, lambda loaded: with_profile(loaded, profile, **overrides))
-    problems = lint(groups(cfg), cfg)
-    if problems:
-        # A config override can produce a broken rule (e.g. a selector that is not PromQL): never write it.
-        for problem in problems:
-            complain(str(problem), kind="lint")
-        raise typer.Exit(1)
+    exit_on_lint(cfg)
     if check:
-        outdated = stale(out, cfg)
-        if outdated:
-            typer.echo(
-                f"stale in {out}: {', '.join(outdated)}; run `servescope alerts build --out {out}`", err=True
-            )
-            raise typer.Exit(1)
+        exit_if_stale(out, stale(out, cfg), "alerts build")
         typer.echo(f"{out}: {', '.join(FILES)} are current")
         return
     for path in write(out, cfg):
