@@ -162,7 +162,8 @@ def layout(panels: Sequence[Panel]) -> list[Any]:
     return built
 
 
-def _variable(name: str, label: str, query: str) -> g.Template:
+def _variable(name: str, label: str, query: str, all_value: str | None = ".*") -> g.Template:
+    """A multi-value filter; "All" matches everything (`.*`), or with `all_value` None the values offered."""
     return g.Template(
         name=name,
         label=label,
@@ -170,24 +171,31 @@ def _variable(name: str, label: str, query: str) -> g.Template:
         dataSource=DATASOURCE,
         includeAll=True,
         multi=True,
-        allValue=".*",
+        allValue=all_value,
         default="All",
         refresh=2,
         sort=3,
     )
 
 
-def variables(*names: str) -> list[g.Template]:
-    """The datasource variable, then the named filters (hostname, gpu, model_name)."""
+def variables(*names: str, fleet: Sequence[str] = ()) -> list[g.Template]:
+    """The datasource variable, a variable per label of the fleet (the config's fleet_by, e.g. cluster:
+    where one Grafana sees several fleets), then the named filters (hostname, gpu, model_name), each
+    offering only the values within the fleets chosen."""
+    chosen = [f'{label}=~"${label}"' for label in fleet]
+    gpus, engines = "servescope_gpu_info", "servescope_serving_kv_cache_usage_ratio"
+    # Within chosen fleets, "All" is the nodes (models) offered, not every one: the panels stay in them.
+    within = ".*" if not fleet else None
     found = {
-        "hostname": _variable("hostname", "Node", "label_values(servescope_gpu_info, hostname)"),
-        "gpu": _variable("gpu", "GPU", 'label_values(servescope_gpu_info{hostname=~"$hostname"}, gpu)'),
+        "hostname": _variable("hostname", "Node", f"label_values({m(gpus, *chosen)}, hostname)", within),
+        "gpu": _variable("gpu", "GPU", f"label_values({m(gpus, *chosen, HOST)}, gpu)", within),
         "model_name": _variable(
-            "model_name", "Model", "label_values(servescope_serving_kv_cache_usage_ratio, model_name)"
+            "model_name", "Model", f"label_values({m(engines, *chosen)}, model_name)", within
         ),
     }
+    fleets = [_variable(label, label, f"label_values({gpus}, {label})") for label in fleet] if names else []
     datasource = g.Template(name="datasource", label="Prometheus", query="prometheus", type="datasource")
-    return [datasource, *(found[n] for n in names)]
+    return [datasource, *fleets, *(found[n] for n in names)]
 
 
 def uid(name: str) -> str:
@@ -224,7 +232,7 @@ def make_dashboard(
         description=description,
         tags=["servescope"],
         panels=layout(panels),
-        templating=g.Templating(list=variables(*filters)),
+        templating=g.Templating(list=variables(*filters, fleet=cfg.fleet_by)),
         links=links(cfg.runbook_base_url),
         time=g.Time("now-1h", "now"),
         refresh="30s",
