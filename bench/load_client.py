@@ -114,7 +114,9 @@ def scale_out() -> dict[str, Any]:
             alone.append(step_row(single.run_step(rate, 4.0, seed=5), rate))
             if not alone[-1]["valid"]:
                 break
-        plan = LocustPlan(fast.base_url, "mock", rate, 4.0, workers=2, seed=5, output_tokens=8)
+        plan = LocustPlan(
+            fast.base_url, "mock", rate, 4.0, workers=2, seed=5, workload=LengthDistribution(16, 8)
+        )
         locust = step_row(run_locust(plan, SCALE_OUT_RULES), rate)
     return {"ceiling": round(ceiling, 1), "one_process": alone, "locust_2_workers": locust}
 

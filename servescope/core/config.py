@@ -9,6 +9,7 @@ import yaml
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from servescope.core.canary_config import CanaryConfig
+from servescope.core.config_capacity import CapacityRegressionConfig
 from servescope.core.config_pages import MIB, PageSettings
 from servescope.core.durations import is_duration
 
@@ -28,7 +29,7 @@ CRITICAL_XIDS = (46, 48, 62, 64, 74, 79, 94, 95, 119, 120, 140, 154)
 DRAIN_XIDS = (63, 92)
 
 
-class AlertsConfig(PageSettings):
+class AlertsConfig(PageSettings, CapacityRegressionConfig):
     """Defaults follow the operators' seed guide; every field can be overridden by `--config FILE`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -37,6 +37,18 @@ GPU_RESOURCE = "nvidia.com/gpu"  # the taint key GPU node pools commonly carry
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
+def nonroot_pod_security() -> dict[str, Any]:
+    """The pod securityContext of servescope's non-root workloads: its fixed UID and group (which also
+    owns a mounted claim, fsGroup), and the runtime's default seccomp profile."""
+    return {
+        "runAsUser": NONROOT_UID,
+        "runAsGroup": NONROOT_UID,
+        "runAsNonRoot": True,
+        "fsGroup": NONROOT_UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
 def selector_labels(component: str) -> dict[str, str]:
     """The labels a workload selects its pods by; immutable once applied, so no version in them."""
     return {"app.kubernetes.io/name": APP, "app.kubernetes.io/component": component}

@@ -12,6 +12,7 @@ from servescope.core.hosts import HOST_PORT_PATTERN
 from servescope.core.settings_cli import cli_flag, repeated, setting
 from servescope.deploy import checks
 from servescope.deploy.agent_options import AgentOptions
+from servescope.deploy.capacity_options import CapacityJobOptions
 from servescope.deploy.checks import (
     Duration,
     Image,
@@ -43,7 +44,7 @@ VLLM_DROP_SERIES = (
 )
 
 
-class DeployOptions(RunbookDeployOptions, AgentOptions):
+class DeployOptions(RunbookDeployOptions, AgentOptions, CapacityJobOptions):
     """Defaults fit a GPU Operator cluster monitored by kube-prometheus-stack (docs/kubernetes.md)."""
 
     image: Image = setting(

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from servescope.deploy import agent, exporter, monitoring, network, runbook_rbac, runbooks, scraping
+from servescope.deploy import agent, capacity, exporter, monitoring, network, runbook_rbac, runbooks, scraping
 from servescope.deploy.agent_options import RECEIVER_RULES
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.runbooks import RunbookTokens
@@ -22,8 +22,8 @@ RECEIVER = "alertmanager-receiver.yaml"
 
 
 def documents(options: DeployOptions, tokens: RunbookTokens | None = None) -> list[dict[str, Any]]:
-    """Namespace and exporter, who scrapes it, the runbook service, network policies, the agent, then
-    what the monitoring stack loads."""
+    """Namespace and exporter, who scrapes it, the runbook service, network policies, the agent, the
+    weekly capacity job, then what the monitoring stack loads."""
     return [
         *exporter.documents(options),
         *scraping.documents(options),
@@ -31,6 +31,7 @@ def documents(options: DeployOptions, tokens: RunbookTokens | None = None) -> li
         *runbook_rbac.documents(options),
         *network.documents(options),
         *agent.documents(options),
+        *capacity.documents(options),
         *monitoring.documents(options),
     ]
 

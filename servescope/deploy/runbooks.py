@@ -14,7 +14,6 @@ from servescope.deploy.names import (
     CHANGE_TOKEN_KEY,
     EXPORTER,
     HTTP_PORT_NAME,
-    NONROOT_UID,
     RUNBOOKS,
     RUNBOOKS_PORT,
     SECRET,
@@ -24,6 +23,7 @@ from servescope.deploy.names import (
     labels,
     metadata,
     namespaced,
+    nonroot_pod_security,
     selector_labels,
 )
 from servescope.deploy.options import DeployOptions
@@ -211,14 +211,8 @@ def deployment(options: DeployOptions) -> dict[str, Any]:
         "automountServiceAccountToken": True,
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         "enableServiceLinks": False,
-        "securityContext": {
-            "runAsUser": NONROOT_UID,
-            "runAsGroup": NONROOT_UID,
-            "runAsNonRoot": True,
-            # Makes the claim writable and the token files readable (0440, group fsGroup) for that UID.
-            "fsGroup": NONROOT_UID,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        # fsGroup makes the claim writable and the token files readable (0440, group fsGroup) for its UID.
+        "securityContext": nonroot_pod_security(),
         "containers": [_container(options)],
         "volumes": [
             # Not optional: without the Secret the pod waits (an event names it) instead of starting with a

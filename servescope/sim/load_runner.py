@@ -13,7 +13,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
-from servescope.kit.load.records import EngineSample, LoopMode, RequestRecord, StepResult
+from servescope.kit.load.records import EngineSample, LoopMode, RequestRecord, StepResult, delivered
+from servescope.kit.load.validity import EngineView, ValidityRules, client_step
 from servescope.sim.engine_config import EngineConfig
 from servescope.sim.engine_model import FinishedRequest
 from servescope.sim.vllm_engine import EngineStartError, SimulatedEngine
@@ -52,14 +53,20 @@ class SimulatedStepRunner:
         after = engine.stats.histograms[TTFT]
         records = _records(engine, start, end)
         buckets = _cumulative(after.bounds, [a - b for a, b in zip(after.counts, before, strict=True)])
-        return StepResult(
-            mode=self.mode,
-            offered=offered,
-            duration_s=duration_s,
-            records=records,
-            engine_samples=samples,
-            engine_ttft_buckets=buckets,
-            notes=("simulated engine, virtual clock",),
+        # Judged by the load client's rules: the engine's queue growth and unanswered requests (a virtual
+        # clock never falls behind its schedule).
+        engine_view = EngineView(samples, buckets)
+        notes = ("simulated engine, virtual clock",)
+        return client_step(
+            self.mode,
+            offered,
+            duration_s,
+            records,
+            ValidityRules(),
+            engine=engine_view,
+            notes=notes,
+            throughput=delivered(records),
+            warmup_s=self.warmup_s,
         )
 
     def _set_load(self, engine: SimulatedEngine, offered: float) -> None:

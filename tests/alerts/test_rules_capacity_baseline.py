@@ -34,7 +34,7 @@ ALERT = "ServescopeThroughputBelowBaseline"
 CHANGE = 10800  # minutes: 7 days 12 hours
 END = 11400
 DESCRIPTION = (
-    f"{ENGINE['model_name']} engine {ENGINE['engine']} on {ENGINE['instance']} has generated over 20% fewer "
+    f"{ENGINE['model_name']} engine {ENGINE['engine']} on {ENGINE['instance']} has generated over 10% fewer "
     "tokens per second per GPU than a day ago (and a week ago) for 1h, with the same running batch: the "
     "engine got slower, not the traffic lighter."
 )
@@ -154,7 +154,7 @@ POD_ENGINE = {
 }
 POD_KEYS = {k: POD_ENGINE[k] for k in ("instance", "namespace", "pod", "model_name", "endpoint")}
 POD_DESCRIPTION = (
-    "deepseek pod llm/ds-a on node-a has generated over 20% fewer tokens per second per GPU than a day ago "
+    "deepseek pod llm/ds-a on node-a has generated over 10% fewer tokens per second per GPU than a day ago "
     "(and a week ago) for 1h, with the same running batch: the engine got slower, not the traffic lighter."
 )
 POD_LINKS = {

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from servescope.kit.capacity.sizing import cross_check, provision
-from servescope.kit.capacity.steps import Slo, backlog_reason, latency_quantile, summarise
+from servescope.kit.capacity.steps import Slo, latency_quantile, summarise
 from servescope.kit.load.records import EngineSample, RequestRecord, StepResult
 from servescope.kit.load.validity import bucket_bounds, percentile
 
@@ -63,15 +63,38 @@ def test_goodput_counts_requests_meeting_every_slo_at_once() -> None:
     assert summarise(_step(records), slos[:1], seed=0).meets
 
 
-def test_a_growing_queue_or_rising_latency_is_backlog() -> None:
-    steady = [_request(i * 0.1, 0.2, 1.0) for i in range(100)]
-    assert backlog_reason(_step(steady)) is None
-    growing = _step(steady, waiting=[float(i * 2) for i in range(20)])
-    assert "waiting queue grew by" in (backlog_reason(growing) or "")
-    rising = [_request(i * 0.1, 0.2 + 0.05 * i, 10.0) for i in range(100)]
-    assert "median TTFT rose" in (backlog_reason(_step(rising)) or "")
-    lost = [*steady, *(RequestRecord(5.0, 5.0, None, None, error="timeout") for _ in range(5))]
-    assert "never finished" in (backlog_reason(_step(lost)) or "")
+def test_the_runners_verdict_comes_first_then_the_quantile_interval() -> None:
+    slos = (Slo("ttft", 0.5),)
+    steady = tuple(_request(i * 0.02, 0.1, 1.0) for i in range(2000))
+    passed = summarise(StepResult("open", 50.0, 40.0, steady), slos, seed=0)
+    assert passed.verdict == "pass" and passed.meets and passed.intervals["p99_ttft"][1] <= 0.5
+    slow = tuple(_request(i * 0.02, 1.2, 1.5) for i in range(2000))
+    assert summarise(StepResult("open", 50.0, 40.0, slow), slos, seed=0).verdict == "miss"
+    # Within a factor 2 of the bound one part decides nothing: three parts, and their spread, do.
+    near = tuple(_request(i * 0.02, 0.4, 1.0) for i in range(2000))
+    assert summarise(StepResult("open", 50.0, 40.0, near), slos, seed=0).verdict == "undecided"
+    thirds = StepResult("open", 50.0, 40.0, near, parts=(700, 700, 600))
+    assert summarise(thirds, slos, seed=0).verdict == "pass"
+    # Few requests near the bound: the interval cannot exclude it, whatever the point estimate says.
+    few = tuple(_request(i * 0.1, 0.3, 1.0) for i in range(50))
+    undecided = summarise(StepResult("open", 10.0, 5.0, few), slos, seed=0)
+    assert undecided.verdict == "undecided" and undecided.meets
+    overloaded = StepResult("open", 50.0, 40.0, steady, invalid_reason="backlog", fault="overload")
+    assert summarise(overloaded, slos, seed=0).verdict == "miss"
+    for fault, verdict in (("client", "client_bound"), ("engine", "engine_failed")):
+        step = StepResult("open", 50.0, 40.0, steady, invalid_reason="x", fault=fault)  # type: ignore[arg-type]
+        judged = summarise(step, slos, seed=0)
+        assert judged.verdict == verdict and not judged.meets
+
+
+def test_itl_is_taken_per_chunk_and_tpot_per_request() -> None:
+    one = RequestRecord(0.0, 0.0, 0.1, 0.5, 10, 5, None, (0.05, 0.05, 0.05, 0.25))
+    step = StepResult("open", 1.0, 1.0, (one,) * 100)
+    summary = summarise(step, (Slo("itl", 0.2), Slo("tpot", 0.2)), seed=0)
+    assert summary.percentiles["p50_itl"] == pytest.approx(0.05)  # three of every four gaps
+    assert summary.percentiles["p99_itl"] == pytest.approx(0.25)
+    assert summary.percentiles["p99_tpot"] == pytest.approx(0.1)  # (0.5 - 0.1) / 4
+    assert not summary.meets  # one gap in four is over 200 ms
 
 
 def test_provisioning_loads_each_replica_to_80_percent_of_the_knee_lower_bound() -> None:

@@ -116,12 +116,31 @@ def load_generator(work: Path) -> Path:
     return path
 
 
+def capacity_results(work: Path) -> Path:
+    """Two weekly capacity runs' results (what the CronJob remote-writes), early and late in the range."""
+    buffer = SeriesBuffer("capacity", job="servescope-capacity")
+    run = 'target="staging",label="staging"'
+    for at, knee, regression in ((START + 60, 16.2, 0), (END - 60, 14.1, 1)):
+        lines = [
+            f"servescope_capacity_knee_requests_per_second{{{run}}} {knee}",
+            f"servescope_capacity_knee_lower_requests_per_second{{{run}}} {knee * 0.95}",
+            f"servescope_capacity_knee_upper_requests_per_second{{{run}}} {knee * 1.05}",
+            f"servescope_capacity_baseline_knee_requests_per_second{{{run}}} 16.2",
+            f"servescope_capacity_regression{{{run}}} {regression}",
+        ]
+        buffer.add("\n".join(lines) + "\n", at)
+    path = work / "capacity.om"
+    buffer.write(path)
+    return path
+
+
 def backfill(work: Path) -> Path:
     """A TSDB under `work` holding both nodes' series and the recording rules evaluated over them."""
     tsdb = work / "tsdb"
     for plan in NODES:
         create_blocks(simulate(plan, work), tsdb)
     create_blocks(load_generator(work), tsdb)
+    create_blocks(capacity_results(work), tsdb)
     for rule_pass in range(RULE_PASSES):
         records = work / f"records-{rule_pass}"
         with Prometheus(tsdb) as raw:

@@ -40,6 +40,12 @@ VARIANTS: dict[str, DeployOptions] = {
         extra_scraper_namespace="alloy",
         extra_scraper_pod_labels={"app.kubernetes.io/name": "alloy"},
     ),
+    "capacity": DeployOptions(
+        capacity_url="http://vllm.staging.svc:8000",
+        capacity_target="staging-a",
+        capacity_slo=["ttft:0.5", "e2e:20"],
+        capacity_args="--start-qps 8 --prompt-tokens 512 --output-tokens 128",
+    ),
     # A GPU Operator cluster as its operators change it: own taints and affinity, k0s's kubelet root, an
     # AppArmor profile of their own.
     "gpu-operator": DeployOptions(

@@ -16,7 +16,7 @@ from servescope.kit.load.engine_metrics import metrics_url
 from servescope.kit.load.mock_server import MockConfig
 from servescope.kit.load.records import StepResult, StepRunner
 from servescope.kit.load.runner import HttpStepRunner
-from servescope.kit.load.scaleout import LocustPlan, run_locust
+from servescope.kit.load.scaleout import LocustPlan, LocustStepRunner, run_locust
 from servescope.kit.load.schedule import LengthDistribution, arrival_times
 from servescope.kit.load.validity import ValidityRules, bucket_bounds, percentile
 
@@ -118,10 +118,30 @@ def test_locust_master_and_two_workers_split_one_schedule() -> None:
     # keep a schedule one process cannot needs free cores, and is measured by bench/load_client.py.
     rate, duration = 20.0, 3.0
     with mock_process(MockConfig(slots=10_000, ttft_s=0.005, token_s=0.002)) as fast:
-        plan = LocustPlan(fast.base_url, "mock", rate, duration, workers=2, seed=5, output_tokens=8)
+        plan = LocustPlan(
+            fast.base_url, "mock", rate, duration, workers=2, seed=5, workload=LengthDistribution(16, 8)
+        )
         spread = run_locust(plan)
     print(f"\nLocust + 2 workers at {rate:.0f} req/s: {spread.invalid_reason or 'valid'}; {spread.notes[1]}")
     assert spread.notes[0].endswith("Locust master + 2 workers")
     assert len(spread.records) == len(arrival_times(rate, duration, seed=5)), "the workers split one schedule"
     assert all(r.ok for r in spread.records) and {r.output_tokens for r in spread.records} == {8}
     assert len({r.scheduled_s for r in spread.records}) == len(spread.records), "no request sent twice"
+
+
+@pytest.mark.slow
+def test_a_locust_step_samples_the_engine_and_its_throughput_agrees_with_the_engines_count(mock: str) -> None:
+    # What capacity and tune get from `--locust-workers`: a step with the engine's queue samples (taken
+    # here, on a thread of their own) and a throughput within 5 % of the engine's own token counter,
+    # both read over the same requests whether or not a busy machine let the workers keep the schedule.
+    plan = LocustPlan(
+        mock, "mock", 0.0, 0.0, workers=2, workload=SHAPES, engine_metrics_url=metrics_url(mock)
+    )
+    runner: StepRunner = LocustStepRunner(plan, ValidityRules(max_lag_p99_s=0.5))
+    result = runner.run_step(15.0, 4.0, seed=1)
+    assert result.records and all(r.ok for r in result.records)
+    assert result.engine_samples, "the engine's queue was sampled during the step"
+    counted = result.throughput
+    assert counted is not None and counted.engine_tokens_per_s is not None
+    print(f"\nLocust step: {counted.tokens_per_s:.1f} tokens/s, engine {counted.engine_tokens_per_s:.1f}")
+    assert abs(counted.tokens_per_s / counted.engine_tokens_per_s - 1) <= 0.05

@@ -71,22 +71,21 @@ def test_closed_loop_is_labelled(mock: str) -> None:
     assert closed.stdout.startswith("CLOSED LOOP, 2 concurrent clients")
 
 
-def test_an_invalid_step_exits_3(mock: str) -> None:
-    over = load(
-        "run",
-        "--url",
-        mock,
-        "--rate",
-        "200",
-        "--duration",
-        "2",
-        "--output-tokens",
-        "10",
-        "--max-in-flight",
-        "4",
-    )
-    assert over.returncode == 3, over.stdout + over.stderr
-    assert "INVALID (not a result)" in over.stdout
+def test_each_side_at_fault_has_its_exit_status(mock: str) -> None:
+    common = ["run", "--url", mock, "--duration", "2", "--output-tokens", "10"]
+    # Four in flight at most against 200 req/s: the client holds every request back, the engine idles.
+    capped = load(*common, "--rate", "200", "--max-in-flight", "4")
+    assert capped.returncode == 3, capped.stdout + capped.stderr
+    assert "CLIENT_BOUND (not a result: the client could not drive it)" in capped.stdout
+    assert "remedy:" in capped.stdout
+    # 200 req/s into 4 slots of ~65 ms (about 60 req/s): the engine's own queue grows.
+    overloaded = load(*common, "--rate", "200")
+    assert overloaded.returncode == 4, overloaded.stdout + overloaded.stderr
+    assert "OVERLOADED (above capacity: the engine's backlog grew): backlog" in overloaded.stdout
+    # Every request refused (the mock takes at most 4096 output tokens): never VALID, exit 5.
+    refused = load("run", "--url", mock, "--duration", "1", "--rate", "5", "--output-tokens", "5000")
+    assert refused.returncode == 5, refused.stdout + refused.stderr
+    assert "ENGINE_FAILED (most requests failed)" in refused.stdout and "http_400" in refused.stdout
 
 
 def test_bad_input_names_the_flag(mock: str) -> None:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
-import httpx
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
-from servescope.kit.load.client import RequestSpec, TokenSource, body_of, send
+from servescope.kit.load.client import RequestSpec, TokenSource, body_of, new_client, send
 from servescope.kit.load.records import RequestRecord
 from servescope.kit.load.schedule import Shape
 
@@ -21,15 +24,21 @@ def text(t: str) -> dict[str, object]:
     return {"choices": [{"index": 0, "text": t}]}
 
 
-def exchange(body: bytes, status: int = 200, stream: bool = True) -> tuple[RequestRecord, TokenSource]:
-    def answer(request: httpx.Request) -> httpx.Response:
-        assert json.loads(request.content)["stream"] is stream
-        return httpx.Response(status, content=body, headers={"content-type": "text/event-stream"})
+def exchange(
+    body: bytes, status: int = 200, stream: bool = True, clock: Callable[[], float] = lambda: 1.0
+) -> tuple[RequestRecord, TokenSource]:
+    """One request through the client to a local server that answers `body` with `status`."""
+
+    async def answer(request: web.Request) -> web.Response:
+        assert (await request.json())["stream"] is stream
+        return web.Response(status=status, body=body, content_type="text/event-stream")
 
     async def go() -> tuple[RequestRecord, TokenSource]:
-        async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
-            spec = RequestSpec("http://engine", "m", stream=stream)
-            return await send(client, spec, Shape(4, 3), 0.0, lambda: 1.0)
+        app = web.Application()
+        app.router.add_post("/v1/completions", answer)
+        async with TestServer(app, host="127.0.0.1") as server, new_client(4) as client:
+            spec = RequestSpec(str(server.make_url("")).rstrip("/"), "m", stream=stream)
+            return await send(client, spec, Shape(4, 3), 0.0, clock)
 
     return asyncio.run(go())
 
@@ -56,6 +65,12 @@ def test_failures_become_reasons() -> None:
     assert exchange(b"overloaded", status=503)[0].error == "http_503"
     assert exchange(b"data: {not json\n\n")[0].error == "bad_response"
     assert exchange(sse([{"choices": []}]))[0].error == "no_content"
+
+
+def test_chunk_gaps_are_the_inter_token_latency_per_chunk() -> None:
+    ticks = iter([1.0, 1.1, 1.3, 1.6, 2.0])  # sent, then one tick per content chunk, then done
+    record, _ = exchange(sse([text("a"), text("b"), text("c")]), clock=lambda: next(ticks))
+    assert record.first_token_s == 1.1 and record.chunk_gaps == pytest.approx((0.2, 0.3))
 
 
 def test_request_bodies_ask_for_usage_and_ignore_eos() -> None:

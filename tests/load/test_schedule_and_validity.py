@@ -18,9 +18,11 @@ from servescope.kit.load.validity import (
     backlog_reason,
     bucket_bounds,
     ceiling_reason,
+    client_reason,
     client_step,
-    invalid_reason,
+    judge,
     percentile,
+    service_backlog,
 )
 
 
@@ -130,19 +132,20 @@ def on_time(n: int, rate: float, ttft: float = 0.02, lag: float = 0.0) -> list[R
 
 def test_a_kept_schedule_is_valid() -> None:
     records = on_time(100, 10.0)
-    assert invalid_reason(records, 10.0, 10.0, [], ValidityRules()) is None
+    assert judge("open", records, 10.0, 10.0, ValidityRules()) == (None, None)
 
 
-def test_a_lagging_client_is_invalid_for_rate_and_lag() -> None:
+def test_a_lagging_client_is_the_clients_fault_for_rate_and_lag() -> None:
     records = on_time(100, 10.0, lag=0.2)  # each send 200 ms late: lag p99 over 50 ms
-    reason = invalid_reason(records, 10.0, 10.0, [], ValidityRules())
-    assert reason is not None and "scheduling lag p99 200.0 ms" in reason
-    late = [*on_time(90, 10.0), *(RequestRecord(9 + i / 10, 12.0, None, None) for i in range(10))]
-    reason = invalid_reason(late, 10.0, 10.0, [], ValidityRules(max_lag_p99_s=100.0))
+    fault, reason = judge("open", records, 10.0, 10.0, ValidityRules())
+    assert fault == "client" and reason is not None and "scheduling lag p99 200.0 ms" in reason
+    assert "remedy:" in reason
+    late = [*on_time(90, 10.0), *(RequestRecord(9 + i / 10, 12.0, 12.1, 12.2) for i in range(10))]
+    reason = client_reason(late, 10.0, 10.0, ValidityRules(max_lag_p99_s=100.0))
     assert reason is not None and "below 98%" in reason
 
 
-def test_a_growing_backlog_is_detected() -> None:
+def test_a_growing_backlog_is_the_engines_overload() -> None:
     growing = [EngineSample(float(t), 4.0, 2.0 * t) for t in range(10)]
     assert "waiting queue grew" in (backlog_reason([], growing) or "")
     steady = [EngineSample(float(t), 4.0, 1.0 + (t % 2)) for t in range(10)]
@@ -150,7 +153,35 @@ def test_a_growing_backlog_is_detected() -> None:
     slower = [
         RequestRecord(i / 10, i / 10, i / 10 + 0.02 + i * 0.01, i / 10 + 1.0 + i * 0.01) for i in range(100)
     ]
-    assert "TTFT grew" in (backlog_reason(slower, []) or "")
+    assert "TTFT from the send grew" in (service_backlog(slower) or "")
+    assert judge("open", slower, 10.0, 10.0, ValidityRules())[0] == "overload"
+    # The engine's queue grew while the client also lagged: the engine is at fault (it was sent less).
+    fault, _ = judge("open", on_time(100, 10.0, lag=0.2), 10.0, 10.0, ValidityRules(), samples=growing)
+    assert fault == "overload"
+
+
+def test_a_client_that_falls_behind_is_no_backlog_where_the_engine_kept_up() -> None:
+    # Each send later than the last: TTFT from the schedule grows, from the send it does not. With the
+    # engine's queue sampled flat, or without samples, this is the client's fault, never an overload.
+    behind = [
+        RequestRecord(i / 10, i / 10 + i * 0.01, i / 10 + i * 0.01 + 0.02, i / 10 + i * 0.01 + 0.1)
+        for i in range(100)
+    ]
+    flat = [EngineSample(float(t), 2.0, 0.0) for t in range(10)]
+    for samples in (flat, []):
+        fault, reason = judge("open", behind, 10.0, 10.0, ValidityRules(), samples=samples)
+        assert fault == "client" and "scheduling lag" in (reason or ""), (samples, reason)
+
+
+def test_a_step_where_most_requests_fail_is_the_engines_failure() -> None:
+    failed = [RequestRecord(i / 10, i / 10, None, None, 10, 0, "http_400") for i in range(60)]
+    fault, reason = judge("open", [*failed, *on_time(40, 10.0)], 10.0, 10.0, ValidityRules())
+    assert fault == "engine" and "60 of 100 requests failed (http_400 x60)" in (reason or "")
+    # A few failures are latency (infinite), not a failed step.
+    assert judge("open", [*failed[:5], *on_time(95, 10.0)], 10.0, 10.0, ValidityRules())[0] is None
+    # Requests never answered are the engine's backlog.
+    timeouts = [RequestRecord(i / 10, i / 10, None, None, 10, 0, "timeout") for i in range(5)]
+    assert judge("open", [*timeouts, *on_time(95, 10.0)], 10.0, 10.0, ValidityRules())[0] == "overload"
 
 
 def test_results_near_the_client_ceiling_are_refused() -> None:
@@ -168,6 +199,7 @@ def test_client_step_orders_records_and_judges_open_loop_only_by_every_rule() ->
     assert step.schedule_lag_p99_s == pytest.approx(0.2)
     assert step.engine_ttft_buckets == engine.ttft_buckets and step.engine_ttft_mean_s == 0.2
     assert step.invalid_reason is not None and "scheduling lag p99 200.0 ms" in step.invalid_reason
+    assert step.status == "client_bound" and not step.valid
     closed = client_step("closed", 4.0, 10.0, lagging, ValidityRules())
     assert closed.invalid_reason is None, "the open-loop rules do not judge closed-loop clients"
     near_ceiling = client_step("closed", 4.0, 10.0, lagging, ValidityRules(client_ceiling=12.0))

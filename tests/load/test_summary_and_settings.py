@@ -9,11 +9,13 @@ from pydantic import ValidationError
 
 from servescope.core.settings_cli import cli_flag
 from servescope.kit.load.records import EngineSample, RequestRecord, StepResult
-from servescope.kit.load.settings import LoadSettings, OutputSettings, TargetSettings
+from servescope.kit.load.settings import LoadSettings, OutputSettings, TargetSettings, WorkloadSettings
 from servescope.kit.load.summary import mode_label, path_seconds, render_text, summarise, ttft_agreement
 
 
-def step(mode: str = "open", engine_le: float = 0.1, reason: str | None = None) -> StepResult:
+def step(
+    mode: str = "open", engine_le: float = 0.1, reason: str | None = None, fault: str | None = None
+) -> StepResult:
     records = tuple(RequestRecord(i / 10, i / 10, i / 10 + 0.05, i / 10 + 0.2, 8, 4) for i in range(50))
     return StepResult(
         mode=mode,  # type: ignore[arg-type]
@@ -23,6 +25,7 @@ def step(mode: str = "open", engine_le: float = 0.1, reason: str | None = None) 
         engine_samples=(EngineSample(1.0, 3, 0), EngineSample(2.0, 4, 1)),
         engine_ttft_buckets=((0.025, 0.0), (engine_le, 50.0), (float("inf"), 50.0)),
         invalid_reason=reason,
+        fault=fault,  # type: ignore[arg-type]
     )
 
 
@@ -41,15 +44,22 @@ def test_a_client_outside_the_engine_bucket_disagrees() -> None:
     assert agreement is not None and not agreement.agrees
 
 
-def test_invalid_and_closed_steps_say_so_first() -> None:
-    assert render_text(summarise(step(reason="backlog: x"))).startswith(
-        "open loop, 10 req/s offered: INVALID (not a result): backlog: x"
+def test_steps_that_are_not_results_name_the_side_at_fault_first() -> None:
+    assert render_text(summarise(step(reason="backlog: x", fault="overload"))).startswith(
+        "open loop, 10 req/s offered: OVERLOADED (above capacity: the engine's backlog grew): backlog: x"
+    )
+    assert render_text(summarise(step(reason="lag", fault="client"))).startswith(
+        "open loop, 10 req/s offered: CLIENT_BOUND (not a result: the client could not drive it): lag"
+    )
+    failed = summarise(step(reason="60 of 100 failed", fault="engine"))
+    assert failed["status"] == "engine_failed" and render_text(failed).startswith(
+        "open loop, 10 req/s offered: ENGINE_FAILED (most requests failed): 60 of 100 failed"
     )
     assert mode_label(step("closed")).startswith("CLOSED LOOP, 4 concurrent clients")
 
 
 def test_every_load_option_has_a_flag_and_a_description() -> None:
-    for model in (TargetSettings, LoadSettings, OutputSettings):
+    for model in (TargetSettings, LoadSettings, OutputSettings, WorkloadSettings):
         for field, info in model.model_fields.items():
             assert info.description, f"{model.__name__}.{field}"
             assert cli_flag(model, field).startswith("--")

@@ -16,7 +16,7 @@ parameters:
   gpu_memory_utilization: [0.9, 0.98]
 second_objective: gpus
 peak_qps: 60
-capacity: {slo: [ttft:0.5], duration_s: 10, repeats: 1, warmup_s: 2}
+capacity: {slo: [ttft:0.5], duration_s: 10, warmup_s: 2, min_requests: 0, max_parts: 2}
 """
 
 

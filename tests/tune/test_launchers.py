@@ -60,14 +60,16 @@ def test_a_local_command_is_started_health_checked_and_stopped(tmp_path: Path) -
     script.write_text(ENGINE)
     port = free_port()
     sentinel = cast(StepRunner, object())  # the runner the launcher hands back, untouched
+    asked: list[dict[str, object]] = []
     launcher = CommandLauncher(
         f"{sys.executable} {script} {port} {{flags}}",
         f"http://127.0.0.1:{port}/health",
-        runner=lambda: sentinel,
+        runner=lambda params: asked.append(dict(params)) or sentinel,
         start_timeout_s=20,
         log_path=tmp_path / "engine.log",
     )
     assert launcher.start({"max_num_seqs": 8}) is sentinel
+    assert asked == [{"max_num_seqs": 8}], "the runner is made for the configuration it loads"
     assert launcher._child is not None
     process = launcher._child.process
     assert process is not None and process.poll() is None
@@ -75,7 +77,9 @@ def test_a_local_command_is_started_health_checked_and_stopped(tmp_path: Path) -
     assert process.poll() is not None
     with pytest.raises(OSError):
         os.killpg(process.pid, 0)  # the whole process group is gone
-    with pytest.raises(LaunchError, match=r"(?s)exited with status 3.*less than desired GPU memory"):
+    with pytest.raises(
+        LaunchError, match=r"(?s)exited with status 3.*its log ends with:.*less than desired GPU memory"
+    ):
         launcher.start({"gpu_memory_utilization": 0.99})
 
 
@@ -105,7 +109,7 @@ def test_what_the_engine_started_in_its_group_stops_with_it(tmp_path: Path) -> N
     launcher = CommandLauncher(
         f"sh -c {shlex.quote(shell)} sh {{flags}}",
         f"http://127.0.0.1:{port}/health",
-        runner=lambda: cast(StepRunner, object()),
+        runner=lambda _: cast(StepRunner, object()),
         start_timeout_s=20,
         log_path=tmp_path / "engine.log",
         stop_grace_s=5,
@@ -123,7 +127,9 @@ def test_what_the_engine_started_in_its_group_stops_with_it(tmp_path: Path) -> N
 
 
 def test_kubernetes_dry_run_prints_the_patch_and_applies_nothing() -> None:
-    launcher = KubernetesLauncher("vllm", "serving", ["--model", "m"], runner=lambda: None)  # type: ignore[arg-type,return-value]
+    launcher = KubernetesLauncher(
+        "vllm", "serving", ["--model", "m"], runner=lambda _: cast(StepRunner, None)
+    )
     with pytest.raises(LaunchError, match="dry run"):
         launcher.start({"max_num_seqs": 64})
     patch = json.loads(launcher.patch({"max_num_seqs": 64}))

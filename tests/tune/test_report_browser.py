@@ -26,7 +26,14 @@ SPACE = {
     },
     "second_objective": "gpus",
     "peak_qps": 100,
-    "capacity": {"slo": ["ttft:0.5"], "duration_s": 15, "repeats": 2, "warmup_s": 3},
+    "capacity": {
+        "slo": ["ttft:0.5"],
+        "duration_s": 15,
+        "repeats": 2,
+        "warmup_s": 3,
+        "min_requests": 0,
+        "max_parts": 2,
+    },
 }
 
 

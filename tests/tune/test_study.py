@@ -17,7 +17,13 @@ def tiny() -> Space:
             "parameters": {"max_num_seqs": [16, 64, 256], "gpu_memory_utilization": [0.9, 0.98]},
             "second_objective": "gpus",
             "peak_qps": 50,
-            "capacity": {"slo": ["ttft:0.5"], "duration_s": 10, "repeats": 1, "warmup_s": 2},
+            "capacity": {
+                "slo": ["ttft:0.5"],
+                "duration_s": 10,
+                "warmup_s": 2,
+                "min_requests": 0,
+                "max_parts": 2,
+            },
         }
     )
 
@@ -40,7 +46,7 @@ def test_pruning_stops_a_trial_that_already_failed_below_the_best() -> None:
         {
             "engine": {"num_gpu_blocks": 8192},
             "parameters": {"max_num_seqs": [256, 16]},  # the best first: the second cannot win
-            "capacity": {"duration_s": 10, "repeats": 1, "warmup_s": 2},
+            "capacity": {"duration_s": 10, "warmup_s": 2, "min_requests": 0, "max_parts": 2},
         }
     )
     pruned = run_study(space, SimulatedLauncher(2.0), "grid", prune=True)

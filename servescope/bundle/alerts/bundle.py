@@ -13,6 +13,7 @@ from servescope.bundle.alerts.model import Alert, Group
 from servescope.bundle.alerts.rules_canary import alerts as canary_alerts
 from servescope.bundle.alerts.rules_canary import records as canary_records
 from servescope.bundle.alerts.rules_capacity_baseline import capacity_baseline
+from servescope.bundle.alerts.rules_capacity_regression import capacity_regression
 from servescope.bundle.alerts.rules_engine import endpoint_records, engine
 from servescope.bundle.alerts.rules_exporter import exporter
 from servescope.bundle.alerts.rules_gpu import health
@@ -46,6 +47,7 @@ def groups(cfg: AlertsConfig) -> list[Group]:
         engine(cfg),
         slo_alerts(cfg),
         Group("servescope-availability", (rules_availability.page(cfg),)),
+        capacity_regression(cfg),
         canary_alerts(cfg),
         meta(cfg),
         exporter(cfg),

@@ -32,10 +32,11 @@ class Metrics:
 @cache
 def exported_metrics() -> Metrics:
     from servescope.core.catalog import CATALOG
+    from servescope.core.catalog.capacity import CAPACITY
     from servescope.core.dcgm.counters import load_counters, specs_of
 
     kinds: dict[str, str] = dict(KUBE_STATE_METRICS)
-    for spec in (*CATALOG, *specs_of(load_counters())):
+    for spec in (*CATALOG, *CAPACITY, *specs_of(load_counters())):
         kind = str(spec.kind)
         if kind == "histogram":
             for suffix in HISTOGRAM_SUFFIXES:

@@ -21,6 +21,7 @@ DASHBOARDS = {
     "serving": "servescope-serving-slo",
     "slo": "servescope-serving-slo",
     "exporter": "servescope-health",
+    "capacity": "servescope-load",
 }
 # The template variables each dashboard defines (dashboards/common.py `variables`): a link passes only
 # those, as Grafana ignores (and users trip over) a `var-` the dashboard lacks.
@@ -31,6 +32,7 @@ DASHBOARD_VARIABLES = {
     "serving": ("model_name",),
     "slo": ("model_name",),
     "exporter": (),
+    "capacity": (),
 }
 GPU_KEYS = ("instance", "hostname", "gpu", "uuid")
 ENGINE_KEYS = ("instance", "model_name", "engine", "endpoint")

@@ -3,9 +3,10 @@
 Throughput per GPU is only comparable at comparable load: an engine that generates less because fewer
 requests came is not slower. So the alert compares with a baseline only where the running batch (its
 5-minute mean) is within 20 % of the batch at that baseline time, and at least one request ran then.
-It fires when tokens/s per GPU is more than 20 % below the 1-day baseline at comparable load, and below
-the 7-day one too where a week of history exists, for an hour: a regression a deployment brought
-(a new engine version, flags, a driver), the weekly regression test's question asked of production.
+It fires when tokens/s per GPU is more than `capacity_regression_drop` (10 %) below the 1-day baseline at
+comparable load, and below the 7-day one too where a week of history exists, for an hour: a regression
+a deployment brought (a new engine version, flags, a driver). The weekly knee (rules_capacity_regression)
+shares that definition: the same load served worse by more than that share.
 """
 
 from __future__ import annotations
@@ -25,18 +26,17 @@ POD_BY = "instance, namespace, pod, model_name, endpoint"
 POD_KEYS = ("instance", "namespace", "pod", "model_name", "endpoint")
 TOKENS_PER_GPU = "engine:servescope_generation_tokens_per_gpu:rate5m"
 RUNNING_AVG = "engine:servescope_requests_running:avg5m"
-DROP = 0.2  # the share below the baseline that counts as a regression
 LOAD_TOLERANCE = 0.2  # how far the running batch may differ from the baseline's and still compare
 MIN_RUNNING = 1  # a baseline with less than one request running on average says nothing
 FOR = "1h"
 
 
-def below_baseline(offset: str, by: str) -> str:
-    """Engines whose tokens/s per GPU is DROP below `offset` ago, at a running batch within tolerance."""
+def below_baseline(offset: str, by: str, drop: float) -> str:
+    """Engines whose tokens/s per GPU is `drop` below `offset` ago, at a running batch within tolerance."""
     on = f"on ({by})"
     then_running = f"({RUNNING_AVG} offset {offset})"
     return (
-        f"({TOKENS_PER_GPU} < {1 - DROP:g} * ({TOKENS_PER_GPU} offset {offset})"
+        f"({TOKENS_PER_GPU} < {1 - drop:g} * ({TOKENS_PER_GPU} offset {offset})"
         f" and {on} (abs({RUNNING_AVG} - {then_running}) <= {LOAD_TOLERANCE:g} * {then_running})"
         f" and {on} ({then_running} >= {MIN_RUNNING:g}))"
     )
@@ -54,6 +54,7 @@ def subject(cfg: AlertsConfig) -> str:
 def capacity_baseline(cfg: AlertsConfig) -> Group:
     """Records of throughput per GPU and load, and the alert on a drop against both baselines."""
     by = POD_BY if podmonitor(cfg) else EXPORTER_BY
+    drop = cfg.capacity_regression_drop  # the definition the weekly knee shares (core/config_capacity.py)
     tokens = f"sum by ({by}) (rate({sel(cfg, c.GENERATION_TOKENS.name)}[5m]))"
     # Distinct GPUs: an engine with two PIDs on a GPU has two info series for it.
     gpus = f"count by ({by}) (max by ({by}, uuid) ({engine_gpus(cfg)}))"
@@ -67,12 +68,12 @@ def capacity_baseline(cfg: AlertsConfig) -> Group:
             Record(RUNNING_AVG, running),
             Alert(
                 "ServescopeThroughputBelowBaseline",
-                f"{below_baseline('1d', by)} and on ({by}) ({below_baseline('7d', by)} or on ({by}) "
-                f"{no_week})",
+                f"{below_baseline('1d', by, drop)} and on ({by}) ({below_baseline('7d', by, drop)} or "
+                f"on ({by}) {no_week})",
                 FOR,
                 "warning",
                 "An engine's output tokens/s per GPU is below its daily baseline at comparable load.",
-                f"{subject(cfg)} has generated over {DROP:.0%} fewer tokens per second per GPU than a "
+                f"{subject(cfg)} has generated over {drop:.0%} fewer tokens per second per GPU than a "
                 f"day ago (and a week ago) for {FOR}, with the same running batch: the engine got "
                 "slower, not the traffic lighter.",
                 POD_KEYS if podmonitor(cfg) else ENGINE_KEYS,

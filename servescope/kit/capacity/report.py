@@ -7,8 +7,9 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from html import escape
+from pathlib import Path
 
-from servescope.kit.capacity.result import CapacityRun
+from servescope.kit.capacity.result import CapacityRun, save
 from servescope.kit.capacity.svg import Chart, render
 
 STYLE = (
@@ -29,8 +30,7 @@ def _by_rate(run: CapacityRun, key: str) -> list[tuple[float, float]]:
 
 
 def slo_key(run: CapacityRun) -> str:
-    slo = run.plan.slos[0]
-    return f"p{slo.quantile * 100:g}_{slo.metric}"
+    return run.plan.slos[0].key
 
 
 def latency_chart(runs: Sequence[CapacityRun]) -> Chart:
@@ -45,7 +45,8 @@ def latency_chart(runs: Sequence[CapacityRun]) -> Chart:
     )
     for run in runs:
         chart.series.append((run.label, _by_rate(run, slo_key(run))))
-        chart.vbands.append((run.knee.lower, run.knee.upper, f"{run.label} knee interval"))
+        if run.knee.status == "measured" and math.isfinite(run.knee.upper):
+            chart.vbands.append((run.knee.lower, run.knee.upper, f"{run.label} knee interval"))
     return chart
 
 
@@ -63,12 +64,22 @@ def batch_chart(runs: Sequence[CapacityRun]) -> Chart:
     return chart
 
 
+def knee_cells(run: CapacityRun) -> tuple[str, str]:
+    """The knee and its interval as a table shows them; a run without a knee says why instead."""
+    k = run.knee
+    upper = "inf" if math.isinf(k.upper) else f"{k.upper:.2f}"
+    interval = f"[{k.lower:.2f}, {upper}]"
+    if k.estimate is None:
+        above = "" if k.client_bound_above is None else f" above {k.client_bound_above:g}"
+        return f"{k.status}{above}", interval
+    note = " (pruned)" if k.pruned else ""
+    return f"{k.estimate:.2f}{note}", interval
+
+
 def summary_rows(runs: Sequence[CapacityRun]) -> list[list[str]]:
     """Header and one row per run: knee, interval, sizing, cross-check."""
     rows = [["configuration", "knee req/s", "interval", "replicas (GPUs) for peak", "client vs engine TTFT"]]
     for run in runs:
-        k = run.knee
-        note = " (pruned)" if k.pruned else (" (above max_qps)" if k.reached_max else "")
         sizing = "-" if run.provision is None else f"{run.provision.replicas} ({run.provision.gpus})"
         disagree = sum(1 for c in run.cross_checks if not c.agrees)
         check = (
@@ -76,7 +87,49 @@ def summary_rows(runs: Sequence[CapacityRun]) -> list[list[str]]:
             if not run.cross_checks
             else f"{len(run.cross_checks) - disagree}/{len(run.cross_checks)} agree"
         )
-        rows.append([run.label, f"{k.estimate:.2f}{note}", f"[{k.lower:.2f}, {k.upper:.2f}]", sizing, check])
+        rows.append([run.label, *knee_cells(run), sizing, check])
+    return rows
+
+
+def _seconds(value: float) -> str:
+    return "inf" if math.isinf(value) else ("-inf" if value == -math.inf else f"{value:.3g}")
+
+
+def step_rows(run: CapacityRun) -> list[list[str]]:
+    """Every step: its verdict, the first SLO's quantile with its interval, throughput against the
+    engine's own count, the client's lag and CPU."""
+    key = slo_key(run)
+    rows = [
+        [
+            "req/s",
+            "seed",
+            "verdict",
+            f"{key} s [interval]",
+            "requests",
+            "seconds",
+            "tokens/s (engine)",
+            "lag p99 ms",
+            "client ms/req",
+        ]
+    ]
+    for s in run.steps:
+        low, high = s.intervals.get(key, (-math.inf, math.inf))
+        engine = "-" if s.engine_tokens is None else f"{s.engine_tokens:.0f}"
+        cpu = "-" if s.client_cpu_ms is None else f"{s.client_cpu_ms:.2f}"
+        verdict = s.verdict if s.status == "valid" else f"{s.verdict} ({s.status})"
+        rows.append(
+            [
+                f"{s.offered:g}",
+                str(s.seed),
+                verdict,
+                f"{_seconds(s.percentiles.get(key, math.nan))} [{_seconds(low)}, {_seconds(high)}]",
+                str(s.requests),
+                f"{s.duration_s:.0f}",
+                f"{s.throughput_tokens:.0f} ({engine})",
+                f"{s.lag_p99_s * 1000:.0f}",
+                cpu,
+            ]
+        )
     return rows
 
 
@@ -107,11 +160,24 @@ def html_table(rows: Sequence[Sequence[str]]) -> str:
     return "\n".join([*out, "</table>"])
 
 
+def provenance_line(run: CapacityRun) -> str:
+    p = run.provenance
+    workload = ", ".join(f"{k} {v}" for k, v in p.workload.items()) or "-"
+    return (
+        f"{run.label}: {p.runner} runner against {p.target} (model {p.model or '-'}, engine "
+        f"{p.engine_version}), started {p.started or '-'} on {p.host}, servescope {p.servescope_version}; "
+        f"workload: {workload}" + (f"; {p.calibration}" if p.calibration else "")
+    )
+
+
 def capacity_markdown(runs: Sequence[CapacityRun], title: str = "Capacity") -> str:
-    """The runs as Markdown: SLOs, knee table, sizing, the batching matrix, cross-check disagreements."""
+    """The runs as Markdown: a single run's status first, SLOs, knee table, sizing, each run's steps and
+    provenance, the batching matrix, cross-check disagreements."""
     slos = ", ".join(slo.label for slo in runs[0].plan.slos)
-    parts = [f"# {title}", "", f"SLOs: {slos}.", "", markdown_table(summary_rows(runs)), ""]
+    head = [f"{runs[0].status_line}", ""] if len(runs) == 1 else []
+    parts = [*head, f"# {title}", "", f"SLOs: {slos}.", "", markdown_table(summary_rows(runs)), ""]
     for run in runs:
+        parts.append(f"- {provenance_line(run)}")
         if run.provision is not None:
             p = run.provision
             parts.append(
@@ -124,25 +190,49 @@ def capacity_markdown(runs: Sequence[CapacityRun], title: str = "Capacity") -> s
                     f"- {run.label} at {check.offered:g} req/s: client p99 TTFT {check.client_p99:.3f} s is "
                     f"outside the engine histogram's bucket [{check.engine_low:g}, {check.engine_high:g}] s."
                 )
+    for run in runs:
+        parts += ["", f"Steps of {run.label} (tokens/s over the time the requests took):", ""]
+        parts.append(markdown_table(step_rows(run)))
     parts += ["", "Throughput (output tokens/s) @ mean running batch; * marks a step that missed.", ""]
     parts.append(markdown_table(batch_matrix(runs)))
     return "\n".join(parts) + "\n"
 
 
-def capacity_html(runs: Sequence[CapacityRun], title: str = "Capacity", extra: Sequence[Chart] = ()) -> str:
-    """One self-contained HTML page: tables and inline SVG charts, no scripts or external files."""
+def capacity_html(
+    runs: Sequence[CapacityRun],
+    title: str = "Capacity",
+    extra: Sequence[Chart] = (),
+    *,
+    tables: Sequence[tuple[str, Sequence[Sequence[str]]]] = (),
+    lead: Sequence[str] = (),
+) -> str:
+    """One self-contained HTML page: tables and inline SVG charts, no scripts or external files; `lead`
+    sentences and `tables` (title, rows) come first (a tuning study's)."""
     charts = [latency_chart(runs), goodput_chart(runs), batch_chart(runs), *extra]
     slos = ", ".join(slo.label for slo in runs[0].plan.slos)
+    head = [f"<p><strong>{escape(runs[0].status_line)}</strong></p>"] if len(runs) == 1 else []
     body = [
+        *head,
         f"<h1>{escape(title)}</h1>",
+        *(f"<p>{escape(line)}</p>" for line in lead),
+        *(f"<h2>{escape(name)}</h2>" + html_table(rows) for name, rows in tables),
         f"<p>SLOs: {escape(slos)}. The shaded band is each knee's interval.</p>",
         html_table(summary_rows(runs)),
+        *(f"<p>{escape(provenance_line(run))}</p>" for run in runs),
         '<div class="charts">',
         *(render(chart) for chart in charts),
         "</div>",
+        *(f"<h2>Steps of {escape(run.label)}</h2>" + html_table(step_rows(run)) for run in runs),
         "<h2>Batching efficiency</h2>",
         "<p>Output tokens/s @ mean running batch; * marks a step that missed.</p>",
         html_table(batch_matrix(runs)),
     ]
-    head = f'<meta charset="utf-8"><title>{escape(title)}</title><style>{STYLE}</style>'
-    return f"<!doctype html>\n<html><head>{head}</head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+    meta = f'<meta charset="utf-8"><title>{escape(title)}</title><style>{STYLE}</style>'
+    return f"<!doctype html>\n<html><head>{meta}</head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+
+
+def write_reports(runs: list[CapacityRun], out: Path, title: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "capacity.md").write_text(capacity_markdown(runs, title), encoding="utf-8")
+    (out / "capacity.html").write_text(capacity_html(runs, title), encoding="utf-8")
+    save(runs[0], out / "capacity.json")

@@ -1,79 +1,40 @@
-"""Statistics for comparing two runs: percentile bootstrap intervals and the Mann-Whitney rank test."""
+"""Comparing two runs' tail latency at one rate from independent parts, not from correlated requests.
+
+Latencies within a load step are correlated: a queue that builds delays everyone behind it, and near
+capacity the slow requests come in clusters longer than any resampling block a step can afford (a
+request-by-request bootstrap flags one identical pair in three; a block bootstrap of one step still
+one in ten, tests/capacity/test_stats.py). The parts of a powered step are independent (own seed, own
+warm-up, run one after another), so each part's quantile is one observation: the runs are compared by
+Welch's one-sided t-test on the logarithms of their parts' quantiles (the log makes a slowdown a
+shift and tames the quantiles' right skew).
+"""
 
 from __future__ import annotations
 
 import math
-import random
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import statistics
+from collections.abc import Sequence
 
-Statistic = Callable[[Sequence[float]], float]
+from servescope.kit.capacity.quantiles import point, student_t_quantile
 
+__all__ = ["CAP", "part_logs", "point", "welch_lower"]
 
-@dataclass(frozen=True, slots=True)
-class Bootstrap:
-    """Percentile-bootstrap intervals at `confidence` from `resamples` resamples, seeded for repeatability."""
-
-    confidence: float = 0.95
-    resamples: int = 1000
-
-    def interval(
-        self, values: Sequence[float], statistic: Statistic, *, seed: int = 0
-    ) -> tuple[float, float]:
-        """Interval of `statistic` over `values`; raises ValueError when empty."""
-        if not values:
-            raise ValueError("a bootstrap interval needs at least one value")
-        rng = random.Random(seed)
-        return self._bounds([statistic(_resample(values, rng)) for _ in range(self.resamples)])
-
-    def difference(
-        self, a: Sequence[float], b: Sequence[float], statistic: Statistic, *, seed: int = 0
-    ) -> tuple[float, float]:
-        """Interval of statistic(b) - statistic(a), each side resampled on its own."""
-        if not a or not b:
-            raise ValueError("a bootstrap difference needs values on both sides")
-        rng = random.Random(seed)
-        diffs = []
-        for _ in range(self.resamples):
-            left = statistic(_resample(a, rng))
-            right = statistic(_resample(b, rng))
-            diffs.append(right - left if math.isfinite(left) or math.isfinite(right) else 0.0)
-        return self._bounds([d if not math.isnan(d) else 0.0 for d in diffs])
-
-    def _bounds(self, estimates: list[float]) -> tuple[float, float]:
-        ordered = sorted(estimates)
-        tail = (1 - self.confidence) / 2
-        return ordered[int(tail * (self.resamples - 1))], ordered[
-            math.ceil((1 - tail) * (self.resamples - 1))
-        ]
+CAP = 100.0  # a part whose quantile was never answered counts as this many times the bound
 
 
-def _resample(values: Sequence[float], rng: random.Random) -> list[float]:
-    """As many values as there are, drawn with replacement."""
-    return [values[rng.randrange(len(values))] for _ in values]
+def part_logs(parts: Sequence[Sequence[float]], q: float, bound: float) -> list[float]:
+    """The log of each part's q-quantile (a never-answered one capped at CAP x the bound)."""
+    return [math.log(min(max(point(part, q), 1e-9), CAP * bound)) for part in parts if part]
 
 
-def mann_whitney_greater(a: Sequence[float], b: Sequence[float]) -> float:
-    """One-sided p-value that `b` tends to be larger than `a` (normal approximation, ties corrected)."""
-    if not a or not b:
-        raise ValueError("the rank test needs values on both sides")
-    pooled = sorted([(value, 0) for value in a] + [(value, 1) for value in b], key=lambda item: item[0])
-    n = len(pooled)
-    rank_sum_b, ties, i = 0.0, 0.0, 0
-    while i < n:
-        j = i
-        while j + 1 < n and pooled[j + 1][0] == pooled[i][0]:
-            j += 1
-        average = (i + j) / 2 + 1
-        rank_sum_b += average * sum(1 for k in range(i, j + 1) if pooled[k][1] == 1)
-        size = j - i + 1
-        ties += size**3 - size
-        i = j + 1
-    n_a, n_b = len(a), len(b)
-    u_b = rank_sum_b - n_b * (n_b + 1) / 2
-    mean = n_a * n_b / 2
-    variance = n_a * n_b / 12 * ((n + 1) - ties / (n * (n - 1))) if n > 1 else 0.0
-    if variance <= 0:
-        return 1.0 if u_b <= mean else 0.0
-    z = (u_b - mean - 0.5) / math.sqrt(variance)
-    return 0.5 * math.erfc(z / math.sqrt(2))
+def welch_lower(a: Sequence[float], b: Sequence[float], alpha: float) -> tuple[float, float, float]:
+    """(one-sided 1 - alpha lower bound of mean(b) - mean(a), the difference itself, degrees of freedom)
+    by Welch's t-test; both sides need at least two observations."""
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError("each run needs its step at the common rate in at least two parts")
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    difference = statistics.fmean(b) - statistics.fmean(a)
+    if va + vb == 0:
+        return difference, difference, math.inf
+    df = (va + vb) ** 2 / (va * va / (len(a) - 1) + vb * vb / (len(b) - 1))
+    return difference - student_t_quantile(1 - alpha, df) * math.sqrt(va + vb), difference, df

@@ -20,11 +20,11 @@ from servescope.kit.load.metrics import LoadMetrics, serve_metrics
 from servescope.kit.load.mock_server import MockConfig
 from servescope.kit.load.records import StepResult
 from servescope.kit.load.runner import HttpStepRunner
-from servescope.kit.load.schedule import LengthDistribution, ShapeList, read_shapes
-from servescope.kit.load.settings import LoadSettings, OutputSettings, TargetSettings
+from servescope.kit.load.settings import LoadSettings, OutputSettings, TargetSettings, WorkloadSettings
 from servescope.kit.load.summary import render_text, summarise
 from servescope.kit.load.user_ids import UserIdSettings, attach_user_ids
-from servescope.kit.load.validity import CEILING_FRACTION, ValidityRules
+from servescope.kit.load.validity import ValidityRules
+from servescope.kit.load.workload import Workload
 
 app = typer.Typer(
     help="Load tests against an OpenAI-compatible endpoint (vLLM): open-loop arrivals on a precomputed "
@@ -42,22 +42,25 @@ def first_model(base_url: str) -> str:
         usage_error(f"{exc}; pass --model", 1)
 
 
-def build_runner(target: TargetSettings, load: LoadSettings, output: OutputSettings) -> HttpStepRunner:
-    """The HTTP step runner the settings describe (shared by run, replay and capacity)."""
-    shapes: LengthDistribution | ShapeList = LengthDistribution(
-        load.prompt_tokens, load.output_tokens, load.spread
-    )
-    if load.shapes is not None:
-        try:
-            shapes, bad = read_shapes(load.shapes)
-        except (OSError, ValueError) as exc:
-            usage_error(f"--shapes {load.shapes}: {exc}")
-        if bad:
-            typer.echo(f"--shapes {load.shapes}: {bad} bad lines skipped", err=True)
+def workload_of(settings: WorkloadSettings) -> Workload:
+    """The workload the settings describe; a usage error naming a bad dataset."""
+    try:
+        workload, skipped = settings.build()
+    except ValueError as exc:
+        usage_error(str(exc))
+    if skipped:
+        typer.echo(f"--dataset {settings.dataset}: {skipped} lines skipped (bad, or no reply)", err=True)
+    return workload
+
+
+def build_runner(
+    target: TargetSettings, load: LoadSettings, output: OutputSettings, workload: WorkloadSettings
+) -> HttpStepRunner:
+    """The HTTP step runner the settings describe (shared by run and replay)."""
     spec = RequestSpec(
         target.url,
         target.model or first_model(target.url),
-        target.api,
+        workload.api,
         target.stream,
         target.ignore_eos,
         target.timeout_s,
@@ -68,7 +71,7 @@ def build_runner(target: TargetSettings, load: LoadSettings, output: OutputSetti
         serve_metrics(metrics, output.metrics_port)
     return HttpStepRunner(
         spec,
-        shapes,
+        workload_of(workload),
         load.mode,
         load.arrival,
         load.cv,
@@ -76,24 +79,46 @@ def build_runner(target: TargetSettings, load: LoadSettings, output: OutputSetti
         rules,
         metrics_url(target.url) if target.engine_metrics else None,
         metrics,
+        load.warmup_s,
     )
 
 
+# A step that is not a result exits with its own status: the client's fault, the engine's capacity, the
+# engine's failure (1 and 2 are bad input).
+EXIT_CODES = {"valid": 0, "client_bound": 3, "overloaded": 4, "engine_failed": 5}
+EXIT_EPILOG = (
+    "Exit status: 0 valid; 3 client_bound (the client could not keep the schedule: achieved < 98 % of "
+    "offered, schedule lag p99 over --max-lag, or above 70 % of --ceiling); 4 overloaded (the engine's "
+    "queue grew: the rate is above capacity); 5 engine_failed (most requests failed); 1 or 2 bad input."
+)
+
+
 def report(result: StepResult, output: OutputSettings) -> None:
-    """Print the step; write its JSON summary; exit 3 when the step is invalid (not a result)."""
+    """Print the step; write its JSON summary; exit with the step's status when it is not valid."""
     summary = summarise(result)
     typer.echo(render_text(summary))
     if output.json_out is not None:
         output.json_out.write_text(json.dumps(summary, indent=2) + "\n")
     if not result.valid:
-        raise typer.Exit(3)
+        raise typer.Exit(EXIT_CODES[result.status])
+
+
+def _settings(
+    models: dict[type[BaseModel], BaseModel],
+) -> tuple[TargetSettings, LoadSettings, OutputSettings, WorkloadSettings]:
+    target, load, output = models[TargetSettings], models[LoadSettings], models[OutputSettings]
+    workload = models[WorkloadSettings]
+    assert isinstance(target, TargetSettings) and isinstance(load, LoadSettings)
+    assert isinstance(output, OutputSettings) and isinstance(workload, WorkloadSettings)
+    return target, load, output, workload
+
+
+SETTINGS: list[type[BaseModel]] = [TargetSettings, LoadSettings, WorkloadSettings, OutputSettings]
 
 
 def _run(models: dict[type[BaseModel], BaseModel], _: dict[str, Any]) -> None:
-    target, load, output = models[TargetSettings], models[LoadSettings], models[OutputSettings]
-    assert isinstance(target, TargetSettings) and isinstance(load, LoadSettings)
-    assert isinstance(output, OutputSettings)
-    runner = build_runner(target, load, output)
+    target, load, output, workload = _settings(models)
+    runner = build_runner(target, load, output, workload)
     ids = attach_user_ids(runner, models[UserIdSettings], load.seed)
     offered = load.rate if load.mode == "open" else load.concurrency
     result = runner.run_step(offered, load.duration_s, seed=load.seed)
@@ -102,13 +127,9 @@ def _run(models: dict[type[BaseModel], BaseModel], _: dict[str, Any]) -> None:
     report(result, output)
 
 
-app.command(
-    "run",
-    epilog="Exit status: 0 valid, 3 invalid (achieved < 98 % of offered, schedule lag p99 over --max-lag, "
-    "a growing backlog, or above 70 % of --ceiling), 1 or 2 bad input.",
-)(
+app.command("run", epilog=EXIT_EPILOG)(
     settings_command(
-        [TargetSettings, LoadSettings, OutputSettings, UserIdSettings],
+        [*SETTINGS, UserIdSettings],
         _run,
         doc="Run one load step and report it, valid or not.\n\n"
         "Open loop (default): sends go out on a schedule precomputed from --seed (constant, Poisson or "
@@ -145,29 +166,45 @@ def mock_server(
         asyncio.run(serve(config, address.host, address.port, ready))
 
 
-@app.command("calibrate")
-def calibrate_command(
-    seconds: Annotated[float, typer.Option(min=0.5, max=120, help="Seconds to measure.")] = 3.0,
-    stream: Annotated[bool, typer.Option(help="Streamed requests (as `run` sends by default).")] = True,
-    output_tokens: Annotated[int, typer.Option(min=1, max=4096, help="Tokens per answer.")] = 8,
-) -> None:
-    """Measure this client's own ceiling (req/s) against an instant local mock; pass it to --ceiling."""
+def _option(name: str, default: Any, kind: Any, text: str) -> inspect.Parameter:
+    flag = "--" + name.replace("_", "-")
+    annotation = Annotated[kind, typer.Option(flag, help=text)]
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+
+
+def _calibrate(models: dict[type[BaseModel], BaseModel], extra: dict[str, Any]) -> None:
     from servescope.kit.load.calibrate import calibrate
 
+    workload = models[WorkloadSettings]
+    assert isinstance(workload, WorkloadSettings)
     try:
-        ceiling = calibrate(seconds, stream=stream, output_tokens=output_tokens)
+        found = calibrate(
+            extra["seconds"], shapes=workload_of(workload), api=workload.api, stream=extra["stream"]
+        )
     except RuntimeError as exc:
         usage_error(str(exc), 1)
-    refused = CEILING_FRACTION * ceiling
-    typer.echo(f"client ceiling {ceiling:.1f} req/s; results above {refused:.1f} req/s are refused")
+    typer.echo(found.line())
+
+
+app.command("calibrate")(
+    settings_command(
+        [WorkloadSettings],
+        _calibrate,
+        extra=[
+            _option("seconds", 3.0, float, "Seconds to measure."),
+            _option("stream", True, bool, "Streamed requests (as `run` sends by default)."),
+        ],
+        doc="Measure this client's own ceiling (req/s) for one request shape against an instant local "
+        "mock; pass it to --ceiling. `capacity run --url` and `tune` measure it themselves before their "
+        "first step, with the requests they will send.",
+    )
+)
 
 
 def _locust(models: dict[type[BaseModel], BaseModel], extra: dict[str, Any]) -> None:
     from servescope.kit.load.scaleout import LocustPlan, run_locust
 
-    target, load, output = models[TargetSettings], models[LoadSettings], models[OutputSettings]
-    assert isinstance(target, TargetSettings) and isinstance(load, LoadSettings)
-    assert isinstance(output, OutputSettings)
+    target, load, output, workload = _settings(models)
     plan = LocustPlan(
         target.url,
         target.model or first_model(target.url),
@@ -177,8 +214,8 @@ def _locust(models: dict[type[BaseModel], BaseModel], extra: dict[str, Any]) -> 
         load.arrival,
         load.cv,
         load.seed,
-        load.prompt_tokens,
-        load.output_tokens,
+        workload_of(workload),
+        workload.api,
         target.timeout_s,
     )
     rules = ValidityRules(max_lag_p99_s=load.max_lag_s, client_ceiling=output.ceiling)
@@ -195,13 +232,13 @@ WORKERS = inspect.Parameter(
     default=2,
     annotation=Annotated[int, typer.Option(min=1, max=64, help="Locust worker processes on this machine.")],
 )
-app.command("locust")(
+app.command("locust", epilog=EXIT_EPILOG)(
     settings_command(
-        [TargetSettings, LoadSettings, OutputSettings],
+        SETTINGS,
         _locust,
         extra=[WORKERS],
         doc="Run one open-loop step through a local Locust master and --workers workers.\n\n"
-        "Each worker sends every N-th request of the one seeded schedule (streamed /v1/completions); the "
+        "Each worker sends every N-th request of the one seeded schedule (streamed); the "
         "records are merged and judged by the same validity rules as `load run`; Locust's own merged "
         "histogram is quoted beside. Needs the `load` extra (locust, gevent), run as subprocesses.",
     )
@@ -217,9 +254,7 @@ def _replay(models: dict[type[BaseModel], BaseModel], extra: dict[str, Any]) -> 
         replay_shapes,
     )
 
-    target, load, output = models[TargetSettings], models[LoadSettings], models[OutputSettings]
-    assert isinstance(target, TargetSettings) and isinstance(load, LoadSettings)
-    assert isinstance(output, OutputSettings)
+    target, load, output, workload = _settings(models)
     try:
         profile = read_profile(
             PrometheusApi(extra["prometheus"]), extra["start"], extra["end"], extra["step"], extra["selector"]
@@ -234,15 +269,9 @@ def _replay(models: dict[type[BaseModel], BaseModel], extra: dict[str, Any]) -> 
         f"replaying {profile.duration_s:.0f} s of traffic (peak {peak:.2f} req/s) in {duration:.1f} s: "
         f"{len(times)} requests, rates x{extra['rate_scale']:g}"
     )
-    runner = build_runner(target, load, output)
+    runner = build_runner(target, load, output, workload)
     runner.shapes, runner.mode = replay_shapes(profile, load.seed), "open"
     report(runner.run_schedule(times, duration, seed=load.seed), output)
-
-
-def _option(name: str, default: Any, kind: Any, text: str) -> inspect.Parameter:
-    flag = "--" + name.replace("_", "-")
-    annotation = Annotated[kind, typer.Option(flag, help=text)]
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 
 
 REPLAY_OPTIONS = [
@@ -254,9 +283,9 @@ REPLAY_OPTIONS = [
     _option("compress", 60.0, float, "Replay this many times faster (a day at 1440: one minute)."),
     _option("rate_scale", 1.0, float, "Multiply every rate of the curve (more or less load, same shape)."),
 ]
-app.command("replay")(
+app.command("replay", epilog=EXIT_EPILOG)(
     settings_command(
-        [TargetSettings, LoadSettings, OutputSettings],
+        SETTINGS,
         _replay,
         extra=REPLAY_OPTIONS,
         doc="Replay a production traffic shape taken from Prometheus as an open-loop load.\n\n"

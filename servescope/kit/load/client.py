@@ -6,10 +6,10 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
-import httpx
+import aiohttp
 
 from servescope.kit.load.records import RequestRecord
 from servescope.kit.load.schedule import Shape
@@ -22,6 +22,14 @@ TokenSource = Literal["usage", "chunks", "mismatch", "none"]
 Clock = Callable[[], float]
 
 
+class RequestHooks(Protocol):
+    """What a run adds to every request (a header) and reads from every answer (its headers)."""
+
+    def headers(self) -> Mapping[str, str]: ...
+
+    def answered(self, sent: Mapping[str, str], received: Mapping[str, str]) -> None: ...
+
+
 @dataclass(frozen=True)
 class RequestSpec:
     """What every request of a run asks for."""
@@ -32,6 +40,9 @@ class RequestSpec:
     stream: bool = True
     ignore_eos: bool = True
     timeout_s: float = 30.0
+    # vLLM's `priority` request field, sent only when the engine schedules by priority (a field it
+    # otherwise refuses): the prompt's length, so shorter prompts go first (lower is served earlier).
+    priority: bool = False
 
 
 def prompt_text(tokens: int) -> str:
@@ -41,10 +52,13 @@ def prompt_text(tokens: int) -> str:
 
 def body_of(spec: RequestSpec, shape: Shape) -> dict[str, Any]:
     body: dict[str, Any] = {"model": spec.model, "max_tokens": shape.output_tokens, "stream": spec.stream}
+    text = shape.prompt or prompt_text(shape.prompt_tokens)
     if spec.api == "chat":
-        body["messages"] = [{"role": "user", "content": prompt_text(shape.prompt_tokens)}]
+        body["messages"] = [{"role": "user", "content": text}]
     else:
-        body["prompt"] = prompt_text(shape.prompt_tokens)
+        body["prompt"] = text
+    if spec.priority:
+        body["priority"] = shape.prompt_tokens
     if spec.ignore_eos:
         body["ignore_eos"] = True  # vLLM's extension; other servers ignore the unknown field
     if spec.stream:
@@ -65,6 +79,8 @@ def _content(chunk: dict[str, Any]) -> str:
 @dataclass
 class _Progress:
     first_token_s: float | None = None
+    last_content_s: float | None = None
+    gaps: list[float] = field(default_factory=list)
     chunks: int = 0
     prompt_tokens: int = 0
     usage_tokens: int | None = None
@@ -75,8 +91,12 @@ def _take(progress: _Progress, chunk: dict[str, Any], now: float) -> None:
     # or the closing chunk); TTFT waits for the first chunk with text, what a user sees first.
     if chunk.get("choices"):
         progress.chunks += 1
-    if progress.first_token_s is None and _content(chunk):
-        progress.first_token_s = now
+    if _content(chunk):
+        if progress.first_token_s is None:
+            progress.first_token_s = now
+        elif progress.last_content_s is not None:
+            progress.gaps.append(now - progress.last_content_s)
+        progress.last_content_s = now
     usage = chunk.get("usage")
     if isinstance(usage, dict):
         progress.prompt_tokens = int(usage.get("prompt_tokens") or 0)
@@ -91,39 +111,44 @@ def _tokens(progress: _Progress, streamed: bool) -> tuple[int, TokenSource]:
     return progress.usage_tokens, "usage"
 
 
-async def _stream(response: httpx.Response, progress: _Progress, clock: Clock) -> None:
-    async for line in response.aiter_lines():
-        if not line.startswith("data:"):
+async def _stream(response: aiohttp.ClientResponse, progress: _Progress, clock: Clock) -> None:
+    # Read to the body's end (past [DONE]), so the connection goes back to the pool: a body left
+    # unread closes it, and the next request would pay for a new connection.
+    async for raw in response.content:
+        if not raw.startswith(b"data:"):
             continue
-        data = line[5:].strip()
-        if data == "[DONE]":
-            return
+        data = raw[5:].strip()
+        if data == b"[DONE]":
+            continue
         chunk = json.loads(data)
         if isinstance(chunk, dict):
             _take(progress, chunk, clock())
 
 
 async def send(
-    client: httpx.AsyncClient,
+    client: aiohttp.ClientSession,
     spec: RequestSpec,
     shape: Shape,
     scheduled_s: float,
     clock: Clock,
+    *,
+    hooks: RequestHooks | None = None,
 ) -> tuple[RequestRecord, TokenSource]:
     """Send one request now; its record (times from `clock`, the step's clock) and the token source."""
+    # One piece: every way a request can end is caught here and becomes its record's reason.
     sent_s = clock()
     progress = _Progress()
     error: str | None = None
     try:
         async with asyncio.timeout(spec.timeout_s):
-            await _exchange(client, spec, shape, progress, clock)
+            await _exchange(client, spec, shape, progress, clock=clock, hooks=hooks)
     except TimeoutError:
         error = "timeout"
     except _HttpStatusError as exc:
         error = f"http_{exc.status}"
-    except (httpx.ConnectError, httpx.ConnectTimeout):
+    except aiohttp.ClientConnectorError:
         error = "connect"
-    except httpx.HTTPError:
+    except aiohttp.ClientError:
         error = "protocol"
     except (ValueError, TypeError):  # a body that is not the JSON the API promises
         error = "bad_response"
@@ -139,6 +164,7 @@ async def send(
         prompt_tokens=progress.prompt_tokens or shape.prompt_tokens,
         output_tokens=tokens,
         error=error,
+        chunk_gaps=tuple(progress.gaps),
     )
     return record, source
 
@@ -150,31 +176,42 @@ class _HttpStatusError(Exception):
 
 
 async def _exchange(
-    client: httpx.AsyncClient, spec: RequestSpec, shape: Shape, progress: _Progress, clock: Clock
+    client: aiohttp.ClientSession,
+    spec: RequestSpec,
+    shape: Shape,
+    progress: _Progress,
+    *,
+    clock: Clock,
+    hooks: RequestHooks | None,
 ) -> None:
     url = spec.base_url.rstrip("/") + PATHS[spec.api]
-    async with client.stream("POST", url, json=body_of(spec, shape)) as response:
-        if response.status_code != 200:
-            await response.aread()
-            raise _HttpStatusError(response.status_code)
+    headers = dict(hooks.headers()) if hooks is not None else None
+    async with client.post(url, json=body_of(spec, shape), headers=headers) as response:
+        if hooks is not None:
+            hooks.answered(headers or {}, response.headers)
+        if response.status != 200:
+            await response.read()
+            raise _HttpStatusError(response.status)
         if spec.stream:
             await _stream(response, progress, clock)
             return
-        body = json.loads(await response.aread())
+        body = json.loads(await response.read())
         if not isinstance(body, dict):
             raise ValueError("response body is not a JSON object")
         # Without streaming the first token arrives with the last: TTFT is the whole answer.
         _take(progress, body, clock())
 
 
-def new_client(
-    max_in_flight: int, timeout_s: float, event_hooks: Mapping[str, list[Callable[..., Any]]] | None = None
-) -> httpx.AsyncClient:
-    """One pooled client with a connection per in-flight request, so the pool never queues silently;
-    `event_hooks` (httpx's) see every request and answer (the user-id header)."""
-    limits = httpx.Limits(max_connections=max_in_flight, max_keepalive_connections=max_in_flight)
-    return httpx.AsyncClient(
-        limits=limits, timeout=httpx.Timeout(timeout_s), trust_env=False, event_hooks=event_hooks
+def new_client(max_in_flight: int) -> aiohttp.ClientSession:
+    """One pooled session with a connection per in-flight request, so the pool never queues silently.
+
+    aiohttp, as `vllm bench serve` uses: its connection pool costs the same at any number of idle
+    connections (httpx's walks them all for every request), which is most of a client's CPU at a few
+    hundred requests per second. Each request has its own deadline (`RequestSpec.timeout_s`).
+    """
+    connector = aiohttp.TCPConnector(limit=max_in_flight, limit_per_host=max_in_flight, ttl_dns_cache=300)
+    return aiohttp.ClientSession(
+        connector=connector, timeout=aiohttp.ClientTimeout(total=None), trust_env=False
     )
 
 

@@ -2,19 +2,23 @@
 
 The model name is read from the engine's `/v1/models` at the first step, not when the runner is made:
 `tune` makes its runner before the engine it restarts is up. The engine's own `/metrics` on the same
-URL is sampled beside the client's view, for the backlog test and the TTFT cross-check.
+URL is sampled beside the client's view, for the backlog test, the TTFT cross-check and the throughput
+check; its `/version` goes into the result's provenance.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import httpx
 
-from servescope.kit.load.client import RequestSpec
-from servescope.kit.load.engine_metrics import metrics_url
+from servescope.kit.load.client import Api, RequestSpec
+from servescope.kit.load.engine_metrics import engine_version, metrics_url
 from servescope.kit.load.records import LoopMode, StepResult
-from servescope.kit.load.runner import HttpStepRunner
+from servescope.kit.load.runner import HttpStepRunner, ShapeSource
+from servescope.kit.load.validity import ValidityRules
+from servescope.kit.load.workload import Workload
 
 
 def listed_model(base_url: str, timeout_s: float = 10.0) -> str:
@@ -32,6 +36,15 @@ class EndpointStepRunner:
 
     base_url: str
     mode: LoopMode = "open"
+    workload: ShapeSource = field(default_factory=Workload)
+    api: Api = "completions"
+    warmup_s: float = 0.0
+    rules: ValidityRules = field(default_factory=ValidityRules)
+    priority: bool = False  # send vLLM's `priority` field (the engine schedules by priority)
+    progress: Callable[[str], None] | None = None
+    timeout_s: float = 30.0
+    model: str = field(default="", init=False)
+    version: str = field(default="unknown", init=False)
     _runner: HttpStepRunner | None = field(default=None, init=False, repr=False)
 
     def check(self) -> None:
@@ -44,6 +57,16 @@ class EndpointStepRunner:
     def _connected(self) -> HttpStepRunner:
         if self._runner is None:
             url = self.base_url.rstrip("/")
-            spec = RequestSpec(url, listed_model(url))
-            self._runner = HttpStepRunner(spec, mode=self.mode, engine_metrics_url=metrics_url(url))
+            self.model = listed_model(url)
+            self.version = engine_version(url)
+            spec = RequestSpec(url, self.model, self.api, timeout_s=self.timeout_s, priority=self.priority)
+            self._runner = HttpStepRunner(
+                spec,
+                self.workload,
+                mode=self.mode,
+                rules=self.rules,
+                engine_metrics_url=metrics_url(url),
+                warmup_s=self.warmup_s,
+                progress=self.progress,
+            )
         return self._runner

@@ -1,21 +1,30 @@
-"""The engine's own view during a step: running/waiting samples and its TTFT histogram's delta."""
+"""The engine's own view during a step, sampled on a thread of its own, off the sending path.
+
+Running/waiting samples (the backlog test), its TTFT histogram's delta (the client-versus-engine cross
+check) and its token counter's delta (the throughput check). Reading and parsing a vLLM page costs
+milliseconds; in the event loop that sends, each read would delay the sends due meanwhile, so the watch
+runs on its own thread with its own blocking client, and its CPU is kept apart from the client's.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from servescope.kit.load.records import EngineSample
+from servescope.kit.load.records import EngineSample, RequestRecord, Throughput, delivered
+from servescope.kit.load.validity import EngineView
 
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
 TTFT = "vllm:time_to_first_token_seconds"
+GENERATION = "vllm:generation_tokens"
 MAX_PAGE_BYTES = 4 * 1024 * 1024
+READ_TIMEOUT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -27,18 +36,20 @@ class EnginePage:
     ttft_buckets: dict[float, float]  # upper bound `le` in seconds -> cumulative count
     ttft_sum: float = 0.0  # seconds
     ttft_count: float = 0.0
+    generation_tokens: float | None = None  # vllm:generation_tokens_total; None when not exported
 
 
 def _wanted(line: str) -> bool:
     name = line[7:] if line.startswith(("# TYPE ", "# HELP ")) else line
-    return name.startswith((RUNNING, WAITING, TTFT))
+    return name.startswith((RUNNING, WAITING, TTFT, GENERATION))
 
 
 def parse_page(text: str) -> EnginePage:
-    """The running/waiting gauges and cumulative TTFT buckets (by upper bound) of one exposition page."""
+    """The running/waiting gauges, cumulative TTFT buckets (by upper bound) and the token counter."""
     running = waiting = ttft_sum = ttft_count = 0.0
+    tokens: float | None = None
     buckets: dict[float, float] = {}
-    # Only the three families are parsed: a whole vLLM page costs tens of ms of the loop that sends.
+    # Only the families read here are parsed: a whole vLLM page costs tens of ms to parse.
     wanted = "\n".join(line for line in text.splitlines() if _wanted(line)) + "\n"
     for family in text_string_to_metric_families(wanted):
         for sample in family.samples:
@@ -53,7 +64,9 @@ def parse_page(text: str) -> EnginePage:
                 ttft_sum += sample.value
             elif sample.name == f"{TTFT}_count":
                 ttft_count += sample.value
-    return EnginePage(running, waiting, buckets, ttft_sum, ttft_count)
+            elif sample.name == f"{GENERATION}_total":
+                tokens = (tokens or 0.0) + sample.value
+    return EnginePage(running, waiting, buckets, ttft_sum, ttft_count, tokens)
 
 
 def bucket_delta(before: dict[float, float], after: dict[float, float]) -> tuple[tuple[float, float], ...]:
@@ -65,7 +78,11 @@ def bucket_delta(before: dict[float, float], after: dict[float, float]) -> tuple
 
 @dataclass
 class EngineWatch:
-    """Polls an engine's /metrics through a step; failures are counted, never raised."""
+    """Polls an engine's /metrics on its own thread through a step; failures are counted, never raised.
+
+    `open()` reads the first page (just before the first send), `start()` samples every `interval_s`
+    on the step's clock, `close()` stops the thread and reads the last page (after the last answer).
+    """
 
     url: str
     interval_s: float = 0.5
@@ -73,10 +90,18 @@ class EngineWatch:
     failures: int = 0
     first: EnginePage | None = None
     last: EnginePage | None = None
+    first_at: float = 0.0  # perf_counter of the first page read, and of the last
+    last_at: float = 0.0
+    cpu_s: float = 0.0  # CPU the sampling thread used (kept out of the client's cost)
+    _client: httpx.Client | None = None
+    _thread: threading.Thread | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
 
-    async def read(self, client: httpx.AsyncClient) -> EnginePage | None:
+    def read(self) -> EnginePage | None:
+        client = self._client or httpx.Client(trust_env=False, timeout=READ_TIMEOUT_S)
+        self._client = client
         try:
-            response = await client.get(self.url, timeout=2.0)
+            response = client.get(self.url)
             if response.status_code != 200 or len(response.content) > MAX_PAGE_BYTES:
                 raise ValueError(f"{self.url}: HTTP {response.status_code}, {len(response.content)} bytes")
             return parse_page(response.text)
@@ -84,18 +109,31 @@ class EngineWatch:
             self.failures += 1
             return None
 
-    async def run(self, client: httpx.AsyncClient, clock: Callable[[], float], stop: asyncio.Event) -> None:
-        """Sample until `stop` is set, then read one last page for the histogram's delta."""
-        while True:
-            page = await self.read(client)
+    def open(self) -> None:
+        self.first, self.first_at = self.read(), time.perf_counter()
+
+    def start(self, clock: Callable[[], float]) -> None:
+        self._thread = threading.Thread(target=self._run, args=(clock,), name="engine-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self, clock: Callable[[], float]) -> None:
+        began = time.thread_time()
+        while not self._stop.is_set():
+            page = self.read()
             if page is not None:
-                self.first = self.first or page
-                self.last = page
                 self.samples.append(EngineSample(clock(), page.running, page.waiting))
-            if stop.is_set():
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.interval_s)
+            self._stop.wait(self.interval_s)
+        self.cpu_s = time.thread_time() - began
+
+    def close(self) -> None:
+        """Stop sampling, then read the last page for the deltas."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=READ_TIMEOUT_S * 2)
+        self.last, self.last_at = self.read(), time.perf_counter()
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
     def ttft_mean_s(self) -> float | None:
         """The engine's mean TTFT over the step; None without requests counted or across a reset."""
@@ -110,7 +148,37 @@ class EngineWatch:
             return ()
         return bucket_delta(self.first.ttft_buckets, self.last.ttft_buckets)
 
+    def generated(self) -> tuple[float, float] | None:
+        """(tokens the engine generated, seconds between the two reads); None without the counter."""
+        if self.first is None or self.last is None:
+            return None
+        before, after = self.first.generation_tokens, self.last.generation_tokens
+        if before is None or after is None or after < before:
+            return None
+        return after - before, self.last_at - self.first_at
+
+
+def observed(watch: EngineWatch | None, records: Sequence[RequestRecord]) -> tuple[EngineView, Throughput]:
+    """What the engine showed of a step (nothing without a watch), and the step's throughput over the time
+    its requests took with the engine's own token count beside it where the engine exports one."""
+    throughput = delivered(records)
+    if watch is None:
+        return EngineView(), throughput
+    generated = watch.generated()
+    if generated is not None:
+        throughput = replace(throughput, engine_tokens=generated[0], engine_span_s=generated[1])
+    return EngineView(tuple(watch.samples), watch.ttft_buckets(), watch.ttft_mean_s()), throughput
+
 
 def metrics_url(base_url: str) -> str:
     """Where an OpenAI-compatible vLLM serves its metrics: /metrics beside /v1."""
     return base_url.rstrip("/").removesuffix("/v1") + "/metrics"
+
+
+def engine_version(base_url: str, timeout_s: float = 5.0) -> str:
+    """The engine's version as its /version answers ({"version": "0.x"}); "unknown" when it cannot say."""
+    try:
+        answer = httpx.get(f"{base_url.rstrip('/')}/version", timeout=timeout_s, trust_env=False).json()
+        return str(answer["version"]) if isinstance(answer, dict) and "version" in answer else "unknown"
+    except (httpx.HTTPError, ValueError):
+        return "unknown"

@@ -1,11 +1,13 @@
 """The Locust side of `servescope load locust`: one open-loop user per worker, its share of one schedule.
 
 Loaded only by the `locust` processes that `scaleout.py` starts (gevent patches the interpreter there;
-it never enters the servescope or pytest process). Each worker precomputes the whole seeded schedule
-and keeps every N-th send (its index from the master), so N workers together send exactly the schedule
-one process would. Latency is measured from the scheduled time, as in `servescope load run`. Every
-request is reported to Locust (its master merges the workers' histograms: the `ttft` and `e2e` rows)
-and written to the worker's JSONL file, which the orchestrator merges exactly.
+it never enters the servescope or pytest process). The orchestrator writes the whole step to a file:
+every request's due time and body, drawn once from the run's workload, so the workers send exactly the
+requests one process would; worker N sends every workers-th of them. All workers start on one signal
+(a `go` file naming the start on the wall clock), so their records share one time base. Requests go
+out through geventhttpclient (what Locust's FastHttpUser uses: a fraction of `requests`' CPU per
+request), each in its own greenlet; every request is reported to Locust (the `ttft` and `e2e` rows its
+master merges) and written to the worker's JSONL file, which the orchestrator merges exactly.
 """
 
 from __future__ import annotations
@@ -16,29 +18,20 @@ from pathlib import Path
 from typing import Any
 
 import gevent
-import requests
 from gevent.pool import Pool
+from geventhttpclient import HTTPClient
 from locust import User, constant, events, task
 from locust.env import Environment
 
-from servescope.kit.load.client import RequestSpec, body_of
-from servescope.kit.load.schedule import LengthDistribution, Shape, arrival_times, split_schedule
-
 MAX_IN_FLIGHT = 256
+POLL_S = 0.02
 
 
 def _options(parser: Any) -> None:
-    parser.add_argument("--ss-rate", type=float, default=1.0, help="offered req/s over all workers")
-    parser.add_argument("--ss-duration", type=float, default=10.0)
-    parser.add_argument("--ss-arrival", default="poisson")
-    parser.add_argument("--ss-cv", type=float, default=1.0)
-    parser.add_argument("--ss-seed", type=int, default=0)
+    parser.add_argument("--ss-work", default="", help="folder of the step: schedule, go signal, records")
     parser.add_argument("--ss-workers", type=int, default=1)
-    parser.add_argument("--ss-model", default="mock")
-    parser.add_argument("--ss-prompt-tokens", type=int, default=16)
-    parser.add_argument("--ss-output-tokens", type=int, default=8)
+    parser.add_argument("--ss-path", default="/v1/completions")
     parser.add_argument("--ss-timeout", type=float, default=30.0)
-    parser.add_argument("--ss-out", default="", help="folder for the workers' record files")
 
 
 events.init_command_line_parser.add_listener(_options)  # type: ignore[no-untyped-call]
@@ -55,6 +48,16 @@ def _fire(env: Environment, name: str, seconds: float | None, error: str | None)
     )
 
 
+def _start_time(work: Path, index: int) -> float:
+    """Say this worker is ready, wait for the go signal; the step's start on this process's clock."""
+    (work / f"ready-{index}").write_text("")
+    go = work / "go"
+    while not go.exists():
+        gevent.sleep(POLL_S)
+    start_wall = float(json.loads(go.read_text())["start_wall"])
+    return time.perf_counter() + (start_wall - time.time())
+
+
 class OpenLoopUser(User):
     """Sends this worker's share of the schedule; each request in its own greenlet, bounded."""
 
@@ -63,63 +66,44 @@ class OpenLoopUser(User):
     @task
     def run_schedule(self) -> None:
         opts = self.environment.parsed_options
-        runner = self.environment.runner
-        index = max(0, getattr(runner, "worker_index", 0))
-        times = arrival_times(
-            opts.ss_rate, opts.ss_duration, arrival=opts.ss_arrival, cv=opts.ss_cv, seed=opts.ss_seed
+        index = max(0, getattr(self.environment.runner, "worker_index", 0))
+        work = Path(opts.ss_work)
+        lines = (work / "schedule.jsonl").read_text().splitlines()
+        mine = [json.loads(line) for line in lines[index :: opts.ss_workers]]
+        client = HTTPClient.from_url(
+            str(self.host),
+            concurrency=MAX_IN_FLIGHT,
+            network_timeout=opts.ss_timeout,
+            connection_timeout=opts.ss_timeout,
         )
-        mine = split_schedule(times, opts.ss_workers, index)
-        shapes = LengthDistribution(opts.ss_prompt_tokens, opts.ss_output_tokens).sample(
-            len(times), opts.ss_seed
-        )
-        session = requests.Session()
-        adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=MAX_IN_FLIGHT)
-        session.mount("http://", adapter)
         pool, records = Pool(MAX_IN_FLIGHT), list[dict[str, Any]]()
-        start = time.perf_counter()
-        for number, at in enumerate(mine):
-            delay = at - (time.perf_counter() - start)
+        start = _start_time(work, index)
+        for item in mine:
+            delay = item["at"] - (time.perf_counter() - start)
             if delay > 0:
                 gevent.sleep(delay)
-            shape = shapes[number * opts.ss_workers + index]
-            pool.spawn(
-                self._one,
-                session=session,
-                at=at,
-                start=start,
-                prompt=shape.prompt_tokens,
-                output=shape.output_tokens,
-                records=records,
-            )
+            pool.spawn(self._one, client=client, item=item, start=start, records=records)
         pool.join(timeout=opts.ss_timeout + 1.0)
-        out = Path(opts.ss_out) / f"worker-{index}.jsonl"
-        out.write_text("".join(json.dumps(r) + "\n" for r in records))
+        (work / f"worker-{index}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
         while True:  # the orchestrator stops the run once every worker has written its file
             gevent.sleep(3600)
 
     def _one(
-        self,
-        *,
-        session: requests.Session,
-        at: float,
-        start: float,
-        prompt: int,
-        output: int,
-        records: list[dict[str, Any]],
+        self, *, client: HTTPClient, item: dict[str, Any], start: float, records: list[dict[str, Any]]
     ) -> None:
         opts = self.environment.parsed_options
-        record: dict[str, Any] = {"scheduled_s": at, "sent_s": time.perf_counter() - start}
+        at = item["at"]
+        record: dict[str, Any] = {"scheduled_s": at, "sent_s": time.perf_counter() - start, "gaps": []}
         record.update(first_token_s=None, done_s=None, output_tokens=0, error=None)
-        spec = RequestSpec(str(self.host), opts.ss_model, timeout_s=opts.ss_timeout)
+        record["prompt_tokens"] = item["prompt_tokens"]
         try:
-            _exchange(session, spec, body_of(spec, Shape(prompt, output)), record, start)
+            with gevent.Timeout(opts.ss_timeout, _TimeoutError):
+                _exchange(client, opts.ss_path, item["body"], record, start)
         except _FailedError as exc:
             record["error"] = str(exc)
-        except requests.Timeout:
+        except _TimeoutError:
             record["error"] = "timeout"
-        except requests.ConnectionError:
-            record["error"] = "connect"
-        except (requests.RequestException, ValueError):
+        except (OSError, ValueError):
             record["error"] = "protocol"
         records.append(record)
         ttft = None if record["first_token_s"] is None else record["first_token_s"] - at
@@ -128,31 +112,50 @@ class OpenLoopUser(User):
         _fire(self.environment, "e2e", e2e, record["error"])
 
 
+class _FailedError(Exception):
+    pass
+
+
+class _TimeoutError(Exception):
+    pass
+
+
 def _exchange(
-    session: requests.Session, spec: RequestSpec, body: dict[str, Any], record: dict[str, Any], start: float
+    client: HTTPClient, path: str, body: dict[str, Any], record: dict[str, Any], start: float
 ) -> None:
-    url = f"{spec.base_url}/v1/completions"
-    with session.post(url, json=body, stream=True, timeout=spec.timeout_s) as response:
+    headers = {"Content-Type": "application/json"}
+    response = client.post(path, json.dumps(body).encode(), headers=headers)
+    try:
         if response.status_code != 200:
+            response.read()
             raise _FailedError(f"http_{response.status_code}")
-        for line in response.iter_lines():
+        while True:
+            line = response.readline(b"\n")
+            if not line:
+                break
             _read_line(line, record, start)
+    finally:
+        response.release()
     record["done_s"] = time.perf_counter() - start
     if record["first_token_s"] is None:
         record["error"] = "no_content"
 
 
-class _FailedError(Exception):
-    pass
-
-
 def _read_line(line: bytes, record: dict[str, Any], start: float) -> None:
-    if not line.startswith(b"data:") or line.strip() == b"data: [DONE]":
+    line = line.strip()
+    if not line.startswith(b"data:") or line == b"data: [DONE]":
         return
     chunk = json.loads(line[5:])
     choices = chunk.get("choices") or []
-    if choices and choices[0].get("text") and record["first_token_s"] is None:
-        record["first_token_s"] = time.perf_counter() - start
+    choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+    delta = choice.get("delta") or {}
+    if choice.get("text") or (isinstance(delta, dict) and delta.get("content")):
+        now = time.perf_counter() - start
+        if record["first_token_s"] is None:
+            record["first_token_s"] = now
+        else:
+            record["gaps"].append(now - record["last_s"])
+        record["last_s"] = now
     usage = chunk.get("usage")
     if isinstance(usage, dict):
         record["output_tokens"] = int(usage.get("completion_tokens") or 0)

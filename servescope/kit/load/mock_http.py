@@ -21,6 +21,7 @@ from servescope.kit.load.mock_server import (
 
 REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 413: "Too Large"}
 IDLE_SECONDS = 60.0  # a keep-alive connection with no next request this long is closed
+MOCK_VERSION = "servescope-mock-1"  # what /version answers (vLLM answers its own version there)
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ async def _stream(writer: asyncio.StreamWriter, events: AsyncIterator[bytes]) ->
 
 
 async def answer(engine: MockEngine, request: Request, writer: asyncio.StreamWriter) -> None:
-    """Route one request: completions, chat completions, /metrics, /health, /v1/models."""
+    """Route one request: completions, chat completions, /metrics, /health, /version, /v1/models."""
     routes = {"/v1/completions": False, "/v1/chat/completions": True}
     if request.path in routes:
         if request.method != "POST":
@@ -93,6 +94,8 @@ async def answer(engine: MockEngine, request: Request, writer: asyncio.StreamWri
         await _respond(writer, 200, "text/plain; version=0.0.4", metrics_page(engine))
     elif request.path == "/health":
         await _respond(writer, 200, "text/plain", b"")
+    elif request.path == "/version":
+        await _respond(writer, 200, "application/json", f'{{"version": "{MOCK_VERSION}"}}'.encode())
     elif request.path == "/v1/models":
         body = f'{{"object": "list", "data": [{{"id": "{engine.config.model}", "object": "model"}}]}}'
         await _respond(writer, 200, "application/json", body.encode())

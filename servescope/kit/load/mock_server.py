@@ -11,6 +11,7 @@ asyncio streams: bounded heads and bodies, keep-alive, chunked streaming.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 import time
 from collections.abc import AsyncIterator
@@ -56,20 +57,37 @@ class MockConfig:
     model: str = "mock"
 
 
+@dataclass(frozen=True, slots=True)
+class Booking:
+    """One request's timeline, fixed when it arrives (perf_counter seconds)."""
+
+    arrived: float
+    start: float  # when a slot takes it: the arrival, or when the earliest slot frees
+    first: float  # its first token: start + ttft
+    done: float  # its last token: first + (tokens - 1) x token delay
+
+
 class MockEngine:
-    """The queueing engine behind the HTTP front, with vLLM-named metrics on its own registry."""
+    """The queueing engine behind the HTTP front, with vLLM-named metrics on its own registry.
+
+    Its queue is computed, not slept: each arrival books the slot that frees first (FIFO), and its
+    first and last token times follow from that slot's start. A late event loop (a busy machine) then
+    delays when a token is *sent*, never when the slot frees, so the engine serves exactly the queue
+    its parameters describe, whose latency a queue simulation computes.
+    """
 
     def __init__(self, config: MockConfig) -> None:
         if config.slots < 1 or config.ttft_s < 0 or config.token_s < 0:
             raise ValueError(f"mock config {config}: slots >= 1 and non-negative delays required")
         self.config = config
-        self._slots = asyncio.Semaphore(config.slots)
-        self.running = 0
-        self.waiting = 0
+        self._free = [0.0] * config.slots  # a heap of the times each slot frees
+        self._booked: list[Booking] = []  # bookings not yet done (the running and waiting gauges)
         self.registry = CollectorRegistry()
-        self._gauge("vllm:num_requests_running", "Requests in a slot").set_function(lambda: self.running)
+        self._gauge("vllm:num_requests_running", "Requests in a slot").set_function(
+            lambda: self._count(waiting=False)
+        )
         self._gauge("vllm:num_requests_waiting", "Requests waiting for a slot").set_function(
-            lambda: self.waiting
+            lambda: self._count(waiting=True)
         )
         self.ttft = self._histogram("vllm:time_to_first_token_seconds", "TTFT from arrival", TTFT_BUCKETS)
         self.e2e = self._histogram("vllm:e2e_request_latency_seconds", "E2E from arrival", E2E_BUCKETS)
@@ -96,27 +114,34 @@ class MockEngine:
         family = Histogram(name, text, ["model_name"], registry=self.registry, buckets=buckets)
         return family.labels(self.config.model)
 
-    async def generate(self, prompt_tokens: int, max_tokens: int) -> AsyncIterator[int]:
-        """Yield token indexes as they are produced: after the queue and TTFT, then one per token delay."""
+    def _count(self, *, waiting: bool) -> int:
+        now = time.perf_counter()
+        self._booked = [b for b in self._booked if b.done > now]
+        return sum(1 for b in self._booked if (b.start > now) == waiting)
+
+    def book(self, max_tokens: int) -> Booking:
+        """Take the slot that frees first, now: the request's whole timeline."""
         arrived = time.perf_counter()
-        self.waiting += 1
-        try:
-            await self._slots.acquire()
-        finally:
-            self.waiting -= 1
-        self.running += 1
-        try:
-            if self.config.ttft_s:
-                await asyncio.sleep(self.config.ttft_s)
-            self.ttft.observe(time.perf_counter() - arrived)
-            for index in range(max_tokens):
-                if index and self.config.token_s:
-                    await asyncio.sleep(self.config.token_s)
-                yield index
-        finally:
-            self.running -= 1
-            self._slots.release()
-        self.finished(prompt_tokens, max_tokens, time.perf_counter() - arrived)
+        start = max(arrived, heapq.heappop(self._free))
+        first = start + self.config.ttft_s
+        booking = Booking(arrived, start, first, first + max(0, max_tokens - 1) * self.config.token_s)
+        heapq.heappush(self._free, booking.done)
+        self._booked.append(booking)
+        return booking
+
+    async def generate(self, prompt_tokens: int, max_tokens: int) -> AsyncIterator[int]:
+        """Yield token indexes at their booked times: the first after the queue and TTFT, then one per
+        token delay. The slot stays booked to the last token even if the client goes away."""
+        booking = self.book(max_tokens)
+        for index in range(max_tokens):
+            due = booking.first + index * self.config.token_s
+            wait = due - time.perf_counter()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            if index == 0:
+                self.ttft.observe(booking.first - booking.arrived)
+            yield index
+        self.finished(prompt_tokens, max_tokens, booking.done - booking.arrived)
 
     def finished(self, prompt_tokens: int, output_tokens: int, e2e_s: float) -> None:
         """Count one finished request as vLLM does: success, token counters, length histograms."""

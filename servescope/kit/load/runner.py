@@ -3,6 +3,9 @@
 It implements `StepRunner`, so capacity search and tuning drive a real engine through it exactly as
 they drive the simulated one. In-flight requests are capped; a request that waits for the cap is sent
 late, and that lateness is the schedule lag that invalidates the step, never a silently dropped request.
+A warm-up (`warmup_s`) is the first part of the same schedule: sent, answered and counted in the
+throughput, but not in the latency records. The engine's /metrics is sampled on a thread of its own
+(`EngineWatch`), and the CPU the sending cost is measured apart from it.
 """
 
 from __future__ import annotations
@@ -10,20 +13,37 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-import httpx
+import aiohttp
 
-from servescope.kit.load.client import Clock, RequestSpec, TokenSource, new_client, now_from, send
-from servescope.kit.load.engine_metrics import EngineWatch
+from servescope.kit.load.client import (
+    Clock,
+    RequestHooks,
+    RequestSpec,
+    TokenSource,
+    new_client,
+    now_from,
+    send,
+)
+from servescope.kit.load.engine_metrics import EngineWatch, observed
 from servescope.kit.load.metrics import LoadMetrics
-from servescope.kit.load.records import LoopMode, RequestRecord, StepResult
-from servescope.kit.load.schedule import Arrival, LengthDistribution, Shape, ShapeList, arrival_times
-from servescope.kit.load.validity import EngineView, ValidityRules, client_step
+from servescope.kit.load.pressure import cpu_pressure
+from servescope.kit.load.records import ClientCost, LoopMode, RequestRecord, StepResult
+from servescope.kit.load.schedule import Arrival, LengthDistribution, Shape, arrival_times
+from servescope.kit.load.validity import ValidityRules, client_step, percentile, schedule_lags
 
 CLOSED_LOOP_SHAPES = 4096  # shapes drawn up front for closed-loop clients, cycled
 START_LEAD_S = 0.05  # the schedule starts this long after setup, so the first sends are not late by it
+PROGRESS_EVERY_S = 5.0
+
+
+class ShapeSource(Protocol):
+    """Draws the requests of a step (a `Workload`, a `LengthDistribution`, a replayed `ShapeList`)."""
+
+    def sample(self, count: int, seed: int) -> list[Shape]: ...
 
 
 @dataclass
@@ -33,6 +53,7 @@ class _Tally:
     metrics: LoadMetrics | None
     records: list[RequestRecord] = field(default_factory=list)
     sources: Counter[TokenSource] = field(default_factory=Counter)
+    sent: int = 0
 
     def add(self, record: RequestRecord, source: TokenSource) -> None:
         self.records.append(record)
@@ -46,7 +67,7 @@ class HttpStepRunner:
     """One step = one schedule at `offered` req/s (open) or `offered` concurrent clients (closed)."""
 
     spec: RequestSpec
-    shapes: LengthDistribution | ShapeList = field(default_factory=LengthDistribution)
+    shapes: ShapeSource = field(default_factory=LengthDistribution)
     mode: LoopMode = "open"
     arrival: Arrival = "poisson"
     cv: float = 1.0
@@ -54,56 +75,83 @@ class HttpStepRunner:
     rules: ValidityRules = field(default_factory=ValidityRules)
     engine_metrics_url: str | None = None
     metrics: LoadMetrics | None = None
-    event_hooks: dict[str, list[Callable[..., Awaitable[None]]]] | None = None  # httpx's, per request
+    warmup_s: float = 0.0
+    progress: Callable[[str], None] | None = None  # told how a step goes every PROGRESS_EVERY_S
+    hooks: RequestHooks | None = None  # a header on every request, its answer read (user ids)
 
     def run_step(self, offered: float, duration_s: float, *, seed: int) -> StepResult:
         if self.mode == "closed":
             return asyncio.run(self._measure(offered, duration_s, None, seed))
-        times = arrival_times(offered, duration_s, arrival=self.arrival, cv=self.cv, seed=seed)
-        return asyncio.run(self._measure(offered, duration_s, times, seed))
+        whole = arrival_times(
+            offered, self.warmup_s + duration_s, arrival=self.arrival, cv=self.cv, seed=seed
+        )
+        return asyncio.run(self._measure(offered, duration_s, [t - self.warmup_s for t in whole], seed))
 
     def run_schedule(self, times: Sequence[float], duration_s: float, *, seed: int) -> StepResult:
-        """An open-loop step over a given schedule (a replayed production curve)."""
+        """An open-loop step over a given schedule (a replayed production curve), with no warm-up."""
         offered = len(times) / duration_s if duration_s > 0 else 0.0
-        return asyncio.run(self._measure(offered, duration_s, list(times), seed))
+        saved, self.warmup_s = self.warmup_s, 0.0
+        try:
+            return asyncio.run(self._measure(offered, duration_s, list(times), seed))
+        finally:
+            self.warmup_s = saved
 
     async def _measure(
         self, offered: float, duration_s: float, times: list[float] | None, seed: int
     ) -> StepResult:
         tally = _Tally(self.metrics)
         watch = EngineWatch(self.engine_metrics_url) if self.engine_metrics_url else None
-        async with (
-            new_client(self.max_in_flight, self.spec.timeout_s, self.event_hooks) as client,
-            httpx.AsyncClient(trust_env=False) as side,
-        ):
+        warmup = self.warmup_s if times is not None else 0.0
+        async with new_client(self.max_in_flight) as client:
             if watch is not None:
-                watch.first = await watch.read(side)
-            start = time.perf_counter() + START_LEAD_S
-            clock = now_from(start)
-            stop = asyncio.Event()
-            watching = asyncio.create_task(watch.run(side, clock, stop)) if watch else None
+                await asyncio.to_thread(watch.open)
+            began, cpu_before = time.perf_counter(), time.process_time()
+            clock = now_from(began + START_LEAD_S + warmup)
+            if watch is not None:
+                watch.start(clock)
             if self.metrics is not None:
                 self.metrics.step_started(self.mode, offered)
-            if times is None:
-                await self._closed(
-                    client=client,
-                    clients=int(offered),
-                    duration_s=duration_s,
-                    seed=seed,
-                    clock=clock,
-                    tally=tally,
-                )
-            else:
-                await self._open(client=client, times=times, seed=seed, clock=clock, tally=tally)
-            stop.set()
-            if watching is not None:
-                await watching
-        return self._result(offered, duration_s, tally, watch)
+            reporting = asyncio.create_task(self._report(clock, duration_s, tally))
+            try:
+                if times is None:
+                    await self._closed(
+                        client=client,
+                        clients=int(offered),
+                        duration_s=duration_s,
+                        seed=seed,
+                        clock=clock,
+                        tally=tally,
+                    )
+                else:
+                    await self._open(client=client, times=times, seed=seed, clock=clock, tally=tally)
+            finally:
+                reporting.cancel()
+            cpu = time.process_time() - cpu_before
+            wall = time.perf_counter() - began
+        if watch is not None:
+            await asyncio.to_thread(watch.close)
+            cpu -= watch.cpu_s
+        cost = ClientCost(max(0.0, cpu), wall, tally.sent, cpu_pressure())
+        return self._result(
+            offered=offered, duration_s=duration_s, tally=tally, watch=watch, cost=cost, warmup_s=warmup
+        )
+
+    async def _report(self, clock: Clock, duration_s: float, tally: _Tally) -> None:
+        """Live progress within a step: sent, answered, in flight, the lag so far."""
+        if self.progress is None:
+            return
+        while True:
+            await asyncio.sleep(PROGRESS_EVERY_S)
+            lag = percentile(schedule_lags(tally.records), 0.99) or 0.0
+            self.progress(
+                f"    {clock():5.0f}/{duration_s:g} s: {tally.sent} sent, {len(tally.records)} answered, "
+                f"{tally.sent - len(tally.records)} in flight, lag p99 {lag * 1000:.0f} ms"
+            )
 
     async def _open(
         self,
         *,
-        client: httpx.AsyncClient,
+        client: aiohttp.ClientSession,
         times: list[float],
         seed: int,
         clock: Clock,
@@ -132,7 +180,7 @@ class HttpStepRunner:
         self,
         *,
         gate: asyncio.Semaphore,
-        client: httpx.AsyncClient,
+        client: aiohttp.ClientSession,
         shape: Shape,
         at: float,
         clock: Clock,
@@ -142,9 +190,10 @@ class HttpStepRunner:
         try:
             async with gate:
                 sent_at = clock()
+                tally.sent += 1
                 if self.metrics is not None:
                     self.metrics.sent(sent_at - at)
-                record, source = await send(client, self.spec, shape, at, clock)
+                record, source = await send(client, self.spec, shape, at, clock, hooks=self.hooks)
         except asyncio.CancelledError:
             reason = "not_sent" if sent_at is None else "cancelled"
             tally.add(RequestRecord(at, sent_at, None, None, shape.prompt_tokens, 0, reason), "none")
@@ -154,7 +203,7 @@ class HttpStepRunner:
     async def _closed(
         self,
         *,
-        client: httpx.AsyncClient,
+        client: aiohttp.ClientSession,
         clients: int,
         duration_s: float,
         seed: int,
@@ -169,16 +218,25 @@ class HttpStepRunner:
                 shape = shapes[turn % len(shapes)]
                 turn += clients
                 at = clock()  # closed loop: a request is due when the previous answer arrived
+                tally.sent += 1
                 if self.metrics is not None:
                     self.metrics.sent(0.0)
-                record, source = await send(client, self.spec, shape, at, clock)
+                record, source = await send(client, self.spec, shape, at, clock, hooks=self.hooks)
                 tally.add(record, source)
 
         await asyncio.gather(*(one_client(i) for i in range(max(1, clients))))
 
     def _result(
-        self, offered: float, duration_s: float, tally: _Tally, watch: EngineWatch | None
+        self,
+        *,
+        offered: float,
+        duration_s: float,
+        tally: _Tally,
+        watch: EngineWatch | None,
+        cost: ClientCost,
+        warmup_s: float,
     ) -> StepResult:
+        # One piece: the step's notes, throughput, engine view and verdict are assembled together.
         label = (
             f"open loop, {self.arrival} arrivals"
             if self.mode == "open"
@@ -189,13 +247,21 @@ class HttpStepRunner:
             f"tokens: {tally.sources['usage']} from usage, {tally.sources['chunks']} from the chunk count, "
             f"{tally.sources['mismatch']} usage/chunk mismatches",
         ]
-        engine = EngineView()
-        if watch is not None:
-            engine = EngineView(tuple(watch.samples), watch.ttft_buckets(), watch.ttft_mean_s())
-            if watch.failures:
-                notes.append(f"engine /metrics: {watch.failures} failed reads")
+        engine, throughput = observed(watch, tally.records)
+        if watch is not None and watch.failures:
+            notes.append(f"engine /metrics: {watch.failures} failed reads")
+        measured = [r for r in tally.records if r.scheduled_s >= 0]
         result = client_step(
-            self.mode, offered, duration_s, tally.records, self.rules, engine=engine, notes=notes
+            self.mode,
+            offered,
+            duration_s,
+            measured,
+            self.rules,
+            engine=engine,
+            notes=notes,
+            throughput=throughput,
+            client=cost,
+            warmup_s=warmup_s,
         )
         if self.metrics is not None:
             self.metrics.step_finished(result)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 Arrival = Literal["constant", "poisson", "gamma"]
 ARRIVALS: tuple[Arrival, ...] = ("constant", "poisson", "gamma")
@@ -51,10 +51,12 @@ def arrival_times(
 
 @dataclass(frozen=True, slots=True)
 class Shape:
-    """One request's size: prompt tokens asked for and output tokens to generate."""
+    """One request: prompt tokens asked for, output tokens to generate, and its prompt text when the
+    workload chose one (empty: the client writes `prompt_tokens` words of its fixed prompt)."""
 
     prompt_tokens: int
     output_tokens: int
+    prompt: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,32 +92,42 @@ class ShapeList:
         return [self.shapes[rng.randrange(len(self.shapes))] for _ in range(count)]
 
 
-def read_shapes(path: Path) -> tuple[ShapeList, int]:
-    """Shapes from JSONL lines {"prompt_tokens": N, "output_tokens": M}; also how many lines were bad."""
+def read_jsonl(path: Path, parse: Callable[[str], Shape | None]) -> tuple[list[Shape], int]:
+    """The shapes `parse` finds in a JSONL file's lines (the first MAX_SHAPES_FILE_LINES), and how many
+    lines it found none in (blank lines are no line)."""
     shapes: list[Shape] = []
     bad = 0
     with path.open(encoding="utf-8", errors="replace") as lines:
         for number, line in enumerate(lines):
             if number >= MAX_SHAPES_FILE_LINES:
                 break
-            if not line.strip():
-                continue
-            shape = _shape_of(line)
-            if shape is None:
-                bad += 1
-            else:
-                shapes.append(shape)
+            if line.strip():
+                shape = parse(line)
+                bad += shape is None
+                shapes += [] if shape is None else [shape]
+    return shapes, bad
+
+
+def read_shapes(path: Path) -> tuple[ShapeList, int]:
+    """Shapes from JSONL lines {"prompt_tokens": N, "output_tokens": M}; also how many lines were bad."""
+    shapes, bad = read_jsonl(path, _shape_of)
     if not shapes:
         raise ValueError(f"{path}: no line has positive integer prompt_tokens and output_tokens")
     return ShapeList(tuple(shapes)), bad
 
 
-def _shape_of(line: str) -> Shape | None:
+def json_object(line: str) -> dict[str, Any] | None:
+    """The JSON object a line holds, or None for anything else."""
     try:
         item = json.loads(line)
     except json.JSONDecodeError:
         return None
-    if not isinstance(item, dict):
+    return item if isinstance(item, dict) else None
+
+
+def _shape_of(line: str) -> Shape | None:
+    item = json_object(line)
+    if item is None:
         return None
     prompt, output = item.get("prompt_tokens"), item.get("output_tokens")
     if not (_length(prompt) and _length(output)):

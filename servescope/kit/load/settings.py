@@ -10,18 +10,68 @@ from pydantic import BaseModel, field_validator
 from servescope.core.settings_cli import setting
 from servescope.kit.load.client import Api
 from servescope.kit.load.schedule import Arrival
+from servescope.kit.load.workload import Workload, WorkloadKind, read_dataset
+
+
+class WorkloadSettings(BaseModel):
+    """What the requests ask: prompts (random, a dataset, or the fixed one), lengths and the API."""
+
+    workload: WorkloadKind = setting(
+        "random",
+        "--workload",
+        "random: prompts of random common words (with --prefix-share of each shared); dataset: "
+        "--dataset; fixed: one repeated word (nearly all prefix-cache hits on a real engine).",
+    )
+    prompt_tokens: int = setting(128, "--prompt-tokens", "Mean prompt length, tokens.", ge=1, le=1_000_000)
+    output_tokens: int = setting(
+        32,
+        "--output-tokens",
+        "Mean output length, tokens (with --dataset: the longest reply asked for).",
+        ge=1,
+        le=1_000_000,
+    )
+    spread: float = setting(
+        0.0, "--spread", "Uniform spread of both lengths around their mean (0.2 = +-20 %).", ge=0, lt=1
+    )
+    prefix_share: float = setting(
+        0.0,
+        "--prefix-share",
+        "Random prompts: the share of each prompt every request shares (a system prompt).",
+        ge=0,
+        le=1,
+    )
+    dataset: Path | None = setting(
+        None,
+        "--dataset",
+        "JSONL: ShareGPT conversations, {prompt, output_tokens} or {prompt_tokens, output_tokens} "
+        "lines (implies --workload dataset).",
+    )
+    api: Api = setting(
+        "completions", "--api", "completions (/v1/completions) or chat (/v1/chat/completions)."
+    )
+
+    def build(self) -> tuple[Workload, int]:
+        """The workload, and how many dataset lines were skipped; ValueError naming a bad dataset."""
+        if self.dataset is not None:
+            try:
+                return read_dataset(self.dataset, max_output_tokens=self.output_tokens)
+            except OSError as exc:
+                raise ValueError(f"--dataset {self.dataset}: {exc}") from None
+        if self.workload == "dataset":
+            raise ValueError("--workload dataset needs --dataset FILE")
+        workload = Workload(
+            self.workload, self.prompt_tokens, self.output_tokens, self.spread, self.prefix_share
+        )
+        return workload, 0
 
 
 class TargetSettings(BaseModel):
-    """Which endpoint, and what each request asks of it."""
+    """Which endpoint, and how each request is sent."""
 
     url: str = setting(
         "http://127.0.0.1:8000", "--url", "Base URL of the OpenAI-compatible server (without /v1)."
     )
     model: str = setting("", "--model", "Model name to ask for. Empty: the first of the server's /v1/models.")
-    api: Api = setting(
-        "completions", "--api", "completions (/v1/completions) or chat (/v1/chat/completions)."
-    )
     stream: bool = setting(
         True,
         "--stream/--no-stream",
@@ -76,13 +126,12 @@ class LoadSettings(BaseModel):
         gt=0,
         le=20,
     )
-    prompt_tokens: int = setting(128, "--prompt-tokens", "Mean prompt length, tokens.", ge=1, le=1_000_000)
-    output_tokens: int = setting(32, "--output-tokens", "Mean output length, tokens.", ge=1, le=1_000_000)
-    spread: float = setting(
-        0.0, "--spread", "Uniform spread of both lengths around their mean (0.2 = +-20 %).", ge=0, lt=1
-    )
-    shapes: Path | None = setting(
-        None, "--shapes", "JSONL of {prompt_tokens, output_tokens} per line, drawn from instead of the means."
+    warmup_s: float = setting(
+        0.0,
+        "--warmup",
+        "Open loop: seconds of the same schedule sent first and left out of the latency figures.",
+        ge=0,
+        le=3600,
     )
     max_in_flight: int = setting(
         256,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from servescope.kit.load.records import RequestRecord, StepResult, achieved_rate
+from servescope.kit.load.records import RequestRecord, StepResult, Throughput, achieved_rate, delivered
 from servescope.kit.load.validity import bucket_bounds, percentile
 
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
@@ -57,27 +57,43 @@ def mode_label(result: StepResult) -> str:
     return f"open loop, {result.offered:g} req/s offered"
 
 
+def throughput_of(result: StepResult) -> Throughput:
+    """The step's throughput over the time its requests took (the runner's, or from its records)."""
+    return result.throughput or delivered(result.records)
+
+
 def summarise(result: StepResult) -> dict[str, Any]:
     """Everything a report needs about one step, JSON-ready."""
     ok: list[RequestRecord] = [r for r in result.records if r.ok]
     errors = Counter(r.error for r in result.records if r.error is not None)
     agreement = ttft_agreement(result)
+    delivered_now = throughput_of(result)
+    cost = result.client
     return {
         "mode": result.mode,
         "label": mode_label(result),
+        "status": result.status,
         "valid": result.valid,
         "invalid_reason": result.invalid_reason,
         "offered": result.offered,
         "duration_s": result.duration_s,
+        "warmup_s": result.warmup_s,
         "achieved_rate": achieved_rate(result.records, result.duration_s),
         "requests": len(result.records),
         "succeeded": len(ok),
         "errors": dict(sorted(errors.items())),
-        "output_tokens_per_s": sum(r.output_tokens for r in ok) / result.duration_s,
+        "span_s": delivered_now.span_s,
+        "output_tokens_per_s": delivered_now.tokens_per_s,
+        "requests_per_s": delivered_now.requests_per_s,
+        "engine_output_tokens_per_s": delivered_now.engine_tokens_per_s,
+        "client_cpu_per_request_ms": cost.cpu_per_request_ms if cost else None,
+        "client_busy": cost.busy if cost else None,
+        "cpu_pressure": cost.cpu_pressure if cost else None,
         "ttft_s": _quantiles([r.ttft_s for r in ok]),
         "service_ttft_s": _quantiles([r.service_ttft_s for r in ok]),
         "e2e_s": _quantiles([r.e2e_s for r in ok]),
         "tpot_s": _quantiles([r.tpot_s for r in ok]),
+        "itl_s": _quantiles([gap for r in ok for gap in r.chunk_gaps]),
         "schedule_lag_p99_s": result.schedule_lag_p99_s,
         "engine_ttft_p99_bucket_s": list(agreement.bucket) if agreement else None,
         "engine_ttft_agrees": agreement.agrees if agreement else None,
@@ -92,21 +108,43 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:.1f} ms"
 
 
+HEADS = {
+    "valid": "VALID",
+    "client_bound": "CLIENT_BOUND (not a result: the client could not drive it)",
+    "overloaded": "OVERLOADED (above capacity: the engine's backlog grew)",
+    "engine_failed": "ENGINE_FAILED (most requests failed)",
+}
+
+
+def _engine_rate(summary: dict[str, Any]) -> str:
+    engine = summary["engine_output_tokens_per_s"]
+    return "" if engine is None else f" (the engine counted {engine:.1f})"
+
+
 def render_text(summary: dict[str, Any]) -> str:
-    """The summary for a terminal; an invalid step says so first, with its reason."""
-    head = "VALID" if summary["valid"] else f"INVALID (not a result): {summary['invalid_reason']}"
+    """The summary for a terminal; a step that is not a result says so first, with the side at fault."""
+    head = HEADS[summary["status"]]
+    if summary["invalid_reason"]:
+        head += f": {summary['invalid_reason']}"
+    cost = summary["client_cpu_per_request_ms"]
     lines = [
         f"{summary['label']}: {head}",
         f"  achieved {summary['achieved_rate']:.2f} req/s over {summary['duration_s']:g} s; "
         f"{summary['succeeded']}/{summary['requests']} succeeded; errors {summary['errors'] or 'none'}",
-        f"  output {summary['output_tokens_per_s']:.1f} tokens/s; schedule lag p99 "
-        f"{_ms(summary['schedule_lag_p99_s'])}",
+        f"  output {summary['output_tokens_per_s']:.1f} tokens/s over the {summary['span_s']:.1f} s the "
+        f"requests took{_engine_rate(summary)}; schedule lag p99 {_ms(summary['schedule_lag_p99_s'])}",
     ]
+    if cost is not None:
+        lines.append(
+            f"  client CPU {cost:.2f} ms per request ({summary['client_busy']:.0%} of a core); CPU "
+            f"pressure {summary['cpu_pressure']:.0f} %"
+        )
     for key, title in (
         ("ttft_s", "TTFT (from schedule)"),
         ("service_ttft_s", "TTFT (from send)"),
         ("e2e_s", "e2e (from schedule)"),
-        ("tpot_s", "TPOT"),
+        ("tpot_s", "TPOT (per request)"),
+        ("itl_s", "ITL (per chunk)"),
     ):
         q = summary[key]
         lines.append(f"  {title:22} p50 {_ms(q['p50'])}  p90 {_ms(q['p90'])}  p99 {_ms(q['p99'])}")

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Mapping
 
-import httpx
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import BaseModel, field_validator
 
@@ -31,7 +29,6 @@ REVISION_HEADER_LABEL = "revision"
 _HEADER = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _BUCKET = re.compile(r"^b([0-9]+)-")
 MAX_REVISION_CHARS = 64
-Hook = Callable[[Any], Awaitable[None]]
 
 
 class UserIdSettings(BaseModel):
@@ -77,7 +74,7 @@ class UserIds:
         self._draw = random.Random(seed)
         self._bucket_digits = len(str(settings.user_buckets - 1))
         self._user_digits = len(str(settings.users - 1))
-        self.answered = Counter(
+        self.requests = Counter(
             USER_REQUESTS.removesuffix("_total"),
             "Requests answered, by the sender's user bucket and the revision the gateway named",
             [BUCKET_LABEL, REVISION_HEADER_LABEL],
@@ -94,28 +91,26 @@ class UserIds:
     def next_id(self) -> str:
         return self.user_id(self._draw.randrange(self.settings.users))
 
-    async def _on_request(self, request: httpx.Request) -> None:
-        request.headers[self.settings.user_id_header] = self.next_id()
+    def headers(self) -> Mapping[str, str]:
+        """The header on the next request: a user drawn from the population."""
+        return {self.settings.user_id_header: self.next_id()}
 
-    async def _on_response(self, response: httpx.Response) -> None:
-        found = _BUCKET.match(response.request.headers.get(self.settings.user_id_header, ""))
+    def answered(self, sent: Mapping[str, str], received: Mapping[str, str]) -> None:
+        """Count an answer under the bucket of the user that asked and the revision that answered."""
+        found = _BUCKET.match(sent.get(self.settings.user_id_header, ""))
         if found is None:
             return
         revision = ""
         if self.settings.revision_header:
             # A header value from the network: kept short, it becomes a label value.
-            revision = response.headers.get(self.settings.revision_header, "")[:MAX_REVISION_CHARS]
-        self.answered.labels(found.group(1), revision).inc()
-
-    def hooks(self) -> dict[str, list[Hook]]:
-        """httpx event hooks: the header on every request, the count on every answer."""
-        return {"request": [self._on_request], "response": [self._on_response]}
+            revision = received.get(self.settings.revision_header, "")[:MAX_REVISION_CHARS]
+        self.requests.labels(found.group(1), revision).inc()
 
     def summary(self) -> str:
         """One line: requests answered per bucket (the busiest few) and per revision."""
         per_bucket: dict[str, float] = {}
         per_revision: dict[str, float] = {}
-        for metric in self.answered.collect():
+        for metric in self.requests.collect():
             for sample in metric.samples:
                 if sample.name.endswith("_total"):
                     bucket, revision = sample.labels[BUCKET_LABEL], sample.labels[REVISION_HEADER_LABEL]
@@ -136,5 +131,5 @@ def attach_user_ids(runner: HttpStepRunner, settings: BaseModel, seed: int) -> U
     if not settings.user_id_header:
         return None
     ids = UserIds(settings, seed, runner.metrics.registry if runner.metrics else CollectorRegistry())
-    runner.event_hooks = ids.hooks()
+    runner.hooks = ids
     return ids

@@ -1,25 +1,44 @@
-"""Percentiles, the engine-histogram quantile, and the rules that make a load step invalid."""
+"""Percentiles, the engine-histogram quantile, and the rules that judge a load step, naming the side at
+fault: the engine failed (most requests failed), the engine is overloaded (its queue grew: the rate is
+above capacity), or the client could not drive the step (it fell behind its schedule)."""
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from servescope.kit.load.records import EngineSample, LoopMode, RequestRecord, StepResult, achieved_rate
+from servescope.kit.load.records import (
+    ClientCost,
+    EngineSample,
+    Fault,
+    LoopMode,
+    RequestRecord,
+    StepResult,
+    Throughput,
+    achieved_rate,
+)
 
 Method = Literal["linear", "nearest-rank"]
 MIN_ACHIEVED_FRACTION = 0.98
-# A step whose backlog grows is above capacity: waiting (or latency) in its last quarter this many times
-# the first quarter's, and by more than the floor, so jitter on an idle engine does not count.
+# A step whose backlog grows is above capacity: the engine's waiting queue's trend over the step grows
+# by more than the floor and this share of the step's requests (a queue at 112 % of capacity grows by
+# 11 % of the arrivals; one below the knee never trends that far), or the TTFT from the send by more
+# than this many times its level at the step's start.
+BACKLOG_SHARE = 0.05
 BACKLOG_GROWTH = 2.0
-BACKLOG_WAITING_FLOOR = 2.0
+BACKLOG_WAITING_FLOOR = 5.0
 BACKLOG_LATENCY_FLOOR_S = 0.05
 MIN_RECORDS_FOR_TREND = 20
 # Past this share of the client's own measured ceiling the client, not the engine, shapes the numbers.
 CEILING_FRACTION = 0.7
+# Errors the client caused itself (a request it never sent), against those the engine or its path did.
+CLIENT_ERRORS = frozenset({"not_sent", "cancelled"})
+BUSY_CLIENT = 0.8  # share of a core above which the client itself is the bottleneck
+BUSY_MACHINE_PRESSURE = 25.0  # PSI avg10 percent above which the client waited for a CPU
 
 
 def percentile(values: Sequence[float], q: float, *, method: Method = "linear") -> float | None:
@@ -63,75 +82,14 @@ def schedule_lags(records: Sequence[RequestRecord]) -> list[float]:
 
 @dataclass(frozen=True)
 class ValidityRules:
-    """When an open-loop step stops being a measurement of the engine."""
+    """When a step stops being a measurement of the engine at its offered rate."""
 
     max_lag_p99_s: float = 0.05
     min_achieved_fraction: float = MIN_ACHIEVED_FRACTION
     check_backlog: bool = True
     client_ceiling: float = 0.0  # req/s the client reached against the mock; 0: not checked
-
-
-def scheduled_in_window(records: Sequence[RequestRecord], duration_s: float) -> float:
-    """The schedule's own rate over the window (a Poisson draw is not exactly the nominal rate)."""
-    due = sum(1 for r in records if r.scheduled_s <= duration_s)
-    return due / duration_s if duration_s > 0 else 0.0
-
-
-def invalid_reason(
-    records: Sequence[RequestRecord],
-    offered: float,
-    duration_s: float,
-    samples: Sequence[EngineSample],
-    rules: ValidityRules,
-) -> str | None:
-    """Every reason an open-loop step cannot stand as a result, joined; None when it can."""
-    reasons: list[str] = []
-    achieved = achieved_rate(records, duration_s)
-    due = scheduled_in_window(records, duration_s) or offered
-    if achieved < rules.min_achieved_fraction * due:
-        reasons.append(
-            f"achieved {achieved:.2f} req/s is below {rules.min_achieved_fraction:.0%} of the "
-            f"{due:.2f} req/s scheduled (nominal {offered:g}): the client could not keep the schedule"
-        )
-    lag = percentile(schedule_lags(records), 0.99) or 0.0
-    if lag > rules.max_lag_p99_s:
-        reasons.append(
-            f"scheduling lag p99 {lag * 1000:.1f} ms exceeds the bound {rules.max_lag_p99_s * 1000:.1f} ms"
-        )
-    backlog = backlog_reason(records, samples) if rules.check_backlog else None
-    if backlog is not None:
-        reasons.append(backlog)
-    return "; ".join(reasons) or None
-
-
-def ceiling_reason(records: Sequence[RequestRecord], duration_s: float, ceiling: float) -> str | None:
-    """Why a step (open or closed loop) measured the client rather than the engine, or None."""
-    achieved = achieved_rate(records, duration_s)
-    if ceiling > 0 and achieved > CEILING_FRACTION * ceiling:
-        return (
-            f"achieved {achieved:.1f} req/s is above {CEILING_FRACTION:.0%} of the client's own ceiling "
-            f"({ceiling:.1f} req/s against the mock server): scale out with `servescope load locust`"
-        )
-    return None
-
-
-def _quarters(values: Sequence[float]) -> tuple[float, float]:
-    quarter = max(1, len(values) // 4)
-    return statistics.median(values[:quarter]), statistics.median(values[-quarter:])
-
-
-def backlog_reason(records: Sequence[RequestRecord], samples: Sequence[EngineSample]) -> str | None:
-    """A backlog that grows over the step (the engine's waiting queue, else the client's latency)."""
-    if len(samples) >= 4:
-        first, last = _quarters([s.waiting for s in sorted(samples, key=lambda s: s.at_s)])
-        if last > max(BACKLOG_GROWTH * first, first + BACKLOG_WAITING_FLOOR):
-            return f"backlog: the engine's waiting queue grew from {first:.1f} to {last:.1f} over the step"
-    done = sorted((r for r in records if r.ttft_s is not None), key=lambda r: r.scheduled_s)
-    if len(done) >= MIN_RECORDS_FOR_TREND:
-        first, last = _quarters([r.ttft_s or 0.0 for r in done])
-        if last > max(BACKLOG_GROWTH * first, first + BACKLOG_LATENCY_FLOOR_S):
-            return f"backlog: TTFT grew from {first * 1000:.0f} ms to {last * 1000:.0f} ms over the step"
-    return None
+    max_failed_share: float = 0.5  # above it the step is engine_failed
+    max_unfinished_share: float = 0.01  # requests that never finished (timeouts): above it, overloaded
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +101,156 @@ class EngineView:
     ttft_mean_s: float | None = None
 
 
+def scheduled_in_window(records: Sequence[RequestRecord], duration_s: float) -> float:
+    """The schedule's own rate over the window (a Poisson draw is not exactly the nominal rate)."""
+    due = sum(1 for r in records if r.scheduled_s <= duration_s)
+    return due / duration_s if duration_s > 0 else 0.0
+
+
+def engine_failure(records: Sequence[RequestRecord], rules: ValidityRules) -> str | None:
+    """Most requests failed at the engine (or on the path to it): no latency of this step means much."""
+    failed = Counter(r.error for r in records if r.error and r.error not in CLIENT_ERRORS | {"timeout"})
+    if not records or sum(failed.values()) <= rules.max_failed_share * len(records):
+        return None
+    kinds = ", ".join(f"{reason} x{count}" for reason, count in failed.most_common(3))
+    return f"{sum(failed.values())} of {len(records)} requests failed ({kinds}): the engine failed the step"
+
+
+def _slope(points: Sequence[tuple[float, float]]) -> float:
+    """Least-squares slope of y over x; 0 for fewer than 3 points or no spread."""
+    if len(points) < 3:
+        return 0.0
+    n = len(points)
+    mean_x = sum(x for x, _ in points) / n
+    mean_y = sum(y for _, y in points) / n
+    spread = sum((x - mean_x) ** 2 for x, _ in points)
+    if spread == 0:
+        return 0.0
+    return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
+
+
+def backlog_reason(
+    records: Sequence[RequestRecord], samples: Sequence[EngineSample], rules: ValidityRules = ValidityRules()
+) -> str | None:
+    """A backlog the engine's own figures show: requests never answered, or its waiting queue's trend
+    over the step (`samples`, taken while the schedule ran) growing by more than BACKLOG_WAITING_FLOOR
+    and BACKLOG_SHARE of the step's requests. A trend, not two quarters: near the knee the queue
+    fluctuates by several requests between quarters without any growth."""
+    unfinished = sum(1 for r in records if r.error == "timeout")
+    if records and unfinished > rules.max_unfinished_share * len(records):
+        return f"backlog: {unfinished} of {len(records)} requests were never answered (timeout)"
+    if len(samples) >= 4:
+        ordered = sorted(samples, key=lambda s: s.at_s)
+        growth = _slope([(s.at_s, s.waiting) for s in ordered]) * (ordered[-1].at_s - ordered[0].at_s)
+        if growth > max(BACKLOG_WAITING_FLOOR, BACKLOG_SHARE * len(records)):
+            return f"backlog: the engine's waiting queue grew by {growth:.0f} over the step"
+    return None
+
+
+def service_backlog(records: Sequence[RequestRecord]) -> str | None:
+    """Without the engine's queue: the trend of the time to first token from the *send* over the step.
+    A client that falls behind its schedule does not move it, but one short of CPU reads its answers
+    late and does, so this is asked only of a client that kept its schedule."""
+    done = sorted((r for r in records if r.service_ttft_s is not None), key=lambda r: r.scheduled_s)
+    if len(done) < MIN_RECORDS_FOR_TREND:
+        return None
+    points = [(r.scheduled_s, r.service_ttft_s or 0.0) for r in done]
+    slope = _slope(points)
+    growth = slope * (points[-1][0] - points[0][0])
+    mean_x, mean_y = statistics.fmean(x for x, _ in points), statistics.fmean(y for _, y in points)
+    start = max(0.0, mean_y - slope * (mean_x - points[0][0]))  # the trend's value at the first request
+    if growth > max(BACKLOG_LATENCY_FLOOR_S, BACKLOG_GROWTH * start):
+        return (
+            f"backlog: TTFT from the send grew by {growth * 1000:.0f} ms over the step from "
+            f"{start * 1000:.0f} ms (no engine queue samples)"
+        )
+    return None
+
+
+def ceiling_reason(records: Sequence[RequestRecord], duration_s: float, ceiling: float) -> str | None:
+    """Why a step (open or closed loop) measured the client rather than the engine, or None."""
+    achieved = achieved_rate(records, duration_s)
+    if ceiling > 0 and achieved > CEILING_FRACTION * ceiling:
+        return (
+            f"achieved {achieved:.1f} req/s is above {CEILING_FRACTION:.0%} of the client's own ceiling "
+            f"({ceiling:.1f} req/s against the mock server)"
+        )
+    return None
+
+
+def client_reason(
+    records: Sequence[RequestRecord], offered: float, duration_s: float, rules: ValidityRules
+) -> str | None:
+    """Every way the client failed to drive an open-loop step, joined; None when it drove it."""
+    reasons: list[str] = []
+    achieved = achieved_rate(records, duration_s)
+    due = scheduled_in_window(records, duration_s) or offered
+    if achieved < rules.min_achieved_fraction * due:
+        reasons.append(
+            f"achieved {achieved:.2f} req/s is below {rules.min_achieved_fraction:.0%} of the "
+            f"{due:.2f} req/s scheduled (nominal {offered:g})"
+        )
+    lag = percentile(schedule_lags(records), 0.99) or 0.0
+    if lag > rules.max_lag_p99_s:
+        reasons.append(
+            f"scheduling lag p99 {lag * 1000:.1f} ms exceeds the bound {rules.max_lag_p99_s * 1000:.1f} ms"
+        )
+    unsent = sum(1 for r in records if r.error in CLIENT_ERRORS)
+    if unsent:
+        reasons.append(f"{unsent} requests were never sent (the in-flight cap)")
+    return "; ".join(reasons) or None
+
+
+def remedy(client: ClientCost | None) -> str:
+    """What to do about a client that could not drive a step, from what it cost."""
+    if client is not None and client.busy > BUSY_CLIENT:
+        return (
+            f"the client used {client.busy:.0%} of a core ({client.cpu_per_request_ms:.1f} ms CPU per "
+            "request): scale out with Locust workers (--locust-workers) or a faster client machine"
+        )
+    if client is not None and client.cpu_pressure > BUSY_MACHINE_PRESSURE:
+        return (
+            f"the machine was busy (CPU pressure {client.cpu_pressure:.0f} %): the client waited for a CPU; "
+            "run it where cores are free"
+        )
+    return "run the client where cores are free, or scale out with Locust workers (--locust-workers)"
+
+
+def judge(
+    mode: LoopMode,
+    records: Sequence[RequestRecord],
+    offered: float,
+    duration_s: float,
+    rules: ValidityRules,
+    *,
+    samples: Sequence[EngineSample] = (),
+    client: ClientCost | None = None,
+) -> tuple[Fault | None, str | None]:
+    """The side at fault and why, or (None, None) for a step that stands as a measurement.
+
+    The engine first: a step where most requests failed, or whose backlog the engine's own figures show
+    growing, is the engine's whatever the client did (a client that fell behind sent less, not more).
+    Then the client. Then, where the engine's queue was not sampled, the client's view of the backlog.
+    """
+    failure = engine_failure(records, rules)
+    if failure is not None:
+        return "engine", failure
+    backlog = mode == "open" and rules.check_backlog
+    if backlog:
+        # The queue while the schedule ran: after it the engine drains what is left, whatever the load.
+        window = [sample for sample in samples if 0 <= sample.at_s <= duration_s]
+        grown = backlog_reason(records, window, rules)
+        if grown is not None:
+            return "overload", grown
+    behind = ceiling_reason(records, duration_s, rules.client_ceiling)
+    if behind is None and mode == "open":
+        behind = client_reason(records, offered, duration_s, rules)
+    if behind is not None:
+        return "client", f"the client could not drive the step: {behind}; remedy: {remedy(client)}"
+    grown = service_backlog(records) if backlog and len(samples) < 4 else None
+    return ("overload", grown) if grown is not None else (None, None)
+
+
 def client_step(
     mode: LoopMode,
     offered: float,
@@ -152,13 +260,14 @@ def client_step(
     *,
     engine: EngineView = EngineView(),
     notes: Sequence[str] = (),
+    throughput: Throughput | None = None,
+    client: ClientCost | None = None,
+    warmup_s: float = 0.0,
 ) -> StepResult:
     """A step measured by a load client, judged: records in schedule order, the schedule lag's p99,
-    and why it cannot stand (the client's ceiling, then in open loop the other rules), if it cannot."""
+    and the side at fault with its reason when it cannot stand."""
     ordered = tuple(sorted(records, key=lambda record: record.scheduled_s))
-    reason = ceiling_reason(ordered, duration_s, rules.client_ceiling)
-    if reason is None and mode == "open":
-        reason = invalid_reason(ordered, offered, duration_s, engine.samples, rules)
+    fault, reason = judge(mode, ordered, offered, duration_s, rules, samples=engine.samples, client=client)
     return StepResult(
         mode,
         offered,
@@ -170,4 +279,8 @@ def client_step(
         engine_ttft_mean_s=engine.ttft_mean_s,
         invalid_reason=reason,
         notes=tuple(notes),
+        fault=fault,
+        throughput=throughput,
+        client=client,
+        warmup_s=warmup_s,
     )

@@ -6,7 +6,7 @@ import inspect
 import json
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, cast
 
@@ -15,14 +15,16 @@ from pydantic import BaseModel
 
 from servescope.core.cli_group import command_group
 from servescope.core.settings_cli import settings_command, usage_error
-from servescope.kit.capacity.runners import http_runner
+from servescope.kit.capacity.runners import HttpOptions, http_runner, lag_bound
 from servescope.kit.load.records import StepRunner
+from servescope.kit.load.validity import ValidityRules
 from servescope.kit.tune.launchers import CommandLauncher, KubernetesLauncher, Launcher, LaunchError
 from servescope.kit.tune.report import tune_html, tune_json, tune_markdown
 from servescope.kit.tune.settings import TuneRunSettings
 from servescope.kit.tune.space import Space, Value, load_space
 from servescope.kit.tune.strategies import Strategy, Study, run_study
 from servescope.kit.tune.trials import Trial
+from servescope.kit.tune.v1 import check_space, sends_priority
 
 app = command_group(
     "Search engine flags (grid, random, Bayesian): each trial restarts the engine through a launcher "
@@ -55,9 +57,23 @@ def make_launcher(space: Space, run: TuneRunSettings) -> Launcher:
     url = run.url
     if url is None and (run.launcher == "command" or run.execute):
         raise ValueError(f"--launcher {run.launcher} measures over HTTP: give --url")
+    rules = ValidityRules(max_lag_p99_s=lag_bound(space.plan.slos))
+    if run.calibrate and url is not None:
+        from servescope.kit.load.calibrate import calibrate  # starts a mock server process
 
-    def runner() -> StepRunner:
-        return http_runner(cast(str, url))
+        found = calibrate(shapes=space.workload, api=space.api)
+        typer.echo(found.line(), err=True)
+        rules = replace(rules, client_ceiling=found.ceiling)
+
+    def runner(params: Mapping[str, Value]) -> StepRunner:
+        options = HttpOptions(
+            workload=space.workload,
+            api=space.api,
+            warmup_s=space.warmup_s,
+            rules=rules,
+            priority=sends_priority(params),
+        )
+        return http_runner(cast(str, url), options, lambda line: typer.echo(line, err=True))
 
     if run.launcher == "command":
         template, health = run.command, run.health_url
@@ -91,9 +107,12 @@ def _run(models: dict[type[BaseModel], BaseModel], given: dict[str, Any]) -> Non
         usage_error(f"--strategy must be grid, random or bayes, got {run.strategy!r}")
     try:
         space = load_space(given["space_file"])
+        check_space(space)
         chosen = make_launcher(space, run)
     except ValueError as err:
         usage_error(str(err))
+    except RuntimeError as err:
+        usage_error(f"the client's calibration failed: {err}", 1)
     study = run_study(
         space,
         chosen,
@@ -105,6 +124,7 @@ def _run(models: dict[type[BaseModel], BaseModel], given: dict[str, Any]) -> Non
         storage=run.storage,
         study_name=run.study_name,
         on_trial=_echo_trial,
+        compare_random=run.compare_random,
     )
     if isinstance(chosen, KubernetesLauncher) and not run.execute:
         typer.echo("Dry run: these patches would be applied, one per trial (nothing was measured):")

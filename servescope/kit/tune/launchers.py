@@ -3,9 +3,11 @@
 Flags become argv items (`--max-num-seqs 8`, `--enable-chunked-prefill` / `--no-enable-chunked-prefill`,
 None left out), never shell text: the command template is split once with shlex and `{flags}` stands for
 the flag items. A failed start (the process exits, /health never answers, OOM) raises LaunchError, which
-the study records as an infeasible trial. A local engine runs as a `Child`: in its own process group,
-sent SIGTERM should this process die, and stopped (or dropped after a failed start) with its whole
-group, so that vLLM's worker processes go with it.
+the study records as an infeasible trial with the last lines the engine logged (its output always goes
+to a file: the reason a start failed is in it). The step runner is made for each configuration, so
+requests carry what it needs (vLLM's `priority` under `scheduling_policy=priority`). A local engine
+runs as a `Child`: in its own process group, sent SIGTERM should this process die, and stopped (or
+dropped after a failed start) with its whole group, so that vLLM's worker processes go with it.
 """
 
 from __future__ import annotations
@@ -14,18 +16,23 @@ import json
 import os
 import shlex
 import subprocess
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from servescope.core.processes import Child, ChildFailedError
+from servescope.core.processes import Child, ChildFailedError, log_tail
 from servescope.kit.load.records import StepRunner
 from servescope.kit.tune.space import FLAG_NAME, Value
 
 
 class LaunchError(RuntimeError):
     """The engine did not start with these flags."""
+
+
+RunnerFor = Callable[[Mapping[str, Value]], StepRunner]  # the step runner for one configuration
+LOG_LINES = 15  # of the engine's log, quoted in an infeasible trial's reason
 
 
 class Launcher(Protocol):
@@ -57,9 +64,9 @@ class CommandLauncher:
 
     template: str  # e.g. "vllm serve facebook/opt-125m --port 18221 {flags}"
     health_url: str
-    runner: Callable[[], StepRunner]
+    runner: RunnerFor
     start_timeout_s: float = 300.0
-    log_path: Path | None = None  # None: the engine's output is dropped
+    log_path: Path | None = None  # None: a file in a temporary folder
     fixed: Mapping[str, Value] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)  # added to this process's environment
     stop_grace_s: float = 30.0
@@ -74,7 +81,11 @@ class CommandLauncher:
 
     def start(self, params: Mapping[str, Value]) -> StepRunner:
         self.stop()
-        log = self.log_path if self.log_path is not None else Path(os.devnull)
+        if self.log_path is None:
+            self.log_path = Path(tempfile.mkdtemp(prefix="servescope-tune-")) / "engine.log"
+        log = self.log_path
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text("")  # one configuration's output at a time: its own start, not the last one's
         child = Child("the engine", self.argv(params), log, env={**os.environ, **self.env})
         try:
             child.start()
@@ -85,8 +96,9 @@ class CommandLauncher:
             child.wait_ready(self.health_url, self.start_timeout_s)
         except ChildFailedError as err:
             self.stop()  # the engine's workers may outlive it in its process group
-            raise LaunchError(str(err)) from err
-        return self.runner()
+            first = str(err).splitlines()[0]
+            raise LaunchError(f"{first}; its log ends with:\n{log_tail(log, LOG_LINES)}") from err
+        return self.runner({**self.fixed, **params})
 
     def stop(self) -> None:
         """SIGTERM to the engine's process group, SIGKILL to what is left of it after the grace."""
@@ -102,7 +114,7 @@ class KubernetesLauncher:
     deployment: str
     namespace: str
     base_args: Sequence[str]
-    runner: Callable[[], StepRunner]
+    runner: RunnerFor
     execute: bool = False
     container_index: int = 0
     rollout_timeout_s: int = 600
@@ -130,7 +142,7 @@ class KubernetesLauncher:
             )
             if done.returncode != 0:
                 raise LaunchError(f"{shlex.join(command[:3])} failed: {done.stderr.strip()[-500:]}")
-        return self.runner()
+        return self.runner(params)
 
     def stop(self) -> None:
         """The next patch replaces this configuration; nothing to stop in between."""

@@ -1,12 +1,15 @@
-"""Tuning reports: the trials, the search's progress, the Pareto front, and the top candidates' curves."""
+"""Tuning reports: the trials (in every format: infeasible ones with the engine's last log lines, pruned
+ones with the step that pruned them), ties named as ties, the search's progress (beside a random
+search's when asked), the Pareto front, and the top candidates' curves."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from html import escape
 from typing import Any
 
-from servescope.kit.capacity.report import capacity_html, capacity_markdown, markdown_table
+from servescope.kit.capacity.report import capacity_html, capacity_markdown, html_table, markdown_table
 from servescope.kit.capacity.result import CapacityRun, to_json
 from servescope.kit.capacity.svg import Chart
 from servescope.kit.tune.strategies import Study
@@ -28,21 +31,58 @@ def trial_rows(trials: Sequence[Trial], objective: str, second: str | None) -> l
                 f"[{t.knee[1]:.2f}, {t.knee[2]:.2f}]",
                 "-" if t.second is None else f"{t.second:g}",
                 str(t.steps),
-                (t.reason or "")[:120],
+                " / ".join(line.strip() for line in (t.reason or "").splitlines() if line.strip())[:300],
             ]
         )
     return rows
 
 
+def best_so_far(trials: Sequence[Trial]) -> list[tuple[float, float]]:
+    best, out = 0.0, []
+    for index, t in enumerate(trials):
+        best = max(best, t.objective if t.state == "complete" else 0.0)
+        out.append((float(index), best))
+    return out
+
+
+def headline(study: Study) -> list[str]:
+    """The best, the configurations tied with it, and the random search beside, in sentences."""
+    tied, objective = study.tied(), study.space.objective
+    lines = []
+    if tied:
+        best = tied[0]
+        lines.append(
+            f"Best: {best.label}: {objective} {best.objective:.2f} [{best.knee[1]:.2f}, {best.knee[2]:.2f}]."
+        )
+    if len(tied) > 1:
+        others = "; ".join(
+            f"{t.label} ({t.objective:.2f} [{t.knee[1]:.2f}, {t.knee[2]:.2f}])" for t in tied[1:]
+        )
+        lines.append(
+            f"Tied with it: {others}. Their knee intervals overlap the best's: the measurement cannot tell "
+            "them apart (measure them again, or longer, to separate them)."
+        )
+    if study.random_trials:
+        ours, theirs = best_so_far(study.trials), best_so_far(study.random_trials)
+        lines.append(
+            f"{study.strategy} search: best {ours[-1][1]:.2f} after {len(study.trials)} starts (first "
+            f"reached at start {_first(ours) + 1}); random search with the same budget: best "
+            f"{theirs[-1][1]:.2f} (first reached at start {_first(theirs) + 1})."
+        )
+    return lines
+
+
+def _first(curve: list[tuple[float, float]]) -> int:
+    return next(index for index, (_, value) in enumerate(curve) if value == curve[-1][1])
+
+
 def progress_chart(study: Study) -> Chart:
-    """Each trial's objective in order, and the best so far."""
-    best, running = [], 0.0
-    for t in study.trials:
-        running = max(running, t.objective if t.state == "complete" else 0.0)
-        best.append((float(t.number), running))
-    trials = [(float(t.number), t.objective) for t in study.trials]
+    """Each trial's objective in order, and the best so far (and a random search's, when run beside)."""
+    trials = [(float(index), t.objective) for index, t in enumerate(study.trials)]
     chart = Chart(f"Search progress ({study.strategy})", "trial", study.space.objective, lines=False)
-    chart.series = [("trial", trials), ("best so far", best)]
+    chart.series = [("trial", trials), ("best so far", best_so_far(study.trials))]
+    if study.random_trials:
+        chart.series.append(("random search, best so far", best_so_far(study.random_trials)))
     return chart
 
 
@@ -63,10 +103,8 @@ def top_runs(study: Study) -> list[CapacityRun]:
 
 def tune_markdown(study: Study) -> str:
     space = study.space
-    best = study.best
     lines = [f"# Tuning ({study.strategy}, {len(study.trials)} engine starts, space of {space.size()})", ""]
-    if best is not None:
-        lines += [f"Best: {best.label}: {space.objective} {best.objective:.2f}.", ""]
+    lines += [*headline(study), ""]
     lines += [markdown_table(trial_rows(study.trials, space.objective, space.second_objective)), ""]
     if study.remeasured:
         lines += ["## Top candidates measured again (fresh seeds)", ""]
@@ -88,9 +126,20 @@ def tune_html(study: Study) -> str:
     if study.space.second_objective is not None:
         extra.append(pareto_chart(study))
     title = f"Tuning ({study.strategy}): {len(study.trials)} engine starts"
+    space = study.space
+    tables = [("Trials", trial_rows(study.trials, space.objective, space.second_objective))]
+    if study.remeasured:
+        tables.append(
+            (
+                "Top candidates measured again",
+                trial_rows(study.remeasured, space.objective, space.second_objective),
+            )
+        )
     if not runs:
-        return f"<!doctype html>\n<html><body><h1>{title}</h1><p>No trial completed.</p></body></html>\n"
-    return capacity_html(runs, title, extra)
+        parts = [f"<h1>{escape(title)}</h1><p>No trial completed.</p>"]
+        parts += [f"<h2>{escape(name)}</h2>" + html_table(rows) for name, rows in tables]
+        return "<!doctype html>\n<html><body>\n" + "\n".join(parts) + "\n</body></html>\n"
+    return capacity_html(runs, title, extra, tables=tables, lead=headline(study))
 
 
 def tune_json(study: Study) -> dict[str, Any]:
@@ -110,7 +159,9 @@ def tune_json(study: Study) -> dict[str, Any]:
         "strategy": study.strategy,
         "space_size": study.space.size(),
         "best": None if best is None else trial(best),
+        "tied": [t.number for t in study.tied()[1:]],
         "trials": [trial(t) for t in study.trials],
         "remeasured": [trial(t) for t in study.remeasured],
+        "random": [trial(t) for t in study.random_trials],
         "pareto_front": [t.number for t in pareto_front(study.trials)],
     }

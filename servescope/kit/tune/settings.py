@@ -18,7 +18,19 @@ class TuneRunSettings(BaseModel):
     trials: int | None = setting(None, "--trials", "Engine starts at most (default: the grid's size).")
     seed: int = setting(0, "--seed", "Seed of the random and Bayesian samplers.")
     prune: bool = setting(True, "--prune/--no-prune", "Stop a trial whose early steps fall below the best.")
-    remeasure: int = setting(3, "--remeasure", "Measure the top N again with fresh seeds.")
+    remeasure: int = setting(
+        3, "--remeasure", "Measure the top N again with fresh seeds (pruned ones that may tie included)."
+    )
+    compare_random: bool = setting(
+        False,
+        "--compare-random/--no-compare-random",
+        "After a Bayesian (or grid) study, run a random one with the same budget and report both.",
+    )
+    calibrate: bool = setting(
+        True,
+        "--calibrate/--no-calibrate",
+        "HTTP launchers: measure this client's ceiling for the space's workload before the first trial.",
+    )
     storage: str | None = setting(None, "--storage", "Optuna storage, e.g. sqlite:///tune.db (resumable).")
     study_name: str = setting("servescope-tune", "--study-name", "Name of the study in the storage.")
     # The launcher and what each kind needs (make_launcher names what is missing).

@@ -12,8 +12,10 @@
     peak_qps: 100                           # sizing for the second objective (20 % buffer)
     gpu_hour_cost: 3.0
     capacity: {slo: [ttft:0.5], duration_s: 20, repeats: 1, warmup_s: 5}
+    workload: {kind: random, prompt_tokens: 512, output_tokens: 128, prefix_share: 0.2, api: chat}
 
-A condition names earlier parameters only, each with one value or a list of values.
+A condition names earlier parameters only, each with one value or a list of values. The workload is
+what an HTTP launcher's trials send (the simulated engine has its own).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ import yaml
 
 from servescope.kit.capacity.search import SearchPlan
 from servescope.kit.capacity.steps import Slo
+from servescope.kit.load.client import Api
+from servescope.kit.load.workload import Workload
 
 FLAG_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 MAX_SPACE_BYTES = 256 * 1024
@@ -61,6 +65,8 @@ class Space:
     gpu_hour_cost: float = 1.0
     gpus_per_replica: int = 1
     warmup_s: float = 5.0
+    workload: Workload = field(default_factory=Workload)
+    api: Api = "completions"
 
     def grid(self) -> Iterator[dict[str, Value]]:
         """Every valid combination, first parameter slowest, in declared value order."""
@@ -94,6 +100,7 @@ def load_space(path: Path) -> Space:
 
 def parse_space(data: Any) -> Space:
     """A space from already-loaded YAML data; raises ValueError naming what is wrong."""
+    # One piece: each key of the file checked where it is read, so an error names it.
     if not isinstance(data, dict) or not isinstance(data.get("parameters"), dict) or not data["parameters"]:
         raise ValueError("a search space needs a non-empty `parameters` mapping")
     parameters: list[Parameter] = []
@@ -108,6 +115,9 @@ def parse_space(data: Any) -> Space:
         start_qps=float(capacity.get("start_qps", 1.0)),
         max_qps=float(capacity.get("max_qps", 1024.0)),
         resolution=float(capacity.get("resolution", 0.05)),
+        max_parts=int(capacity.get("max_parts", 4)),
+        confidence=float(capacity.get("confidence", 0.95)),
+        min_requests=int(capacity.get("min_requests", 1000)),
     )
     objective, second = data.get("objective", "knee"), data.get("second_objective")
     if objective not in ("knee", "goodput") or second not in (None, "gpus", "cost"):
@@ -125,10 +135,30 @@ def parse_space(data: Any) -> Space:
         float(data.get("gpu_hour_cost", 1.0)),
         int(data.get("gpus_per_replica", 1)),
         float(capacity.get("warmup_s", 5.0)),
+        *_workload(data.get("workload") or {}),
     )
     if space.size() > MAX_COMBINATIONS:
         raise ValueError(f"the space has more than {MAX_COMBINATIONS} combinations")
     return space
+
+
+def _workload(data: Any) -> tuple[Workload, Api]:
+    """The trials' requests from the space's `workload` mapping; ValueError naming a bad field."""
+    if not isinstance(data, dict):
+        raise ValueError("`workload` must be a mapping (kind, prompt_tokens, output_tokens, ...)")
+    fields = dict(data)
+    api = fields.pop("api", "completions")
+    if api not in ("completions", "chat"):
+        raise ValueError(f"workload api {api!r}: completions or chat")
+    known = {"kind", "prompt_tokens", "output_tokens", "spread", "prefix_share"}
+    if set(fields) - known:
+        raise ValueError(f"workload: unknown fields {sorted(set(fields) - known)} (known: {sorted(known)})")
+    if fields.get("kind", "random") not in ("random", "fixed"):
+        raise ValueError("workload kind: random or fixed (a dataset workload is a `capacity run` option)")
+    try:
+        return Workload(**fields), api
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"workload: {err}") from None
 
 
 def _parameter(name: str, spec: Any, earlier: set[str]) -> Parameter:

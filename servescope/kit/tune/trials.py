@@ -2,8 +2,11 @@
 
 Every trial measures with the same seeds (common random numbers: two configurations see the same
 arrivals and lengths), so differences between trials are the configuration's, not the draw's. A start
-that fails is an infeasible trial (objective 0), never an exception out of the study; a knee search
-whose first failing rate already lies below the best knee so far is pruned.
+that fails, or a configuration vLLM V1 cannot start (tune/v1.py), is an infeasible trial (objective 0)
+with its reason, never an exception out of the study; so is an engine that fails most requests. A knee
+search whose first failing rate already lies below the best knee so far is pruned, naming the step that
+pruned it. A trial whose client could not drive a step is `client_bound`: not the configuration's
+verdict, so it is never a best and it may be measured again.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from servescope.kit.capacity.search import Knee, find_knee
 from servescope.kit.capacity.sizing import provision
 from servescope.kit.tune.launchers import Launcher, LaunchError
 from servescope.kit.tune.space import Space, Value
+from servescope.kit.tune.v1 import cannot_start
 
-State = Literal["complete", "infeasible", "pruned"]
+State = Literal["complete", "infeasible", "pruned", "client_bound"]
 
 
 @dataclass(slots=True)
@@ -45,7 +49,9 @@ class Trial:
 def objective_of(space: Space, knee: Knee) -> float:
     """The knee estimate, or the best goodput among the steps that met the SLOs."""
     if space.objective == "knee":
-        return knee.estimate
+        if knee.estimate is None and knee.reached_max:  # every step met the SLO: at least that much
+            return max((step.offered for step in knee.steps if step.meets), default=0.0)
+        return knee.estimate or 0.0
     return max((step.goodput for step in knee.steps if step.meets), default=0.0)
 
 
@@ -69,8 +75,12 @@ def run_trial(
     seed_offset: int = 0,
 ) -> Trial:
     """Measure one configuration; see the module docstring."""
+    # One piece: the launcher started is stopped by one finally, whatever the search does.
     started = time.monotonic()
     chosen = dict(params)
+    refused = cannot_start({**space.engine, **chosen})
+    if refused is not None:
+        return Trial(number, chosen, "infeasible", reason=refused)
     try:
         runner = launcher.start({**space.engine, **chosen})
     except (LaunchError, ValueError) as err:
@@ -88,14 +98,24 @@ def run_trial(
         else None
     )
     run = build_run(_label(chosen), plan, knee, sizing)
-    trial = Trial(
-        number, chosen, "pruned" if knee.pruned else "complete", seconds=seconds, steps=len(knee.steps)
-    )
-    trial.knee, trial.run = (knee.estimate, knee.lower, knee.upper), run
+    trial = Trial(number, chosen, _state(knee), seconds=seconds, steps=len(knee.steps))
+    trial.knee, trial.run = (knee.estimate or 0.0, knee.lower, knee.upper), run
     trial.objective, trial.second = objective_of(space, knee), second_of(space, knee)
     if knee.pruned:
-        trial.reason = f"failed at {knee.upper:g} req/s, below the best knee {stop_below:g}"
+        trial.reason = (
+            f"pruned by its step at {knee.pruned_by}, below the best knee so far ({stop_below:.2f})"
+        )
+    elif knee.status != "measured":
+        trial.reason = knee.message
     return trial
+
+
+def _state(knee: Knee) -> State:
+    if knee.pruned:
+        return "pruned"
+    if knee.status == "client_bound":
+        return "client_bound"
+    return "infeasible" if knee.status == "engine_failed" else "complete"
 
 
 def _label(params: Mapping[str, Value]) -> str:

@@ -1,8 +1,11 @@
-"""Load test: what `servescope load` offers and achieves, its client latency, and the engine's view beside.
+"""Load test: what `servescope load` offers and achieves, its client latency, and the engine's view beside;
+and the weekly capacity job's knee over the weeks.
 
 The client series are `servescope load run --metrics-port`'s own (servescope_load_*), scraped like any
 target. Client latency is measured from the scheduled send, so a client that falls behind shows as
-schedule lag, not as a fast engine; the engine's own TTFT and queue come from the exporter's names.
+schedule lag, not as a fast engine; the engine's own TTFT and queue come from the exporter's names. The
+weekly job remote-writes one sample per run (catalog/capacity.py): each panel holds the latest for a
+week and a day, a step a week.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from servescope.bundle.dashboards.common import (
     ts,
 )
 from servescope.core import catalog as c
+from servescope.core.catalog import capacity as cap
 from servescope.core.config import AlertsConfig
 
 LOAD = "servescope_load_"
@@ -45,6 +49,7 @@ def client_latency_panel(title: str, histogram: str, **kwargs: Any) -> Panel:
 def dashboard(cfg: AlertsConfig) -> g.Dashboard:
     """The dashboard, its thresholds and links from `cfg`."""
     # Long by nature: one declaration, the dashboard's panels in reading order.
+    week = cfg.capacity_result_window
     return make_dashboard(
         cfg,
         "load",
@@ -123,6 +128,43 @@ def dashboard(cfg: AlertsConfig) -> g.Dashboard:
                 "none",
                 description="Requests the client has in flight beside the engine's running batch and queue. "
                 "Waiting that grows through a step is a backlog: the offered rate is above capacity.",
+            ),
+            ts(
+                "Weekly capacity knee",
+                [
+                    (f"max by (target) (last_over_time({cap.KNEE.name}[{week}]))", "knee {{target}}"),
+                    (
+                        f"max by (target) (last_over_time({cap.KNEE_LOWER.name}[{week}]))",
+                        "interval low {{target}}",
+                    ),
+                    (
+                        f"max by (target) (last_over_time({cap.KNEE_UPPER.name}[{week}]))",
+                        "interval high {{target}}",
+                    ),
+                    (
+                        f"max by (target) (last_over_time({cap.BASELINE_KNEE.name}[{week}]))",
+                        "baseline {{target}}",
+                    ),
+                ],
+                "reqps",
+                width=16,
+                description="The knee the weekly capacity job (CronJob servescope-capacity) measured against "
+                "each staging target, its confidence interval and the baseline it was compared with, over "
+                "the "
+                "weeks. A step down is a change (image, flags, driver); a slow slide is drift. A week "
+                "without a "
+                "point measured no knee: the job's status says why.",
+            ),
+            stat(
+                "Weekly capacity regression",
+                [(f"max by (target) (last_over_time({cap.REGRESSION.name}[{week}]))", "{{target}}")],
+                "none",
+                width=8,
+                thresholds=[1],
+                description="1 when the last weekly run is a significant regression of its baseline: more "
+                "than "
+                f"{cfg.capacity_regression_drop:.0%} of capacity lost at comparable load, the definition "
+                "ServescopeThroughputBelowBaseline shares (ServescopeCapacityRegression fires on it).",
             ),
             ts(
                 "Errors by reason",

@@ -1,0 +1,68 @@
+"""A step the client could not drive is measured again, through Locust workers when configured, and only
+then ends the search as `client_bound`: never a pass, never a miss, never a knee from it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from servescope.kit.capacity import powered
+from servescope.kit.capacity.search import SearchPlan, find_knee
+from servescope.kit.capacity.steps import Slo
+from servescope.kit.load.records import StepResult
+from servescope.sim.engine_config import EngineConfig
+from servescope.sim.load_runner import SimulatedStepRunner
+
+PLAN = SearchPlan((Slo("ttft", 0.5),), duration_s=20.0, repeats=1, start_qps=2.0)
+STARVED_ABOVE = 5.0  # the engine's knee is about 12 req/s: a client that gives out at 5 sees none of it
+
+
+class Workers:
+    """The fallback (Locust workers): the simulated engine driven on time, counting its steps."""
+
+    def __init__(self) -> None:
+        self.engine = SimulatedStepRunner(EngineConfig())
+        self.rates: list[float] = []
+
+    def run_step(self, offered: float, duration_s: float, *, seed: int = 0) -> StepResult:
+        self.rates.append(offered)
+        return self.engine.run_step(offered, duration_s, seed=seed)
+
+
+class StarvedClient(Workers):
+    """The same engine, driven by a client that cannot keep a schedule above STARVED_ABOVE."""
+
+    def run_step(self, offered: float, duration_s: float, *, seed: int = 0) -> StepResult:
+        result = super().run_step(offered, duration_s, seed=seed)
+        if offered <= STARVED_ABOVE:
+            return result
+        return dataclasses.replace(result, invalid_reason="scheduling lag p99 900 ms", fault="client")
+
+
+@pytest.fixture(autouse=True)
+def _no_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(powered, "REMEASURE_PAUSE_S", 0.0)  # the pause is for a real machine to settle
+
+
+@pytest.mark.slow
+def test_a_client_bound_step_measured_again_by_the_workers_lets_the_search_go_on() -> None:
+    client, workers = StarvedClient(), Workers()
+    knee = find_knee(client, PLAN, fallback=workers)
+    print(f"\n{knee.message}; the workers measured {sorted(set(workers.rates))}")
+    assert knee.status == "measured" and knee.estimate is not None
+    assert workers.rates and min(workers.rates) > STARVED_ABOVE, "only client-bound steps went to the workers"
+    assert knee.lower > STARVED_ABOVE, "the knee lies where only the workers could drive the engine"
+
+
+def test_a_step_still_client_bound_when_measured_again_stops_the_search_with_no_knee() -> None:
+    client = StarvedClient()
+    knee = find_knee(client, PLAN)
+    print(f"\n{knee.message}")
+    first_starved = min(rate for rate in client.rates if rate > STARVED_ABOVE)
+    assert client.rates.count(first_starved) == 2, "the starved step was measured once more"
+    assert knee.status == "client_bound" and knee.estimate is None
+    assert knee.client_bound_above is not None and knee.client_bound_above <= STARVED_ABOVE
+    assert knee.message.startswith(f"client_bound above {knee.client_bound_above:g} req/s")
+    assert knee.message.endswith("scheduling lag p99 900 ms"), "the reason the step gave (its remedy with it)"
+    assert all(step.verdict == "client_bound" for step in knee.steps if step.offered > STARVED_ABOVE)
