@@ -89,9 +89,18 @@ COINCIDENCES: dict[tuple[str, str], tuple[int, str]] = {
         1,
         "an example of buckets around a 0.5 s bound",
     ),
-    ("ServescopeThroughputBelowBaseline.md", "capacity_buffer_ratio"): (
+    ("ServescopeThroughputBelowBaseline.md", "capacity_buffer_ratio"): (1, "the rule's load tolerance, 20%"),
+    ("ServescopeCanarySloBurn.md", "capacity_regression_drop"): (
+        1,
+        "an example: a canary taking 10 % of the traffic",
+    ),
+    ("ServescopeE2eSloBurnSlow.md", "capacity_regression_drop"): (
         2,
-        "the rule's own drop and load tolerance (20%), constants",
+        "the burn table's budget spent, 10% per day",
+    ),
+    ("ServescopeTtftSloBurnSlow.md", "capacity_regression_drop"): (
+        2,
+        "the burn table's budget spent, 10% per day",
     ),
     ("ServescopeTtftP99High.md", "gpu_saturated_sm_active_ratio"): (
         1,

@@ -53,7 +53,7 @@ def _unit(unit: str, scale: float = 1) -> Callable[[float], str]:
     return form
 
 
-_per_second = _unit(r"/ ?s\b|per second")
+_per_second = _unit(r"(?:requests )?(?:/ ?s\b|per second)")
 _times = _unit(f"[x{TIMES}]")
 _gib = _unit("GiB", 2**30)
 _mib = _unit("MiB", 2**20)
@@ -94,6 +94,7 @@ FORMS: dict[str, tuple[Callable[..., str], ...]] = {
     "blind_share": RATIO,
     "leak_min_bytes_per_minute": (_mib,),
     "leak_min_load_stddev": (_decimal,),
+    "capacity_regression_drop": RATIO,
     "canary.min_requests": (_requests,),
     "canary.latency_ratio": (_times,),
     "canary.slo_miss_increase": RATIO,
