@@ -17,8 +17,8 @@ ConfigOption = Annotated[
     Path | None,
     typer.Option(
         "--config",
-        help="YAML file overriding the alerts config's thresholds, windows, selector and URLs "
-        "(core/config.py; every field is listed in docs/alerts.md). Default: the built-in defaults.",
+        help="YAML file overriding any field of the alerts config: thresholds, windows, selector, URLs "
+        "(servescope/core/config.py, each field with its description). Default: the built-in defaults.",
     ),
 ]
 
