@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from servescope.core.config import AlertsConfig
+from servescope.core.durations import parse_duration
 from servescope.core.errors import ServescopeError
 
 PLACEHOLDER = re.compile(r"\{\{\s*config\.([a-z_][a-z0-9_.]*)\s*(?:\|\s*([a-z_]+)\s*)?\}\}")
@@ -46,6 +47,16 @@ def _plain(value: Any) -> str:
     return str(value)
 
 
+def _words(value: Any) -> str:
+    """A Prometheus duration for a reader: 15m -> 15 minutes, 1h -> 1 hour, 24h -> 1 day."""
+    seconds = parse_duration(str(value))
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{seconds:g} second{'s' if seconds != 1 else ''}"
+
+
 def _number(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{value!r} is not a number")
@@ -63,6 +74,8 @@ FORMATS: dict[str, Callable[[Any], str]] = {
     "minutes": lambda value: f"{_number(value) / 60:g}",
     # bytes -> MiB: 4194304 -> 4
     "mib": lambda value: f"{_number(value) / 2**20:g}",
+    # a duration in words: 15m -> 15 minutes
+    "words": _words,
     # what a share leaves: a 20% buffer keeps utilisation under 0.8 (and 80%)
     "complement": lambda value: f"{1 - _number(value):g}",
     "complement_percent": lambda value: f"{(1 - _number(value)) * 100:g}%",

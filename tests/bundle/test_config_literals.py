@@ -19,8 +19,8 @@ import pytest
 
 from servescope.bundle.alerts.bundle import render_all as render_rules
 from servescope.bundle.dashboards.build import names, render
-from servescope.core.config import AlertsConfig
-from servescope.core.config_text import config_value
+from servescope.core.config import DURATION_SUFFIXES, AlertsConfig
+from servescope.core.config_text import FORMATS, config_value
 from servescope.runbooks.document import read_page, runbook_paths
 from servescope.runbooks.settings import SHIPPED_RUNBOOKS
 from tests.bundle.coincidences import COINCIDENCES
@@ -168,3 +168,37 @@ def test_the_e2e_pages_state_the_rules_bound() -> None:
 
 def test_pages_folder_is_the_shipped_one() -> None:
     assert Path(SHIPPED_RUNBOOKS).is_dir() and len(PAGES) >= 40
+
+
+def _durations() -> AlertsConfig:
+    """The defaults with every duration setting at its own odd number of minutes (7m, 9m, 11m...)."""
+    cfg, minutes = DEFAULT, 7
+    for field in type(DEFAULT).model_fields:
+        if field.endswith(DURATION_SUFFIXES):
+            try:
+                cfg = AlertsConfig.model_validate({**cfg.model_dump(), field: f"{minutes}m"})
+            except ValueError:
+                continue  # a duration the config restricts (exhaustion_window: 5m or 30m)
+            minutes += 2
+    return cfg
+
+
+DURATIONS = _durations()
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_a_duration_setting_a_page_names_is_the_configured_one(name: str) -> None:
+    """A page that names a duration setting (`endpoint_down_window`) states its value from the config."""
+    lines = page(name, DURATIONS).splitlines()
+    wrong = []
+    for number, line in enumerate(lines):
+        for field in re.findall(r"`([a-z_]+)`", line):
+            if not field.endswith(DURATION_SUFFIXES) or field not in type(DEFAULT).model_fields:
+                continue
+            said = " ".join(lines[max(0, number - 1) : number + 1])
+            default, configured = (FORMATS["words"](config_value(c, field)) for c in (DEFAULT, DURATIONS))
+            if configured == default:
+                continue
+            if re.search(rf"(?<![\d.]){re.escape(default)}\b", said) or configured not in said:
+                wrong.append(f"line {number + 1}: `{field}` ({default} by default) said as: {line.strip()!r}")
+    assert not wrong, f"{name}: write these as {{{{ config.<field> | words }}}}:\n" + "\n".join(wrong)

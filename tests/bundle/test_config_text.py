@@ -25,6 +25,9 @@ CFG = AlertsConfig.model_validate(
         ("{{ config.capacity_buffer_ratio | complement_percent }}", "80%"),
         ("{{ config.canary.min_requests }} requests", "900 requests"),
         ("{{ config.drain_xids }}", "63, 92"),
+        ("{{ config.kv_pressure_for | words }}", "5 minutes"),
+        ("{{ config.planned_change_lag | words }}", "1 minute"),
+        ("{{ config.xid_keep_firing_for | words }}", "1 day"),
     ],
 )
 def test_a_placeholder_becomes_the_config_value(text: str, expected: str) -> None:
