@@ -43,6 +43,7 @@ def alert_labels(exporter: str) -> dict[str, str]:
         "reason": "series_limit",
         "prometheus": "servescope/servescope-agent",
         "prometheus_replica": "prom-agent-servescope-agent-0",
+        "target": "staging-vllm",  # the weekly capacity job's endpoint (ServescopeCapacityRegression)
     }
 
 
