@@ -70,6 +70,8 @@ FORMATS: dict[str, Callable[[Any], str]] = {
     "percent": lambda value: f"{_number(value) * 100:g}%",
     # bytes -> GiB: 1073741824 -> 1
     "gib": lambda value: f"{_number(value) / 2**30:g}",
+    # a number written for a reader: an le bound "60.0" -> 60 (queries keep the bound as it is)
+    "number": lambda value: f"{float(value):g}",
     # seconds -> minutes: 3600 -> 60
     "minutes": lambda value: f"{_number(value) / 60:g}",
     # bytes -> MiB: 4194304 -> 4

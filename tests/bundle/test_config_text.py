@@ -20,6 +20,7 @@ CFG = AlertsConfig.model_validate(
         ("{{ config.error_budget | percent }}", "0.5%"),  # a derived value, float noise dropped
         ("{{ config.error_budget }}", "0.005"),
         ("{{ config.slo_e2e_latency_le }}", "60.0"),  # a bound keeps its dot: le="60.0"
+        ("{{ config.slo_e2e_latency_le | number }} s", "60 s"),
         ("{{ config.over_budget_bytes | gib }} GiB", "1 GiB"),
         ("{{ config.capacity_buffer_ratio | complement }}", "0.8"),
         ("{{ config.capacity_buffer_ratio | complement_percent }}", "80%"),

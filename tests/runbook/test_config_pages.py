@@ -48,7 +48,7 @@ def test_the_e2e_page_queries_the_configured_end_to_end_bound() -> None:
     queries = [str(step.params.get("query", "")) for step in runbook.steps]
     assert any('le="30.0"' in query for query in queries)
     assert not any('le="0.5"' in query for query in queries)
-    assert "under 30.0 s" in runbook.sections["Meaning"]
+    assert "under 30 s" in runbook.sections["Meaning"]
 
 
 def test_the_served_page_shows_the_configured_threshold(tmp_path: Path) -> None:
