@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from servescope.bundle.alerts.bundle import all_alerts
 from servescope.bundle.alerts.bundle import render_all as render_rules
 from servescope.bundle.dashboards.build import names, render
 from servescope.core.config import DURATION_SUFFIXES, AlertsConfig
@@ -202,3 +203,21 @@ def test_a_duration_setting_a_page_names_is_the_configured_one(name: str) -> Non
             if re.search(rf"(?<![\d.]){re.escape(default)}\b", said) or configured not in said:
                 wrong.append(f"line {number + 1}: `{field}` ({default} by default) said as: {line.strip()!r}")
     assert not wrong, f"{name}: write these as {{{{ config.<field> | words }}}}:\n" + "\n".join(wrong)
+
+
+RULE_FOR = {alert.name: alert.for_ for alert in all_alerts(DURATIONS)}
+OPENING_FOR = re.compile(r"^For (an? \w+|\d+ \w+)\b", re.MULTILINE)
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_a_page_that_opens_with_how_long_says_its_rule_s_for(name: str) -> None:
+    """An opening "For 15 minutes, ..." is the rule's `for`, under any config."""
+    said = OPENING_FOR.findall(page(name, DURATIONS))
+    rule = RULE_FOR.get(name.removesuffix(".md"))
+    if not said or rule is None:
+        return  # the page does not open with how long (or has no rule of its own)
+    opening = re.sub(r"^an? ", "1 ", said[0])  # "For an hour" is 1 hour
+    assert opening == FORMATS["words"](rule), (
+        f"{name}: opens with 'For {said[0]}', its rule's `for` is {rule}: "
+        "write {{ config.<x>_for | words }}"
+    )
