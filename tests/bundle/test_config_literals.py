@@ -221,3 +221,21 @@ def test_a_page_that_opens_with_how_long_says_its_rule_s_for(name: str) -> None:
         f"{name}: opens with 'For {said[0]}', its rule's `for` is {rule}: "
         "write {{ config.<x>_for | words }}"
     )
+
+
+RULE_FOR_DEFAULT = {alert.name: alert.for_ for alert in all_alerts(DEFAULT)}
+FOR_PHRASE = re.compile(r"\b[Ff]or (an? \w+|\d+ \w+)\b")
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_the_meaning_never_copies_its_rule_s_for(name: str) -> None:
+    """ "... has stayed above 0.7 for 5 minutes" in the Meaning's first paragraph is the rule's `for`."""
+    alert = name.removesuffix(".md")
+    if alert not in RULE_FOR or RULE_FOR[alert] == RULE_FOR_DEFAULT[alert]:
+        return  # no rule, or a `for` no setting moves (a constant of the rule)
+    meaning = page(name, DURATIONS).split("## Meaning", 1)[-1].strip().split("\n\n", 1)[0]
+    copied = FORMATS["words"](RULE_FOR_DEFAULT[alert])
+    said = [re.sub(r"^an? ", "1 ", phrase) for phrase in FOR_PHRASE.findall(meaning)]
+    assert copied not in said, (
+        f"{name}: 'for {copied}' is a copy of the rule's `for`: write {{{{ config.<x>_for | words }}}}"
+    )
