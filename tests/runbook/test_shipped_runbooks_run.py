@@ -45,7 +45,6 @@ def alert_labels(exporter: str) -> dict[str, str]:
         "label": "baseline",
         "prometheus": "servescope/servescope-agent",
         "prometheus_replica": "prom-agent-servescope-agent-0",
-        "target": "staging-vllm",  # the weekly capacity job's endpoint (ServescopeCapacityRegression)
     }
 
 
