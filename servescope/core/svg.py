@@ -2,7 +2,7 @@
 charts and the exporter's GPU memory picture.
 
 A chart is series of points (each drawn in a palette colour or its own style, joined or not, with or
-without a marker per point), horizontal reference lines, straight segments (a trend), vertical bands (an
+without a marker per point), straight lines (a reference across the plot, a trend), vertical bands (an
 interval), axes with ticks in the caller's units and a note. Every text is escaped: titles and series
 names come from scraped labels and command lines.
 """
@@ -42,6 +42,37 @@ class Style:
 REFERENCE = Style("#d62728", dash="6 4", width=1.0)
 
 
+@dataclass(frozen=True, slots=True)
+class Line:
+    """A straight line from `start` to `end` (a trend), with an optional label at its right end; x is held
+    inside the plot, so a reference line from -inf to +inf spans it."""
+
+    start: Point
+    end: Point
+    style: Style = REFERENCE
+    label: str = ""
+
+
+def hline(y: float, label: str, style: Style = REFERENCE) -> Line:
+    """A horizontal reference line across the whole plot, labelled at its right end."""
+    return Line((-math.inf, y), (math.inf, y), style, label)
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """The picture's size and the margins around its plot, in pixels."""
+
+    width: int = 640
+    height: int = 320
+    margins: tuple[int, int, int, int] = (56, 56, 56, 56)  # left, right, top, bottom
+
+    @property
+    def edges(self) -> tuple[int, int, int, int]:
+        """The plot's left, right, top and bottom edges."""
+        left, right, top, bottom = self.margins
+        return left, self.width - right, top, self.height - bottom
+
+
 @dataclass(slots=True)
 class Series:
     """Named points; without a style the series takes the palette's colour of its place."""
@@ -53,36 +84,6 @@ class Series:
     legend: bool = True
 
 
-@dataclass(frozen=True, slots=True)
-class HLine:
-    """A horizontal reference line across the plot, labelled at its right end."""
-
-    y: float
-    label: str
-    style: Style = REFERENCE
-
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    """A straight line between two points (a trend), drawn as one <line>."""
-
-    start: Point
-    end: Point
-    style: Style
-
-
-@dataclass(frozen=True, slots=True)
-class Frame:
-    """The picture's size and the margins around its plot, in pixels."""
-
-    width: int = 640
-    height: int = 320
-    left: int = 56
-    right: int = 56
-    top: int = 56
-    bottom: int = 56
-
-
 @dataclass(slots=True)
 class Chart:
     """One chart. Without an explicit range an axis spans its data (and zero), with headroom on top."""
@@ -92,9 +93,8 @@ class Chart:
     y_label: str = ""
     series: list[Series] = field(default_factory=list)
     join: bool = True  # join each series' points
-    hlines: list[HLine] = field(default_factory=list)
+    lines: list[Line] = field(default_factory=list)  # references and trends
     vbands: list[tuple[float, float, str]] = field(default_factory=list)
-    segments: list[Segment] = field(default_factory=list)
     y_cap: float | None = None  # values above (or infinite) are drawn at the cap, marked as off-scale
     x_range: tuple[float, float] | None = None
     y_range: tuple[float, float] | None = None  # values outside are drawn at its edge
@@ -124,7 +124,7 @@ def _span(values: Sequence[float]) -> tuple[float, float]:
 
 @dataclass(frozen=True, slots=True)
 class _Scale:
-    """Data to pixels; y is held inside its range, so a line leaving it runs along the plot's edge."""
+    """Data to pixels, held inside the plot: a line leaving a range runs along the plot's edge."""
 
     frame: Frame
     x0: float
@@ -133,23 +133,22 @@ class _Scale:
     y1: float
 
     def x(self, value: float) -> float:
-        f = self.frame
-        return f.left + (value - self.x0) / (self.x1 - self.x0) * (f.width - f.left - f.right)
+        left, right, _, _ = self.frame.edges
+        share = (min(max(value, self.x0), self.x1) - self.x0) / (self.x1 - self.x0)
+        return left + share * (right - left)
 
     def y(self, value: float) -> float:
-        f = self.frame
+        _, _, top, bottom = self.frame.edges
         share = (min(max(value, self.y0), self.y1) - self.y0) / (self.y1 - self.y0)
-        return f.height - f.bottom - share * (f.height - f.top - f.bottom)
+        return bottom - share * (bottom - top)
 
 
 def _scale(chart: Chart, data: list[Series]) -> _Scale:
+    ends = [end for line in chart.lines for end in (line.start, line.end)]
     xs = [x for s in data for x, _ in s.points] + [v for band in chart.vbands for v in band[:2]]
-    ys = [y for s in data for _, y in s.points] + [line.y for line in chart.hlines]
-    for segment in chart.segments:
-        xs += [segment.start[0], segment.end[0]]
-        ys += [segment.start[1], segment.end[1]]
-    x0, x1 = chart.x_range or _span(xs)
-    y0, y1 = chart.y_range or _span(ys)
+    ys = [y for s in data for _, y in s.points]
+    x0, x1 = chart.x_range or _span(xs + [x for x, _ in ends if math.isfinite(x)])
+    y0, y1 = chart.y_range or _span(ys + [y for _, y in ends if math.isfinite(y)])
     return _Scale(chart.frame, x0, x1, y0, y1)
 
 
@@ -159,6 +158,7 @@ def render(chart: Chart) -> str:
         Series(s.name, _finite(s.points, chart.y_cap), s.style, s.markers, s.legend) for s in chart.series
     ]
     scale, f = _scale(chart, data), chart.frame
+    left, _, top, bottom = f.edges
     title = escape(chart.title)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {f.width} {f.height}" width="{f.width}" '
@@ -167,14 +167,14 @@ def render(chart: Chart) -> str:
     if chart.background:
         parts.append(f'<rect width="{f.width}" height="{f.height}" fill="{chart.background}"/>')
     parts.append(f'<text x="{f.width / 2:g}" y="18" text-anchor="middle" font-size="14">{title}</text>')
-    plot_h = f.height - f.top - f.bottom
     for low, high, label in chart.vbands:
         parts.append(
-            f'<rect x="{scale.x(low):.1f}" y="{f.top}" width="{max(1.0, scale.x(high) - scale.x(low)):.1f}" '
-            f'height="{plot_h}" fill="#2ca02c" fill-opacity="0.18"><title>{escape(label)}</title></rect>'
+            f'<rect x="{scale.x(low):.1f}" y="{top}" width="{max(1.0, scale.x(high) - scale.x(low)):.1f}" '
+            f'height="{bottom - top}" fill="#2ca02c" fill-opacity="0.18"><title>{escape(label)}</title>'
+            "</rect>"
         )
     parts += _axes(chart, scale)
-    parts += _references(chart, scale)
+    parts += [_line(line, scale) for line in chart.lines]
     for index, series in enumerate(data):
         parts += _series(index, series, scale, chart.join)
     if chart.empty and not any(s.points for s in data):
@@ -184,7 +184,7 @@ def render(chart: Chart) -> str:
         )
     if chart.note:
         parts.append(
-            f'<text class="note" x="{f.left + 6}" y="{f.top + 14}" font-size="12" fill="#d62728">'
+            f'<text class="note" x="{left + 6}" y="{top + 14}" font-size="12" fill="#d62728">'
             f"{escape(chart.note)}</text>"
         )
     parts.append("</svg>")
@@ -193,10 +193,10 @@ def render(chart: Chart) -> str:
 
 def _axes(chart: Chart, scale: _Scale) -> list[str]:
     f = chart.frame
-    bottom, right = f.height - f.bottom, f.width - f.right
+    left, right, top, bottom = f.edges
     parts = [
-        f'<line class="axis" x1="{f.left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#333"/>',
-        f'<line class="axis" x1="{f.left}" y1="{f.top}" x2="{f.left}" y2="{bottom}" stroke="#333"/>',
+        f'<line class="axis" x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#333"/>',
+        f'<line class="axis" x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#333"/>',
     ]
     if chart.x_label:
         parts.append(
@@ -216,29 +216,24 @@ def _axes(chart: Chart, scale: _Scale) -> list[str]:
             f"{escape(chart.x_format(xv))}</text>"
         )
         parts.append(
-            f'<text x="{f.left - 6}" y="{scale.y(yv) + 3:.1f}" text-anchor="end" font-size="10">'
+            f'<text x="{left - 6}" y="{scale.y(yv) + 3:.1f}" text-anchor="end" font-size="10">'
             f"{escape(chart.y_format(yv))}</text>"
         )
     return parts
 
 
-def _references(chart: Chart, scale: _Scale) -> list[str]:
-    left, right = chart.frame.left, chart.frame.width - chart.frame.right
-    parts = []
-    for line in chart.hlines:
-        y = scale.y(line.y)
-        parts.append(
-            f'<line x1="{left}" x2="{right}" y1="{y:.1f}" y2="{y:.1f}"{line.style.attributes()}/>'
-            f'<text x="{right - 4}" y="{y - 4:.1f}" text-anchor="end" font-size="11" '
-            f'fill="{line.style.colour}">{escape(line.label)}</text>'
-        )
-    for segment in chart.segments:
-        (xa, ya), (xb, yb) = segment.start, segment.end
-        parts.append(
-            f'<line x1="{scale.x(xa):.1f}" y1="{scale.y(ya):.1f}" x2="{scale.x(xb):.1f}" '
-            f'y2="{scale.y(yb):.1f}"{segment.style.attributes()}/>'
-        )
-    return parts
+def _line(line: Line, scale: _Scale) -> str:
+    (xa, ya), (xb, yb) = line.start, line.end
+    drawn = (
+        f'<line x1="{scale.x(xa):.1f}" y1="{scale.y(ya):.1f}" x2="{scale.x(xb):.1f}" '
+        f'y2="{scale.y(yb):.1f}"{line.style.attributes()}/>'
+    )
+    if not line.label:
+        return drawn
+    return (
+        f'{drawn}<text x="{scale.x(xb) - 4:.1f}" y="{scale.y(yb) - 4:.1f}" text-anchor="end" '
+        f'font-size="11" fill="{line.style.colour}">{escape(line.label)}</text>'
+    )
 
 
 def _series(index: int, series: Series, scale: _Scale, join: bool) -> list[str]:
@@ -255,9 +250,9 @@ def _series(index: int, series: Series, scale: _Scale, join: bool) -> list[str]:
                 f"<title>{name}: ({x:.3g}, {y:.3g})</title></circle>"
             )
     if series.legend:
-        legend_y = scale.frame.top + 14 * index
+        left, _, top, _ = scale.frame.edges
+        legend_y = top + 14 * index
         parts.append(
-            f'<text x="{scale.frame.left + 8}" y="{legend_y + 4}" font-size="11" fill="{style.colour}">'
-            f"{name}</text>"
+            f'<text x="{left + 8}" y="{legend_y + 4}" font-size="11" fill="{style.colour}">{name}</text>'
         )
     return parts

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from servescope.core.svg import Chart, Frame, HLine, Segment, Series, Style, render
+from servescope.core.svg import Chart, Frame, Line, Series, Style, hline, render
 
 GIB = 1024**3
 TICKS = 5
+MARGINS = (70, 20, 30, 40)  # left, right, top, bottom: room for the GiB ticks
 MEMORY = Style("#1f77b4", "memory", width=1.5)
 TREND = Style("#d62728", "trend", dash="6,4", width=1.0)
 CAPACITY = Style("#444", "capacity", width=1.0)
@@ -48,20 +49,13 @@ def render_memory_svg(
     # The axis starts below the lowest sample, not at zero: a 2 GiB climb on a 141 GiB card must be
     # visible, and the gap up to the capacity line is the headroom people want to see.
     bottom = max(0.0, min(values) - 0.25 * (top - min(values))) if values else 0.0
-    chart = Chart(
-        title,
-        x_range=(-span, 0.0),
-        y_range=(bottom if bottom < top else 0.0, top),
-        x_format=_relative_label,
-        y_format=_gib,
-        ticks=TICKS,
-        note=note,
-        empty="no data",
-        background="white",
-        frame=Frame(width, height, left=70, right=20, top=30, bottom=40),
-    )
+    chart = Chart(title, note=note, empty="no data", background="white", frame=Frame(width, height, MARGINS))
+    # Time runs to the newest sample ("now"); memory in GiB from just below the curve to above the capacity.
+    chart.x_range, chart.x_format = (-span, 0.0), _relative_label
+    chart.y_range, chart.y_format = (bottom if bottom < top else 0.0, top), _gib
+    chart.ticks = TICKS
     if total_bytes > 0:
-        chart.hlines.append(HLine(total_bytes, f"capacity {_gib(total_bytes)}", CAPACITY))
+        chart.lines.append(hline(total_bytes, f"capacity {_gib(total_bytes)}", CAPACITY))
     if values:
         now = times[-1]
         relative = [(t - now, v) for t, v in zip(times, values, strict=True)]
@@ -69,5 +63,5 @@ def render_memory_svg(
         if slope is not None:
             # Dashed line with the given slope through the newest sample, across the plotted window.
             start = (-span, values[-1] - slope * span)
-            chart.segments.append(Segment(start, (0.0, values[-1]), TREND))
+            chart.lines.append(Line(start, (0.0, values[-1]), TREND))
     return render(chart)

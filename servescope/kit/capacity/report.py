@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from servescope.core.html import Markup, document, render
-from servescope.core.svg import Chart, HLine, Series
+from servescope.core.svg import Chart, Series, hline
 from servescope.core.svg import render as render_chart
 from servescope.kit.capacity.result import CapacityRun, save
 
@@ -45,7 +45,7 @@ def latency_chart(runs: Sequence[CapacityRun]) -> Chart:
         f"Offered rate vs {slo.metric} p{slo.quantile * 100:g}",
         "offered (requests/s)",
         "seconds",
-        hlines=[HLine(slo.limit_s, f"SLO {slo.limit_s * 1000:g} ms")],
+        lines=[hline(slo.limit_s, f"SLO {slo.limit_s * 1000:g} ms")],
         y_cap=slo.limit_s * 4,
     )
     for run in runs:
