@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from servescope import __version__
-from servescope.core.settings_cli import usage_error
+from servescope.core.cli_errors import usage_error
 
 app = typer.Typer(
     name="servescope",

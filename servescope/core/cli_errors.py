@@ -16,9 +16,10 @@ def complain(message: str, *, kind: str = "error") -> None:
     typer.echo(f"{PROGRAM}: {kind}: {message}", err=True)
 
 
-def usage_error(message: str, code: int = 2) -> NoReturn:
-    """`servescope: error: <message>` on stderr, then exit with `code`."""
-    complain(message)
+def usage_error(message: str, code: int = 2, *, kind: str = "error") -> NoReturn:
+    """`servescope: <kind>: <message>` on stderr (`error` unless a command names its own kind of
+    failure, such as `stale`), then exit with `code`."""
+    complain(message, kind=kind)
     raise typer.Exit(code)
 
 

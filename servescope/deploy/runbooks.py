@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from servescope.deploy import names
+from servescope.deploy.containers import container, restricted_security
 from servescope.deploy.names import (
     ALERTMANAGER_SECRETS_DIR,
     CHANGE_TOKEN_KEY,
@@ -157,26 +158,20 @@ def _probe(path: str, initial_delay: int) -> dict[str, Any]:
 
 
 def _container(options: DeployOptions) -> dict[str, Any]:
-    return {
-        "name": COMPONENT,
-        "image": options.image,
-        "imagePullPolicy": options.image_pull_policy,
-        "args": _args(options),
-        "workingDir": "/tmp",
-        "ports": [{"name": HTTP_PORT_NAME, "containerPort": RUNBOOKS_PORT, "protocol": "TCP"}],
-        "livenessProbe": _probe("/healthz", 10),
+    return container(
+        COMPONENT,
+        options,
+        _args(options),
+        ports=[{"name": HTTP_PORT_NAME, "containerPort": RUNBOOKS_PORT, "protocol": "TCP"}],
+        livenessProbe=_probe("/healthz", 10),
         # /readyz fails while incidents cannot be written: Alertmanager's posts go to a replica that can.
-        "readinessProbe": _probe("/readyz", 2),
+        readinessProbe=_probe("/readyz", 2),
         # Measured (tests/faults): VmHWM 124 MiB in the worst case, all 12 step workers (8 for pages, 4
         # for incidents) streaming an endless answer to the 8 MiB cap at once; 58-62 MiB under the large
         # bodies, half-sent connections and 200 concurrent clients. 256Mi keeps twice that worst case.
-        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
-        "volumeMounts": [
+        resources={"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+        securityContext=restricted_security(),
+        volumeMounts=[
             {"name": "tokens", "mountPath": TOKEN_DIR, "readOnly": True},
             {"name": "state", "mountPath": STATE_DIR},
             {"name": "tmp", "mountPath": "/tmp"},
@@ -186,7 +181,7 @@ def _container(options: DeployOptions) -> dict[str, Any]:
                 else []
             ),
         ],
-    }
+    )
 
 
 def _state_volume(options: DeployOptions) -> dict[str, Any]:

@@ -20,6 +20,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from servescope.core.errors import ServescopeError
+
 MAX_HEAD_BYTES = 16 * 1024
 MAX_BODY_BYTES = 1024 * 1024
 MAX_TOKENS = 4096
@@ -153,8 +155,10 @@ class MockEngine:
         self.output_lengths.observe(output_tokens)
 
 
-class BadRequestError(Exception):
+class BadRequestError(ServescopeError):
     """The request cannot be answered; the message names what was wrong."""
+
+    reason = "bad_request"
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,9 @@ from typing import Annotated, Any, cast
 import typer
 from pydantic import BaseModel
 
+from servescope.core.cli_errors import usage_error
 from servescope.core.cli_group import command_group
-from servescope.core.settings_cli import settings_command, usage_error
+from servescope.core.settings_cli import settings_command
 from servescope.kit.capacity.runners import HttpOptions, http_runner, lag_bound
 from servescope.kit.load.records import StepRunner
 from servescope.kit.load.validity import ValidityRules
