@@ -31,6 +31,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "advise": ("servescope.kit.advisor.cli", "app"),
     "alerts": ("servescope.bundle.alerts.cli", "app"),
     "dashboards": ("servescope.bundle.dashboards.cli", "app"),
+    "bundle": ("servescope.deploy.bundle_cli", "app"),
     "runbook": ("servescope.runbooks.cli", "app"),
     "runbook-server": ("servescope.runbooks.server_cli", "server_command"),
     "demo": ("servescope.demo.cli", "demo"),
