@@ -12,8 +12,8 @@ from typing import Annotated
 import typer
 
 from servescope import __version__
+from servescope.core.cli_errors import usage_error
 from servescope.core.extensions import COMMANDS_GROUP, INSTALL_HINT, SIMULATOR_DISTRIBUTION, missing_simulator
-from servescope.core.settings_cli import usage_error
 
 app = typer.Typer(
     name="servescope",
@@ -34,6 +34,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "advise": ("servescope.kit.advisor.cli", "app"),
     "alerts": ("servescope.bundle.alerts.cli", "app"),
     "dashboards": ("servescope.bundle.dashboards.cli", "app"),
+    "bundle": ("servescope.deploy.bundle_cli", "app"),
     "runbook": ("servescope.runbooks.cli", "app"),
     "runbook-server": ("servescope.runbooks.server_cli", "server_command"),
     "deploy": ("servescope.deploy.cli", "app"),

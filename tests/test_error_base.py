@@ -3,46 +3,38 @@ while each keeps the built-in base callers already catch (ValueError, LookupErro
 
 from __future__ import annotations
 
+import ast
 import importlib
+import inspect
+import pkgutil
 import re
+from pathlib import Path
 
 import pytest
 import typer
 from typer.testing import CliRunner
 
+import servescope
 from servescope.core.cli_errors import complain, usage_error
 from servescope.core.errors import ServescopeError
 
-MODULES = [
-    "servescope.kit.advisor.kv_sizing",
-    "servescope.bundle.alerts.promql",
-    "servescope.kit.canary.prometheus",
-    "servescope.core.decoding",
-    "servescope.core.durations",
-    "servescope.core.kube",
-    "servescope.core.listen",
-    "servescope.core.processes",
-    "servescope.core.settings_cli",
-    "servescope.core.exposition",
-    "servescope.core.exposition.limits",
-    "servescope.bundle.dashboards.push",
-    "servescope.core.dcgm.counters",
-    "servescope.exporter.memory_api",
-    "servescope.exporter.nvml.errors",
-    "servescope.runbooks.actions.fetch",
-    "servescope.runbooks.actions.kube",
-    "servescope.runbooks.actions.trust",
-    "servescope.runbooks.asgi",
-    "servescope.runbooks.audit",
-    "servescope.runbooks.auth",
-    "servescope.runbooks.binding",
-    "servescope.runbooks.incident_service",
-    "servescope.runbooks.incidents",
-    "servescope.runbooks.model",
-    "servescope.runbooks.runner",
-    "servescope.runbooks.step_pool",
-    "servescope.runbooks.webhook",
-]
+PACKAGE = Path(servescope.__file__).parent
+# Left out: the simulator and the demo (test tools, not the product), the command's entry point (it runs
+# the CLI), generated protobuf modules, and the Locust file (importing Locust patches the interpreter
+# with gevent: its errors are checked from its source instead).
+LEFT_OUT = ("servescope.sim", "servescope.demo")
+NOT_IMPORTED = ("servescope.__main__", "servescope.kit.load.locustfile")
+
+
+def _modules() -> list[str]:
+    names = [m.name for m in pkgutil.walk_packages([str(PACKAGE)], "servescope.")]
+    return [
+        n
+        for n in names
+        if not n.startswith(LEFT_OUT) and n not in NOT_IMPORTED and not n.endswith(("_pb2", "_pb2_grpc"))
+    ]
+
+
 # The built-in base each kept, so `except ValueError` and the like still catch them.
 KEPT_BASES = {
     "RunbookError": ValueError,
@@ -67,12 +59,14 @@ KEPT_BASES = {
     "CountersError": ValueError,
     "SizingError": ValueError,
     "PromQLError": ValueError,
+    "IncompatibleRunsError": ValueError,
+    "LaunchError": RuntimeError,
 }
 SNAKE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")
 
 
 def _errors() -> dict[str, type[ServescopeError]]:
-    for name in MODULES:
+    for name in _modules():
         importlib.import_module(name)
     found: dict[str, type[ServescopeError]] = {}
     todo = [ServescopeError]
@@ -94,6 +88,28 @@ def test_every_error_of_the_package_has_a_snake_case_reason_and_keeps_its_old_ba
     # Each names what went wrong in its own word, not the base's.
     plain = sorted(n for n, c in errors.items() if c.reason == ServescopeError.reason)
     assert plain == ["ApiError", "FetchError", "LabelsRefusedError", "NvmlError", "RefusedError"], plain
+
+
+def test_every_exception_class_of_the_package_derives_from_the_one_base() -> None:
+    """Every exception class the package defines (outside the simulator and the demo), private ones
+    included, is a ServescopeError: one `except`, one reason label, wherever it is raised."""
+    outside = []
+    for name in _modules():
+        for attr, value in vars(importlib.import_module(name)).items():
+            defined_here = inspect.isclass(value) and value.__module__ == name
+            if defined_here and issubclass(value, BaseException) and not issubclass(value, ServescopeError):
+                outside.append(f"{name}.{attr}")
+    assert not outside, outside
+    assert len(_modules()) > 250  # the walk found the package, not an empty folder
+
+
+def test_the_locust_file_s_errors_derive_from_the_one_base() -> None:
+    tree = ast.parse((PACKAGE / "kit" / "load" / "locustfile.py").read_text())
+    classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    errors = [node for node in classes if node.name.endswith("Error")]
+    assert errors
+    for node in errors:
+        assert [ast.unparse(base) for base in node.bases] == ["ServescopeError"], node.name
 
 
 def test_an_instance_may_carry_its_own_reason() -> None:

@@ -28,6 +28,7 @@ import httpcore
 import httpx
 
 from servescope.core.decoding import CHUNK, CappedBody, FetchError, encodings
+from servescope.core.errors import ServescopeError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 # Why an address may not be connected to (a sentence naming it), None when it may.
@@ -75,8 +76,10 @@ class _DeadlineStream(httpcore.NetworkStream):
         return self._inner.get_extra_info(info)
 
 
-class _RefusedAddressError(httpcore.ConnectError):
+class _RefusedAddressError(ServescopeError, httpcore.ConnectError):
     """Every address the host resolves to is refused by the policy; the message says why."""
+
+    reason = "refused_address"
 
 
 class _DeadlineBackend(httpcore.NetworkBackend):
@@ -133,8 +136,10 @@ class Answer:
         return jsonlib.loads(self.content)
 
 
-class _ClosedBeforeAnswerError(Exception):
+class _ClosedBeforeAnswerError(ServescopeError):
     """The connection closed before any of the response arrived; the httpx error is its __cause__."""
+
+    reason = "closed_before_answer"
 
 
 class BoundedClient:

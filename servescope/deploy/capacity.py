@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from servescope.deploy.agent_options import REMOTE_WRITE_PATH
+from servescope.deploy.containers import container, restricted_security
 from servescope.deploy.names import (
     NAMESPACE_NAME_LABEL,
     labels,
@@ -56,21 +57,15 @@ def args(options: DeployOptions) -> list[str]:
 
 
 def _container(options: DeployOptions) -> dict[str, Any]:
-    return {
-        "name": COMPONENT,
-        "image": options.image,
-        "imagePullPolicy": options.image_pull_policy,
-        "args": args(options),
-        "workingDir": "/tmp",
+    return container(
+        COMPONENT,
+        options,
+        args(options),
         # The load client needs a core to itself to keep its schedule (it says so when it cannot).
-        "resources": {"requests": {"cpu": "1", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
-        "volumeMounts": [{"name": "state", "mountPath": STATE}, {"name": "tmp", "mountPath": "/tmp"}],
-    }
+        resources={"requests": {"cpu": "1", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
+        securityContext=restricted_security(),
+        volumeMounts=[{"name": "state", "mountPath": STATE}, {"name": "tmp", "mountPath": "/tmp"}],
+    )
 
 
 def cron_job(options: DeployOptions) -> dict[str, Any]:

@@ -13,7 +13,8 @@ from typing import Annotated, Any
 import typer
 from pydantic import BaseModel
 
-from servescope.core.settings_cli import settings_command, usage_error
+from servescope.core.cli_errors import usage_error
+from servescope.core.settings_cli import settings_command
 from servescope.deploy.canary import CanaryOptions
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.runbooks import RunbookTokens
@@ -61,12 +62,12 @@ def _write_or_check(options: DeployOptions, out: Path, receiver: Path, check: bo
     if check:
         outdated = stale(out, receiver, options)
         if outdated:
-            typer.echo(
-                f"stale: {', '.join(outdated)}; run `servescope deploy render --out {out}` with the "
+            usage_error(
+                f"{', '.join(outdated)}; run `servescope deploy render --out {out}` with the "
                 "options it was rendered with",
-                err=True,
+                1,
+                kind="stale",
             )
-            raise typer.Exit(1)
         typer.echo(f"{out} and {receiver} are current")
         return
     written = write_base(out, receiver, options)

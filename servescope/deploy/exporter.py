@@ -6,6 +6,7 @@ from typing import Any
 
 from servescope.core.settings_cli import env_names
 from servescope.deploy import dcgm, names, revision
+from servescope.deploy.containers import container, restricted_security
 from servescope.deploy.names import (
     EXPORTER,
     EXPORTER_PORT,
@@ -61,16 +62,12 @@ def service_account(options: DeployOptions) -> dict[str, Any]:
 def _security(options: DeployOptions) -> tuple[dict[str, Any], dict[str, Any]]:
     """The pod's and the container's security contexts."""
     seccomp = {"type": "RuntimeDefault"}
-    container: dict[str, Any] = {
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "capabilities": {"drop": ["ALL"]},
-    }
+    context = restricted_security()
     if options.host_pid:
-        container["capabilities"]["add"] = list(ATTRIBUTION_CAPABILITIES)
+        context["capabilities"]["add"] = list(ATTRIBUTION_CAPABILITIES)
         # Reading other processes' fd/ is a ptrace read check, which containerd's default AppArmor profile
         # refuses on Ubuntu nodes (discovery then says ptrace_denied); seccomp has no say in it.
-        container["appArmorProfile"] = options.apparmor_spec()
+        context["appArmorProfile"] = options.apparmor_spec()
     if options.runs_as_root:
         # The kubelet's socket is root's (mode 0755 under the kubelet's umask): UID 0 connects to it as its
         # owner, with no capability; other processes' /proc entries take the two above as well.
@@ -83,7 +80,7 @@ def _security(options: DeployOptions) -> tuple[dict[str, Any], dict[str, Any]]:
             "runAsNonRoot": True,
             "seccompProfile": seccomp,
         }
-    return pod, container
+    return pod, context
 
 
 def _setting(model: type[Any], field: str, value: str) -> dict[str, Any]:
@@ -132,29 +129,25 @@ def _container(options: DeployOptions, security: dict[str, Any]) -> dict[str, An
     if options.pod_resources:
         # The exporter's default --pod-resources-socket is kubelet.sock in this folder: no setting needed.
         mounts.append({"name": "pod-resources", "mountPath": POD_RESOURCES, "readOnly": True})
-    return {
-        "name": COMPONENT,
-        "image": options.image,
-        "imagePullPolicy": options.image_pull_policy,
-        "args": ["serve", "--listen", f":{EXPORTER_PORT}"],
-        # The root filesystem is read-only; anything written relative to the working folder (the audit log
-        # of the runbook pages the exporter also serves) lands in the emptyDir.
-        "workingDir": "/tmp",
-        "env": _env(options),
-        "ports": [{"name": METRICS_PORT_NAME, "containerPort": EXPORTER_PORT, "protocol": "TCP"}],
-        "livenessProbe": {**_probe("/healthz"), "initialDelaySeconds": 10},
+    return container(
+        COMPONENT,
+        options,
+        ["serve", "--listen", f":{EXPORTER_PORT}"],
+        env=_env(options),
+        ports=[{"name": METRICS_PORT_NAME, "containerPort": EXPORTER_PORT, "protocol": "TCP"}],
+        livenessProbe={**_probe("/healthz"), "initialDelaySeconds": 10},
         # 503 until every source has succeeded once; the Service still publishes not-ready pods, so a
         # node whose driver is broken is scraped and says why (servescope_source_up 0, with a reason).
-        "readinessProbe": _probe("/readyz"),
+        readinessProbe=_probe("/readyz"),
         # No CPU limit: CFS throttling would stall the 1 s collection loops, and the request already sets
         # the exporter's share under contention.
-        "resources": {
+        resources={
             "requests": {"cpu": EXPORTER_CPU_REQUEST, "memory": EXPORTER_MEMORY_REQUEST},
             "limits": {"memory": EXPORTER_MEMORY_LIMIT},
         },
-        "securityContext": security,
-        "volumeMounts": mounts,
-    }
+        securityContext=security,
+        volumeMounts=mounts,
+    )
 
 
 def _pod_spec(options: DeployOptions) -> dict[str, Any]:

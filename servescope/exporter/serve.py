@@ -16,10 +16,11 @@ from pydantic import BaseModel
 from pydantic_settings import BaseSettings
 
 from servescope import __version__
+from servescope.core.cli_errors import usage_error
 from servescope.core.errors import ServescopeError
 from servescope.core.extensions import MissingDistributionError, simulator
 from servescope.core.listen import ListenAddress, ListenError, bind, bound_address, parse_listen
-from servescope.core.settings_cli import area_config, setting, settings_command, usage_error
+from servescope.core.settings_cli import area_config, setting, settings_command
 from servescope.exporter.k8s.settings import K8sSettings
 from servescope.exporter.settings import (
     AREAS,

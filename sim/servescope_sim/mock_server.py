@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from servescope.core.errors import ServescopeError
 from servescope_sim.engine_config import EngineConfig
 from servescope_sim.engine_stats import EngineStats
 from servescope_sim.vllm_metrics import render_metrics
@@ -129,8 +130,10 @@ class MockEngine:
             self.stats.observe(name, value)
 
 
-class BadRequestError(Exception):
+class BadRequestError(ServescopeError):
     """The request cannot be answered; the message names what was wrong."""
+
+    reason = "bad_request"
 
 
 @dataclass(frozen=True)

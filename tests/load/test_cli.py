@@ -78,8 +78,10 @@ def test_each_side_at_fault_has_its_exit_status(mock: str) -> None:
     assert capped.returncode == 3, capped.stdout + capped.stderr
     assert "CLIENT_BOUND (not a result: the client could not drive it)" in capped.stdout
     assert "remedy:" in capped.stdout
-    # 200 req/s into 4 slots of ~65 ms (about 60 req/s): the engine's own queue grows.
-    overloaded = load(*common, "--rate", "200")
+    # 200 req/s into 4 slots of ~65 ms (about 60 req/s): the engine's own queue grows. Over 4 s, so
+    # that its queue is sampled (every 0.5 s) often enough on a busy machine to show the trend, which
+    # outranks a client that also fell behind.
+    overloaded = load("run", "--url", mock, "--duration", "4", "--output-tokens", "10", "--rate", "200")
     assert overloaded.returncode == 4, overloaded.stdout + overloaded.stderr
     assert "OVERLOADED (above capacity: the engine's backlog grew): backlog" in overloaded.stdout
     # Every request refused (the mock takes at most 4096 output tokens): never VALID, exit 5.

@@ -15,13 +15,13 @@ from servescope.kit.load.schedule import LengthDistribution, arrival_times, read
 from servescope.kit.load.validity import (
     EngineView,
     ValidityRules,
-    backlog_reason,
     bucket_bounds,
     ceiling_reason,
     client_reason,
     client_step,
     judge,
     percentile,
+    queue_growth,
     service_backlog,
 )
 
@@ -147,9 +147,9 @@ def test_a_lagging_client_is_the_clients_fault_for_rate_and_lag() -> None:
 
 def test_a_growing_backlog_is_the_engines_overload() -> None:
     growing = [EngineSample(float(t), 4.0, 2.0 * t) for t in range(10)]
-    assert "waiting queue grew" in (backlog_reason([], growing) or "")
+    assert "waiting queue grew" in (queue_growth([], growing) or "")
     steady = [EngineSample(float(t), 4.0, 1.0 + (t % 2)) for t in range(10)]
-    assert backlog_reason(on_time(100, 10.0), steady) is None
+    assert queue_growth(on_time(100, 10.0), steady) is None
     slower = [
         RequestRecord(i / 10, i / 10, i / 10 + 0.02 + i * 0.01, i / 10 + 1.0 + i * 0.01) for i in range(100)
     ]
@@ -179,9 +179,20 @@ def test_a_step_where_most_requests_fail_is_the_engines_failure() -> None:
     assert fault == "engine" and "60 of 100 requests failed (http_400 x60)" in (reason or "")
     # A few failures are latency (infinite), not a failed step.
     assert judge("open", [*failed[:5], *on_time(95, 10.0)], 10.0, 10.0, ValidityRules())[0] is None
-    # Requests never answered are the engine's backlog.
+    # Requests never answered are the engine's backlog, when the client kept its schedule.
     timeouts = [RequestRecord(i / 10, i / 10, None, None, 10, 0, "timeout") for i in range(5)]
     assert judge("open", [*timeouts, *on_time(95, 10.0)], 10.0, 10.0, ValidityRules())[0] == "overload"
+
+
+def test_a_starved_client_s_timeouts_are_the_client_s_not_the_engine_s() -> None:
+    # A client 2 s behind its schedule reads its answers late too: the engine's queue stayed flat, so
+    # the requests it never saw answered say nothing about the engine.
+    timeouts = [RequestRecord(i / 10, i / 10 + 2.0, None, None, 10, 0, "timeout") for i in range(5)]
+    flat = [EngineSample(float(t), 2.0, 0.0) for t in range(10)]
+    fault, reason = judge(
+        "open", [*timeouts, *on_time(95, 10.0, lag=2.0)], 10.0, 10.0, ValidityRules(), samples=flat
+    )
+    assert fault == "client" and "scheduling lag" in (reason or ""), reason
 
 
 def test_results_near_the_client_ceiling_are_refused() -> None:

@@ -41,6 +41,8 @@ def alert_labels(exporter: str) -> dict[str, str]:
         "stable_revision": "7f8b9c0d1e",
         "sli": "ttft_p99_ratio",
         "reason": "series_limit",
+        "target": "staging",  # the weekly capacity run's endpoint (its regression ticket)
+        "label": "baseline",
         "prometheus": "servescope/servescope-agent",
         "prometheus_replica": "prom-agent-servescope-agent-0",
     }

@@ -21,6 +21,7 @@ from servescope.kit.tune.launchers import CommandLauncher
 from servescope.kit.tune.space import parse_space
 from servescope.kit.tune.strategies import run_study
 from tests.helpers import OWN_VLLM_SERVERS, OWN_VLLM_SKIP_REASON, SHARED
+from tests.tune.searches import short_capacity
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "servescope"
 VLLM, MODEL = CACHE / "vllm-venv" / "bin" / "vllm", CACHE / "tiny-llm"
@@ -50,15 +51,7 @@ def open_loop_runner(_: object) -> StepRunner:
 # Two configurations, each a short capacity search: the least a study that restarts the engine can be.
 TWO_TRIALS = {
     "parameters": {"max_num_seqs": [1, 8]},
-    "capacity": {
-        "slo": ["ttft:1.0"],
-        "duration_s": 6,
-        "start_qps": 1,
-        "max_qps": 8,
-        "resolution": 0.3,
-        "min_requests": 0,
-        "max_parts": 2,
-    },
+    "capacity": short_capacity(6, "ttft:1.0", start_qps=1, max_qps=8, resolution=0.3),
 }
 
 

@@ -15,6 +15,7 @@ from servescope.kit.tune.space import parse_space
 from servescope.kit.tune.strategies import run_study
 from servescope_sim.load_runner import start_simulated
 from tests.support.browser import headless_chromium
+from tests.tune.searches import short_capacity
 
 pytestmark = pytest.mark.e2e
 DOCS_SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "images" / "capacity-report.png"
@@ -27,14 +28,7 @@ SPACE = {
     },
     "second_objective": "gpus",
     "peak_qps": 100,
-    "capacity": {
-        "slo": ["ttft:0.5"],
-        "duration_s": 15,
-        "repeats": 2,
-        "warmup_s": 3,
-        "min_requests": 0,
-        "max_parts": 2,
-    },
+    "capacity": short_capacity(15, "ttft:0.5", repeats=2, warmup_s=3),
 }
 
 

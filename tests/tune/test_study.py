@@ -9,6 +9,7 @@ from servescope.kit.tune.space import Space, parse_space
 from servescope.kit.tune.strategies import run_study
 from servescope.kit.tune.trials import Trial, pareto_front
 from servescope_sim.load_runner import start_simulated
+from tests.tune.searches import short_capacity
 
 
 def tiny() -> Space:
@@ -18,13 +19,7 @@ def tiny() -> Space:
             "parameters": {"max_num_seqs": [16, 64, 256], "gpu_memory_utilization": [0.9, 0.98]},
             "second_objective": "gpus",
             "peak_qps": 50,
-            "capacity": {
-                "slo": ["ttft:0.5"],
-                "duration_s": 10,
-                "warmup_s": 2,
-                "min_requests": 0,
-                "max_parts": 2,
-            },
+            "capacity": short_capacity(10, "ttft:0.5", warmup_s=2),
         }
     )
 
@@ -47,7 +42,7 @@ def test_pruning_stops_a_trial_that_already_failed_below_the_best() -> None:
         {
             "engine": {"num_gpu_blocks": 8192},
             "parameters": {"max_num_seqs": [256, 16]},  # the best first: the second cannot win
-            "capacity": {"duration_s": 10, "warmup_s": 2, "min_requests": 0, "max_parts": 2},
+            "capacity": short_capacity(10, warmup_s=2),
         }
     )
     pruned = run_study(space, SimulatedLauncher(2.0, start_simulated), "grid", prune=True)

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import grpc
 
+from servescope.core.errors import ServescopeError
 from servescope.exporter.k8s import podresources_pb2 as pb
 
 SERVICE = "/v1.PodResourcesLister/"
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024  # the kubelet's own limit; a larger answer is refused, not read
 
 
-class PodResourcesError(Exception):
+class PodResourcesError(ServescopeError):
     """A call to the kubelet failed; `reason` is a bounded label (unavailable, timeout, ...)."""
 
+    reason = "unavailable"
+
     def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
+        super().__init__(message, reason=reason)
 
 
 class PodResourcesClient:

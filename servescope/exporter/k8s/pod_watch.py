@@ -23,6 +23,8 @@ from typing import Any
 
 import httpx2
 
+from servescope.core.errors import ServescopeError
+
 PODS = "/api/v1/pods"
 LIST_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json"
 WATCH_ACCEPT = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json"
@@ -32,12 +34,13 @@ MAX_EVENT_BYTES = 1024 * 1024  # a pod's metadata is a few KiB; a whole pod is b
 _REASONS = {401: "unauthorized", 403: "forbidden", 404: "not_found", 429: "throttled"}
 
 
-class WatchError(Exception):
+class WatchError(ServescopeError):
     """A list or watch failed; `reason` is a bounded label (forbidden, timeout, unavailable, ...)."""
 
+    reason = "unavailable"
+
     def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
+        super().__init__(message, reason=reason)
 
 
 class ExpiredError(WatchError):

@@ -5,15 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from servescope.core.errors import ServescopeError
 from servescope.exporter.exposition import Sample
 
 
-class SourceError(Exception):
+class SourceError(ServescopeError):
     """The whole collection failed; `reason` becomes the errors_total label (snake_case, bounded)."""
 
+    reason = "collect_failed"
+
     def __init__(self, reason: str, message: str, *, absent: bool = False) -> None:
-        super().__init__(message)
-        self.reason = reason
+        super().__init__(message, reason=reason)
         self.message = message
         # absent: what the source reads is not installed on this node (node_exporter's "not present"):
         # still down and counted, but it does not hold readiness back.

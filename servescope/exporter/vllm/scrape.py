@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from servescope.core.errors import ServescopeError
 from servescope.exporter.sources.base import SourceError
 from servescope.exporter.sources.bounded_http import BoundedClient
 
@@ -13,12 +14,13 @@ DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 ACCEPT = "text/plain;version=1.0.0;q=0.9,text/plain;version=0.0.4;q=0.8,*/*;q=0.1"
 
 
-class ScrapeError(Exception):
+class ScrapeError(ServescopeError):
     """`reason` is one of connect, timeout, http_status, too_large, parse."""
 
+    reason = "scrape_failed"
+
     def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
+        super().__init__(message, reason=reason)
         self.message = message
 
 

@@ -8,10 +8,11 @@ from typing import Annotated, Any
 import typer
 from pydantic import BaseModel
 
+from servescope.core.cli_errors import usage_error
 from servescope.core.cli_group import command_group
 from servescope.core.errors import ServescopeError
 from servescope.core.extensions import MissingDistributionError
-from servescope.core.settings_cli import settings_command, usage_error
+from servescope.core.settings_cli import settings_command
 from servescope.kit.capacity.compare import DEFAULT_DROP, IncompatibleRunsError, compare, describe
 from servescope.kit.capacity.launch import Prepared, check_choice, measure, prepare_http, say, search_plan
 from servescope.kit.capacity.report import capacity_markdown, write_reports

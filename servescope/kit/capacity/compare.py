@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 
 from servescope.core.config import AlertsConfig
+from servescope.core.errors import ServescopeError
 from servescope.kit.capacity.quantiles import point
 from servescope.kit.capacity.result import CapacityRun
 from servescope.kit.capacity.stats import part_logs, welch_lower
@@ -30,8 +31,10 @@ from servescope.kit.capacity.stats import part_logs, welch_lower
 DEFAULT_DROP: float = AlertsConfig.model_fields["capacity_regression_drop"].default
 
 
-class IncompatibleRunsError(ValueError):
+class IncompatibleRunsError(ServescopeError, ValueError):
     """The two runs did not measure the same thing; the message names the difference in one line."""
+
+    reason = "incompatible_runs"
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from typing import cast
 
 import typer
 
-from servescope.core.settings_cli import usage_error
+from servescope.core.cli_errors import usage_error
 from servescope.kit.capacity.result import CapacityRun, Provenance, build_run, load
 from servescope.kit.capacity.runners import HttpOptions, checked_http_runner, lag_bound, locust_runner
 from servescope.kit.capacity.search import SearchPlan, find_knee

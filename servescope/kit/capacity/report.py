@@ -1,4 +1,6 @@
-"""Capacity reports readable without Grafana: Markdown, and self-contained HTML with inline SVG charts."""
+"""Capacity reports readable without Grafana: Markdown, and self-contained HTML with inline SVG charts
+(templates/capacity.html, in the page shell of core/html.py: every run label, target and model name
+reaches the page escaped)."""
 
 from __future__ import annotations
 
@@ -6,11 +8,14 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
-from html import escape
 from pathlib import Path
 
+from servescope.core.html import Markup, document, render
+from servescope.core.svg import Chart, Series, hline
+from servescope.core.svg import render as render_chart
 from servescope.kit.capacity.result import CapacityRun, save
-from servescope.kit.capacity.svg import Chart, render
+
+TEMPLATES = "servescope.kit.capacity"
 
 STYLE = (
     "body{font-family:sans-serif;margin:24px;color:#222;max-width:1400px}"
@@ -40,11 +45,11 @@ def latency_chart(runs: Sequence[CapacityRun]) -> Chart:
         f"Offered rate vs {slo.metric} p{slo.quantile * 100:g}",
         "offered (requests/s)",
         "seconds",
-        hlines=[(slo.limit_s, f"SLO {slo.limit_s * 1000:g} ms")],
+        lines=[hline(slo.limit_s, f"SLO {slo.limit_s * 1000:g} ms")],
         y_cap=slo.limit_s * 4,
     )
     for run in runs:
-        chart.series.append((run.label, _by_rate(run, slo_key(run))))
+        chart.series.append(Series(run.label, _by_rate(run, slo_key(run))))
         if run.knee.status == "measured" and math.isfinite(run.knee.upper):
             chart.vbands.append((run.knee.lower, run.knee.upper, f"{run.label} knee interval"))
     return chart
@@ -52,15 +57,15 @@ def latency_chart(runs: Sequence[CapacityRun]) -> Chart:
 
 def goodput_chart(runs: Sequence[CapacityRun]) -> Chart:
     chart = Chart("Goodput (requests/s meeting every SLO)", "offered (requests/s)", "goodput (requests/s)")
-    chart.series = [(run.label, _by_rate(run, "goodput")) for run in runs]
+    chart.series = [Series(run.label, _by_rate(run, "goodput")) for run in runs]
     return chart
 
 
 def batch_chart(runs: Sequence[CapacityRun]) -> Chart:
-    chart = Chart("Throughput vs running batch", "mean running batch", "output tokens/s", lines=False)
+    chart = Chart("Throughput vs running batch", "mean running batch", "output tokens/s", join=False)
     for run in runs:
         points = [(s.mean_running, s.throughput_tokens) for s in run.steps if math.isfinite(s.mean_running)]
-        chart.series.append((run.label, points))
+        chart.series.append(Series(run.label, points))
     return chart
 
 
@@ -152,14 +157,6 @@ def markdown_table(rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in body])
 
 
-def html_table(rows: Sequence[Sequence[str]]) -> str:
-    head, *body = rows
-    cells = "".join(f"<th>{escape(c)}</th>" for c in head)
-    out = [f"<table><tr>{cells}</tr>"]
-    out += ["<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in body]
-    return "\n".join([*out, "</table>"])
-
-
 def provenance_line(run: CapacityRun) -> str:
     p = run.provenance
     workload = ", ".join(f"{k} {v}" for k, v in p.workload.items()) or "-"
@@ -209,26 +206,21 @@ def capacity_html(
     """One self-contained HTML page: tables and inline SVG charts, no scripts or external files; `lead`
     sentences and `tables` (title, rows) come first (a tuning study's)."""
     charts = [latency_chart(runs), goodput_chart(runs), batch_chart(runs), *extra]
-    slos = ", ".join(slo.label for slo in runs[0].plan.slos)
-    head = [f"<p><strong>{escape(runs[0].status_line)}</strong></p>"] if len(runs) == 1 else []
-    body = [
-        *head,
-        f"<h1>{escape(title)}</h1>",
-        *(f"<p>{escape(line)}</p>" for line in lead),
-        *(f"<h2>{escape(name)}</h2>" + html_table(rows) for name, rows in tables),
-        f"<p>SLOs: {escape(slos)}. The shaded band is each knee's interval.</p>",
-        html_table(summary_rows(runs)),
-        *(f"<p>{escape(provenance_line(run))}</p>" for run in runs),
-        '<div class="charts">',
-        *(render(chart) for chart in charts),
-        "</div>",
-        *(f"<h2>Steps of {escape(run.label)}</h2>" + html_table(step_rows(run)) for run in runs),
-        "<h2>Batching efficiency</h2>",
-        "<p>Output tokens/s @ mean running batch; * marks a step that missed.</p>",
-        html_table(batch_matrix(runs)),
-    ]
-    meta = f'<meta charset="utf-8"><title>{escape(title)}</title><style>{STYLE}</style>'
-    return f"<!doctype html>\n<html><head>{meta}</head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+    body = render(
+        TEMPLATES,
+        "capacity.html",
+        status=runs[0].status_line if len(runs) == 1 else "",
+        title=title,
+        lead=lead,
+        tables=tables,
+        slos=", ".join(slo.label for slo in runs[0].plan.slos),
+        summary=summary_rows(runs),
+        provenance=[provenance_line(run) for run in runs],
+        charts=[Markup(render_chart(chart)) for chart in charts],
+        steps=[(run.label, step_rows(run)) for run in runs],
+        matrix=batch_matrix(runs),
+    )
+    return f"{document(title, body, style=STYLE)}\n"
 
 
 def write_reports(runs: list[CapacityRun], out: Path, title: str) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from servescope.core.errors import ServescopeError
 from servescope.kit.capacity.powered import Progress, StepMeasurer
 from servescope.kit.capacity.steps import Slo, StepSummary
 from servescope.kit.load.records import StepResult, StepRunner
@@ -91,7 +92,9 @@ class Knee:
     probe_qps: float | None = None  # the rate probed for `compare`, when one was
 
 
-class _SearchStoppedError(Exception):
+class _SearchStoppedError(ServescopeError):
+    reason = "search_stopped"
+
     def __init__(self, status: KneeStatus, message: str) -> None:
         super().__init__(message)
         self.status, self.message = status, message

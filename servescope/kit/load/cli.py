@@ -11,8 +11,9 @@ from typing import Annotated, Any
 import typer
 from pydantic import BaseModel
 
+from servescope.core.cli_errors import usage_error
 from servescope.core.extensions import MissingDistributionError
-from servescope.core.settings_cli import settings_command, usage_error
+from servescope.core.settings_cli import settings_command
 from servescope.kit.load.client import RequestSpec
 from servescope.kit.load.endpoint import listed_model
 from servescope.kit.load.engine_metrics import metrics_url

@@ -11,6 +11,7 @@ from typing import Any, Literal, Protocol
 
 import aiohttp
 
+from servescope.core.errors import ServescopeError
 from servescope.kit.load.records import RequestRecord
 from servescope.kit.load.schedule import Shape
 
@@ -169,7 +170,9 @@ async def send(
     return record, source
 
 
-class _HttpStatusError(Exception):
+class _HttpStatusError(ServescopeError):
+    reason = "http_status"
+
     def __init__(self, status: int) -> None:
         super().__init__(f"HTTP {status}")
         self.status = status

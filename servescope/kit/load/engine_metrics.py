@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
+from servescope.core.exposition import parse_exposition
 from servescope.kit.load.records import EngineSample, RequestRecord, Throughput, delivered
 from servescope.kit.load.validity import EngineView
 
@@ -39,9 +39,8 @@ class EnginePage:
     generation_tokens: float | None = None  # vllm:generation_tokens_total; None when not exported
 
 
-def _wanted(line: str) -> bool:
-    name = line[7:] if line.startswith(("# TYPE ", "# HELP ")) else line
-    return name.startswith((RUNNING, WAITING, TTFT, GENERATION))
+def _wanted(family: str) -> bool:
+    return family.startswith((RUNNING, WAITING, TTFT, GENERATION))
 
 
 def parse_page(text: str) -> EnginePage:
@@ -49,9 +48,8 @@ def parse_page(text: str) -> EnginePage:
     running = waiting = ttft_sum = ttft_count = 0.0
     tokens: float | None = None
     buckets: dict[float, float] = {}
-    # Only the families read here are parsed: a whole vLLM page costs tens of ms to parse.
-    wanted = "\n".join(line for line in text.splitlines() if _wanted(line)) + "\n"
-    for family in text_string_to_metric_families(wanted):
+    # Only the families read here are kept: the parser skips the rest of the page's lines cheaply.
+    for family in parse_exposition(text, keep=_wanted):
         for sample in family.samples:
             if sample.name == RUNNING:
                 running += sample.value

@@ -23,6 +23,8 @@ from geventhttpclient import HTTPClient
 from locust import User, constant, events, task
 from locust.env import Environment
 
+from servescope.core.errors import ServescopeError
+
 MAX_IN_FLIGHT = 256
 POLL_S = 0.02
 
@@ -112,12 +114,12 @@ class OpenLoopUser(User):
         _fire(self.environment, "e2e", e2e, record["error"])
 
 
-class _FailedError(Exception):
-    pass
+class _FailedError(ServescopeError):
+    reason = "request_failed"
 
 
-class _TimeoutError(Exception):
-    pass
+class _TimeoutError(ServescopeError):
+    reason = "timeout"
 
 
 def _exchange(

@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from servescope.core.errors import ServescopeError
 from servescope.kit.load.schedule import MAX_REQUESTS, Shape, ShapeList, arrival_times
 
 REQUESTS = "vllm:request_success_total"
@@ -28,8 +29,10 @@ REPLAY_SHAPES = 4096
 Buckets = tuple[tuple[float, float], ...]  # cumulative (upper bound, count)
 
 
-class ReplayError(Exception):
+class ReplayError(ServescopeError):
     """Prometheus could not answer, or holds no traffic in the range; the message says which."""
+
+    reason = "replay_failed"
 
 
 @dataclass(frozen=True)

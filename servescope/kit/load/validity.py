@@ -129,16 +129,21 @@ def _slope(points: Sequence[tuple[float, float]]) -> float:
     return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
 
 
-def backlog_reason(
-    records: Sequence[RequestRecord], samples: Sequence[EngineSample], rules: ValidityRules = ValidityRules()
-) -> str | None:
-    """A backlog the engine's own figures show: requests never answered, or its waiting queue's trend
-    over the step (`samples`, taken while the schedule ran) growing by more than BACKLOG_WAITING_FLOOR
-    and BACKLOG_SHARE of the step's requests. A trend, not two quarters: near the knee the queue
-    fluctuates by several requests between quarters without any growth."""
+def unanswered_reason(records: Sequence[RequestRecord], rules: ValidityRules = ValidityRules()) -> str | None:
+    """Requests never answered (timeouts) past the rules' share, or None. The client's view: a client
+    starved of CPU reads its answers late too, so it counts against the engine only once the client is
+    known to have kept its schedule."""
     unfinished = sum(1 for r in records if r.error == "timeout")
     if records and unfinished > rules.max_unfinished_share * len(records):
         return f"backlog: {unfinished} of {len(records)} requests were never answered (timeout)"
+    return None
+
+
+def queue_growth(records: Sequence[RequestRecord], samples: Sequence[EngineSample]) -> str | None:
+    """A backlog the engine's own figures show: its waiting queue's trend over the step (`samples`,
+    taken while the schedule ran) growing by more than BACKLOG_WAITING_FLOOR and BACKLOG_SHARE of the
+    step's requests. A trend, not two quarters: near the knee the queue fluctuates by several requests
+    between quarters without any growth."""
     if len(samples) >= 4:
         ordered = sorted(samples, key=lambda s: s.at_s)
         growth = _slope([(s.at_s, s.waiting) for s in ordered]) * (ordered[-1].at_s - ordered[0].at_s)
@@ -230,7 +235,8 @@ def judge(
 
     The engine first: a step where most requests failed, or whose backlog the engine's own figures show
     growing, is the engine's whatever the client did (a client that fell behind sent less, not more).
-    Then the client. Then, where the engine's queue was not sampled, the client's view of the backlog.
+    Then the client. Then the client's view of the backlog, asked only of a client that kept its
+    schedule: requests never answered, and where the engine's queue was not sampled, TTFT's trend.
     """
     failure = engine_failure(records, rules)
     if failure is not None:
@@ -239,7 +245,7 @@ def judge(
     if backlog:
         # The queue while the schedule ran: after it the engine drains what is left, whatever the load.
         window = [sample for sample in samples if 0 <= sample.at_s <= duration_s]
-        grown = backlog_reason(records, window, rules)
+        grown = queue_growth(records, window)
         if grown is not None:
             return "overload", grown
     behind = ceiling_reason(records, duration_s, rules.client_ceiling)
@@ -247,7 +253,9 @@ def judge(
         behind = client_reason(records, offered, duration_s, rules)
     if behind is not None:
         return "client", f"the client could not drive the step: {behind}; remedy: {remedy(client)}"
-    grown = service_backlog(records) if backlog and len(samples) < 4 else None
+    grown = unanswered_reason(records, rules) if backlog else None
+    if grown is None and backlog and len(samples) < 4:
+        grown = service_backlog(records)
     return ("overload", grown) if grown is not None else (None, None)
 
 

@@ -13,10 +13,11 @@ from typing import Annotated, Any, cast
 import typer
 from pydantic import BaseModel
 
+from servescope.core.cli_errors import usage_error
 from servescope.core.cli_group import command_group
 from servescope.core.errors import ServescopeError
 from servescope.core.extensions import MissingDistributionError
-from servescope.core.settings_cli import settings_command, usage_error
+from servescope.core.settings_cli import settings_command
 from servescope.kit.capacity.runners import (
     HttpOptions,
     SimulatedEngine,

@@ -22,13 +22,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from servescope.core.errors import ServescopeError
 from servescope.core.processes import Child, ChildFailedError, log_tail
 from servescope.kit.load.records import StepRunner
 from servescope.kit.tune.space import FLAG_NAME, Value
 
 
-class LaunchError(RuntimeError):
+class LaunchError(ServescopeError, RuntimeError):
     """The engine did not start with these flags."""
+
+    reason = "launch_failed"
 
 
 RunnerFor = Callable[[Mapping[str, Value]], StepRunner]  # the step runner for one configuration

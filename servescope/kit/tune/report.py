@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from html import escape
 from typing import Any
 
-from servescope.kit.capacity.report import capacity_html, capacity_markdown, html_table, markdown_table
+from servescope.core.html import document, render
+from servescope.core.svg import Chart, Series
+from servescope.kit.capacity.report import capacity_html, capacity_markdown, markdown_table
 from servescope.kit.capacity.result import CapacityRun, to_json
-from servescope.kit.capacity.svg import Chart
 from servescope.kit.tune.strategies import Study
 from servescope.kit.tune.trials import Trial, pareto_front
 
 TOP_CURVES = 5
+TEMPLATES = "servescope.kit.tune"
 
 
 def trial_rows(trials: Sequence[Trial], objective: str, second: str | None) -> list[list[str]]:
@@ -79,18 +80,21 @@ def _first(curve: list[tuple[float, float]]) -> int:
 def progress_chart(study: Study) -> Chart:
     """Each trial's objective in order, and the best so far (and a random search's, when run beside)."""
     trials = [(float(index), t.objective) for index, t in enumerate(study.trials)]
-    chart = Chart(f"Search progress ({study.strategy})", "trial", study.space.objective, lines=False)
-    chart.series = [("trial", trials), ("best so far", best_so_far(study.trials))]
+    chart = Chart(f"Search progress ({study.strategy})", "trial", study.space.objective, join=False)
+    chart.series = [Series("trial", trials), Series("best so far", best_so_far(study.trials))]
     if study.random_trials:
-        chart.series.append(("random search, best so far", best_so_far(study.random_trials)))
+        chart.series.append(Series("random search, best so far", best_so_far(study.random_trials)))
     return chart
 
 
 def pareto_chart(study: Study) -> Chart:
-    chart = Chart("Pareto front", study.space.second_objective or "-", study.space.objective, lines=False)
+    chart = Chart("Pareto front", study.space.second_objective or "-", study.space.objective, join=False)
     scored = [(t.second, t.objective) for t in study.trials if t.state == "complete" and t.second is not None]
     front = [(t.second, t.objective) for t in pareto_front(study.trials) if t.second is not None]
-    chart.series = [("trials", [(x, y) for x, y in scored if math.isfinite(x)]), ("front", sorted(front))]
+    chart.series = [
+        Series("trials", [(x, y) for x, y in scored if math.isfinite(x)]),
+        Series("front", sorted(front)),
+    ]
     return chart
 
 
@@ -136,9 +140,7 @@ def tune_html(study: Study) -> str:
             )
         )
     if not runs:
-        parts = [f"<h1>{escape(title)}</h1><p>No trial completed.</p>"]
-        parts += [f"<h2>{escape(name)}</h2>" + html_table(rows) for name, rows in tables]
-        return "<!doctype html>\n<html><body>\n" + "\n".join(parts) + "\n</body></html>\n"
+        return f"{document(title, render(TEMPLATES, 'no-trial.html', title=title, tables=tables))}\n"
     return capacity_html(runs, title, extra, tables=tables, lead=headline(study))
 
 

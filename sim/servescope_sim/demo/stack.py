@@ -164,6 +164,8 @@ class DemoStack:
             f"--webhook-token-file={files.webhook_token}",
             f"--incidents-db={state / 'incidents.sqlite'}",
             f"--audit-log={state / 'audit.jsonl'}",
+            # The pages name the thresholds of the config the demo's rules were built from.
+            f"--alerts-config={files.alerts}",
             *canary.runbook_args(ports.cluster),
         ]
         if full:
