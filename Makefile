@@ -6,10 +6,12 @@ STAMP  := $(VENV)/.installed-stamp
 
 .PHONY: demo test check lint typecheck imports unit everything bench docs tools clean proto
 
-$(STAMP): pyproject.toml
+# servescope and, beside it, servescope-sim (sim/: the simulator, the demo, the mock OpenAI server and the
+# fake dcgmi), which the demo, the tests and the benchmarks run and the production wheel does not carry.
+$(STAMP): pyproject.toml sim/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test]' -e ./sim
 	touch $(STAMP)
 
 tools:
@@ -26,13 +28,13 @@ demo: $(STAMP)
 	$(BIN)/servescope demo --scenario tour
 
 lint: $(STAMP)
-	$(BIN)/ruff check servescope tests bench scripts
-	$(BIN)/ruff format --check servescope tests bench scripts
+	$(BIN)/ruff check servescope sim tests bench scripts
+	$(BIN)/ruff format --check servescope sim tests bench scripts
 
-# mypy sees the whole package as one (and tests/ and bench/, relaxed); the script proves it refuses a
-# wrong name used across folders.
+# mypy sees the whole package as one, with the simulator's package (strict both; tests/ and bench/,
+# relaxed); the script proves it refuses a wrong name used across folders.
 typecheck: $(STAMP)
-	$(BIN)/mypy servescope
+	$(BIN)/mypy servescope sim/servescope_sim
 	$(BIN)/mypy tests bench scripts
 	MYPY=$(BIN)/mypy ./scripts/check-typing-sees-across.sh
 

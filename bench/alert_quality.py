@@ -29,24 +29,23 @@ import yaml
 
 from servescope.bundle.alerts import BUILD_DIR as ALERTS_BUILD
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, write
-from quality import paging
-from quality.evaluate import RunOutcome, score
-from quality.fleet_library import PAGES, FleetPlan
-from quality.fleet_library import library as fleet_library
-from quality.fleet_runs import TOPOLOGIES, FleetSpec, play
-from quality.library import library
-from quality.node import Timing
-from quality.pager import Alertmanager, replay
-from quality.report import markdown, to_json
-from quality.runs import Generated, RunSpec, generate
-from quality.scenarios import Plan
-from quality.targets import summary, targets
-
+sys.path.insert(0, str(Path(__file__).parents[1]))  # run as a script: the root, for `bench`
+from bench.common import machine, write
+from bench.quality import paging
+from bench.quality.evaluate import RunOutcome, score
+from bench.quality.fleet_library import PAGES, FleetPlan
+from bench.quality.fleet_library import library as fleet_library
+from bench.quality.fleet_runs import TOPOLOGIES, FleetSpec, play
+from bench.quality.library import library
+from bench.quality.node import Timing
+from bench.quality.pager import Alertmanager, replay
+from bench.quality.report import markdown, to_json
+from bench.quality.runs import Generated, RunSpec, generate
+from bench.quality.scenarios import Plan
+from bench.quality.targets import summary, targets
 from servescope.bundle.alerts.bundle import all_alerts, rule_file
 from servescope.core.config import AlertsConfig
-from servescope.sim.models import MIB
+from servescope_sim.models import MIB
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ALERTS_BUILD / "rules.yaml"

@@ -25,9 +25,9 @@ from servescope.kit.tune.launchers import CommandLauncher
 from servescope.kit.tune.space import parse_space
 from servescope.kit.tune.strategies import run_study
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, write
-from report_sections import table
+sys.path.insert(0, str(Path(__file__).parents[1]))  # run as a script: the root, for `bench`
+from bench.common import machine, write
+from bench.report_sections import table
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "servescope"
 VLLM, MODEL = CACHE / "vllm-venv" / "bin" / "vllm", CACHE / "tiny-llm"

@@ -18,10 +18,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(Path(__file__).parent)]
+sys.path[:0] = [str(ROOT)]  # run as a script: the root, for `bench`
 
-from common import machine, write  # noqa: E402
-
+from bench.common import machine, write  # noqa: E402
 from tests.capacity.fifo_truth import FifoEngine  # noqa: E402
 from tests.capacity.studies import P99_PLAN, compare_study, knee_coverage  # noqa: E402
 

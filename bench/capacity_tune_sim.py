@@ -20,11 +20,11 @@ from servescope.kit.load.validity import percentile
 from servescope.kit.tune.cli import SimulatedLauncher
 from servescope.kit.tune.space import load_space
 from servescope.kit.tune.strategies import run_study
-from servescope.sim.engine_config import EngineConfig
-from servescope.sim.load_runner import SimulatedStepRunner
+from servescope_sim.engine_config import EngineConfig
+from servescope_sim.load_runner import SimulatedStepRunner, start_simulated
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, write
+sys.path.insert(0, str(Path(__file__).parents[1]))  # run as a script: the root, for `bench`
+from bench.common import machine, write
 
 SLOS = (Slo("ttft", 0.5),)
 SPACE = Path(__file__).with_name("tune-space-sim.yaml")
@@ -103,7 +103,7 @@ def batch_trade_off() -> dict[str, float]:
 
 def searches(quick: bool) -> dict[str, Any]:
     space = load_space(SPACE)
-    launcher = SimulatedLauncher(space.warmup_s)
+    launcher = SimulatedLauncher(space.warmup_s, start_simulated)
     grid = run_study(space, launcher, "grid")
     best = max(t.objective for t in grid.trials)
     out: dict[str, Any] = {"grid_trials": len(grid.trials), "grid_best": best, "runs": []}

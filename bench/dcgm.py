@@ -15,9 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, write
-
+sys.path.insert(0, str(Path(__file__).parents[1]))  # run as a script: the root, for `bench`
+from bench.common import machine, write
 from servescope.core.dcgm.counters import load_counters
 from servescope.core.dcgm.dmon_format import LAYOUTS, Column, DmonParser, Row, render_header, render_row
 from servescope.exporter.dcgm.dmon_source import DmonSource

@@ -17,30 +17,19 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, write
-
-from servescope.core.exposition import parse_exposition
-from servescope.core.vllm.aliases import is_engine_family
+sys.path.insert(0, str(Path(__file__).parents[1]))  # run as a script: the root, for `bench`
+from bench.common import machine, write
 from servescope.exporter.derived.source import TREND_SECONDS, DerivedSource
 from servescope.exporter.stores.history import MemoryHistory
 from servescope.exporter.stores.serving_board import ServingBoard
 from servescope.exporter.stores.signals import GpuProcess
-from servescope.exporter.vllm.normalise import normalise
-from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
-from servescope.sim.vllm_metrics import render_metrics
+from servescope_sim.clock import FakeClock
+from servescope_sim.node_harness import scrape_engine
+from servescope_sim.vllm_engine import EngineConfig, SimulatedEngine
 
 MIB = 1024**2
 GIB = 1024**3
 HOUR = 3600
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = float(HOUR)
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Node:
@@ -73,11 +62,10 @@ class Node:
                 continue
             for e, (engine, gpus_of) in enumerate(self.engines):
                 engine.advance_to(float(t))
-                families = parse_exposition(render_metrics(engine), keep=is_engine_family)
-                self.board.record(f"http://e{e}/metrics", normalise(families), gpus_of, float(t))
+                scrape_engine(self.board, f"http://e{e}/metrics", engine, gpus_of, float(t))
 
 
-def time_cycles(node: Node, source: DerivedSource, clock: Clock, repeat: int) -> tuple[float, float]:
+def time_cycles(node: Node, source: DerivedSource, clock: FakeClock, repeat: int) -> tuple[float, float]:
     """Median ms of a cycle that refits every trend, and of one right after it (trends cached)."""
     refit: list[float] = []
     cached: list[float] = []
@@ -101,7 +89,7 @@ def main() -> None:
     node = Node()
     node.feed(0, HOUR)
     history, board = node.history, node.board
-    clock = Clock()
+    clock = FakeClock(float(HOUR))
     source = DerivedSource(history, board, monotonic=clock)
     refit_ms, cached_ms = time_cycles(node, source, clock, args.repeat)
     # Defaults: a cycle every 5 s, a refit every 30 s -> per 30 s: 1 refit cycle + 5 cached cycles.

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import SERVESCOPE, TICKS, Server, get, machine, start, write
+sys.path.insert(0, str(Path(__file__).parents[1]))  # run as a script: the root, for `bench`
+from bench.common import SERVESCOPE, TICKS, Server, get, machine, start, write
 
 SAMPLE_SECONDS = 5.0
 SCRAPE_SECONDS = 15.0

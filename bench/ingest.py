@@ -17,10 +17,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, write
+sys.path.insert(0, str(Path(__file__).parents[1]))  # run as a script: the root, for `bench`
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.common import machine, write
 from servescope.core.exposition import ExpositionParser
 
 # The captured expositions the tests read (tests/fixtures/README.md says where each came from).

@@ -25,20 +25,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from servescope.kit.load.calibrate import measure_ceiling, mock_process
+from servescope.kit.load.calibrate import measure_ceiling
 from servescope.kit.load.client import RequestSpec
 from servescope.kit.load.engine_metrics import metrics_url
-from servescope.kit.load.mock_server import MockConfig
 from servescope.kit.load.records import StepResult, achieved_rate
 from servescope.kit.load.runner import HttpStepRunner
 from servescope.kit.load.scaleout import LocustPlan, run_locust
 from servescope.kit.load.schedule import LengthDistribution
 from servescope.kit.load.summary import ttft_agreement
 from servescope.kit.load.validity import ValidityRules, percentile
+from servescope_sim.mock_process import mock_process
+from servescope_sim.mock_server import MockConfig
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, write
-from report_sections import table
+sys.path.insert(0, str(Path(__file__).parents[1]))  # run as a script: the root, for `bench`
+from bench.common import machine, write
+from bench.report_sections import table
 
 MODES = (("completions", True), ("chat", True), ("chat", False))
 SCALE_OUT_RULES = ValidityRules(max_lag_p99_s=0.5)

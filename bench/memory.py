@@ -28,9 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import SERVESCOPE, get, machine, start, write
-
+sys.path.insert(0, str(Path(__file__).parents[1]))  # run as a script: the root, for `bench`
+from bench.common import SERVESCOPE, get, machine, start, write
 from servescope.deploy.dcgm import exporter_env
 from servescope.deploy.exporter import EXPORTER_MEMORY_LIMIT, exporter_settings
 from servescope.deploy.options import DeployOptions
@@ -44,7 +43,7 @@ DROPPED = re.compile(
 DCGMI = """
 import os, sys, time
 from servescope.core.dcgm.dmon_format import LAYOUTS, render_header, render_row
-from servescope.sim.fake_dcgmi import columns
+from servescope_sim.fake_dcgmi import columns
 if sys.argv[1] != "dmon":
     sys.exit(0)  # `dcgmi discovery -l`: no GPU listed
 ids = [int(i) for i in sys.argv[sys.argv.index("-e") + 1].split(",")]

@@ -19,9 +19,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import RESULTS, machine
-from report_sections import (
+sys.path.insert(0, str(Path(__file__).parents[1]))  # run as a script: the root, for `bench`
+from bench.common import RESULTS, machine
+from bench.report_sections import (
     alert_section,
     dcgm_section,
     derived_section,
@@ -32,7 +32,7 @@ from report_sections import (
     scrape_section,
     table,
 )
-from report_targets import Target, targets
+from bench.report_targets import Target, targets
 
 # The parts of `make bench`, in the order it runs them, and the results file each one writes.
 PARTS = {

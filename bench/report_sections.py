@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from report_targets import MIB, STEADY_AFTER, figure, scrape_rows, shown
+from bench.report_targets import MIB, STEADY_AFTER, figure, scrape_rows, shown
 
 
 def table(header: list[str], rows: list[list[str]]) -> list[str]:

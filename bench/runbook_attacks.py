@@ -28,10 +28,9 @@ from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))  # run as a script: the root, for `bench`
 sys.path.insert(0, str(Path(__file__).parent.parent))  # the peers of tests/faults
-from common import machine, write
-
+from bench.common import machine, write
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.runbooks import deployment
 from tests.faults.attackers import SlowBodies, answer_with, brotli_bomb, gzip_bomb_nested

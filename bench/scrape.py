@@ -28,9 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import SERVESCOPE, Server, get, machine, pin, start, time_requests, write
-
+sys.path.insert(0, str(Path(__file__).parents[1]))  # run as a script: the root, for `bench`
+from bench.common import SERVESCOPE, Server, get, machine, pin, start, time_requests, write
 from servescope.core.processes import free_port
 
 SERVER_CORE = 0

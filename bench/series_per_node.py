@@ -32,9 +32,8 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import SERVESCOPE, Server, get, machine, start, write
-
+sys.path.insert(0, str(Path(__file__).parents[1]))  # run as a script: the root, for `bench`
+from bench.common import SERVESCOPE, Server, get, machine, start, write
 from servescope.deploy.exporter import exporter_settings
 from servescope.deploy.options import DeployOptions
 

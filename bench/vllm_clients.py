@@ -32,8 +32,8 @@ from servescope.kit.load.summary import summarise
 from servescope.kit.load.validity import ValidityRules, bucket_bounds
 from servescope.kit.load.workload import Workload
 
-sys.path.insert(0, str(Path(__file__).parent))
-from common import machine, write
+sys.path.insert(0, str(Path(__file__).parents[1]))  # run as a script: the root, for `bench`
+from bench.common import machine, write
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "servescope"
 VLLM, MODEL = CACHE / "vllm-venv" / "bin" / "vllm", CACHE / "tiny-llm"

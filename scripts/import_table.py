@@ -18,12 +18,15 @@ DOCUMENT = ROOT / "docs" / "architecture.md"
 REGION = re.compile(r"(<!-- BEGIN IMPORT GRAPH -->\n)(.*?)(<!-- END IMPORT GRAPH -->)", re.DOTALL)
 # Folders shown one level deeper: a product's or the core's own parts.
 SPLIT = {"core", "exporter", "bundle", "runbooks", "kit"}
-# Imported only when a command asks for the simulator (the contracts' ignore_imports say the same).
-ON_REQUEST = {"sim"}
+# The simulator's distribution (sim/): shown with what it imports of servescope; nothing imports it.
+SIMULATOR = "servescope_sim"
 
 
 def unit_of(module: str, packages: set[str]) -> str:
-    """`servescope.kit.load.client` -> `kit/load`; a product's own top-level modules -> `exporter`."""
+    """`servescope.kit.load.client` -> `kit/load`; a product's own top-level modules -> `exporter`;
+    `servescope_sim.demo.stack` -> `servescope_sim/demo`."""
+    if module.split(".", maxsplit=1)[0] == SIMULATOR:
+        return f"{SIMULATOR}/demo" if module.startswith(f"{SIMULATOR}.demo") else SIMULATOR
     parts = module.split(".")[1:]
     if not parts:
         return "servescope"
@@ -33,7 +36,7 @@ def unit_of(module: str, packages: set[str]) -> str:
 
 
 def table() -> str:
-    graph = grimp.build_graph("servescope", cache_dir=None)
+    graph = grimp.build_graph("servescope", SIMULATOR, cache_dir=None)
     packages = {m.rsplit(".", 1)[0] for m in graph.modules}
     edges: dict[str, set[str]] = defaultdict(set)
     for importer in graph.modules:
@@ -46,8 +49,7 @@ def table() -> str:
     edges.pop("servescope", None)
     lines = ["| folder or module | imports (directly) |", "| --- | --- |"]
     for source in sorted(edges):
-        shown = [f"{t} (on request)" if t in ON_REQUEST else t for t in sorted(edges[source])]
-        lines.append(f"| `{source}` | {', '.join(shown) or '—'} |")
+        lines.append(f"| `{source}` | {', '.join(sorted(edges[source])) or '—'} |")
     return "\n".join(lines) + "\n"
 
 

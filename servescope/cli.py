@@ -5,12 +5,15 @@ from __future__ import annotations
 import importlib
 import platform
 import sys
+from collections.abc import Callable
+from importlib.metadata import EntryPoint, entry_points
 from typing import Annotated
 
 import typer
 
 from servescope import __version__
 from servescope.core.cli_errors import usage_error
+from servescope.core.extensions import COMMANDS_GROUP, INSTALL_HINT, SIMULATOR_DISTRIBUTION, missing_simulator
 
 app = typer.Typer(
     name="servescope",
@@ -31,28 +34,75 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "advise": ("servescope.kit.advisor.cli", "app"),
     "alerts": ("servescope.bundle.alerts.cli", "app"),
     "dashboards": ("servescope.bundle.dashboards.cli", "app"),
+    "bundle": ("servescope.deploy.bundle_cli", "app"),
     "runbook": ("servescope.runbooks.cli", "app"),
     "runbook-server": ("servescope.runbooks.server_cli", "server_command"),
-    "demo": ("servescope.demo.cli", "demo"),
     "deploy": ("servescope.deploy.cli", "app"),
-    "sim": ("servescope.sim.cli", "app"),
     "capacity": ("servescope.kit.capacity.cli", "app"),
     "tune": ("servescope.kit.tune.cli", "app"),
     "load": ("servescope.kit.load.cli", "app"),
     "canary": ("servescope.kit.canary.cli", "app"),
 }
+# Commands the simulator (the servescope-sim distribution) adds through its entry points (group
+# `servescope.commands`: `name`, or `group.name` for a command inside a group). Named here so that, without
+# servescope-sim, they are listed and fail with the one line saying how to install it.
+SIMULATOR_COMMANDS: dict[str, str] = {
+    "demo": "The whole stack on a simulated node (Prometheus, Alertmanager, runbooks, alerts firing).",
+    "sim": "The simulated node: its GPU models and scenarios.",
+    "load.mock-server": "A mock OpenAI server that queues like an engine, with vLLM's metric names.",
+}
 _registered: set[str] = set()
+
+
+def _extension_commands() -> dict[str, EntryPoint | None]:
+    """Every command an installed distribution adds, and the simulator's (None: not installed)."""
+    found: dict[str, EntryPoint | None] = dict.fromkeys(SIMULATOR_COMMANDS)
+    found.update({point.name: point for point in entry_points(group=COMMANDS_GROUP)})
+    return found
+
+
+def _missing_command(full_name: str) -> Callable[[], None]:
+    """The stand-in for a simulator command when servescope-sim is not installed: one line, exit 2."""
+
+    def missing() -> None:
+        usage_error(str(missing_simulator(f"`servescope {full_name.replace('.', ' ')}`")), 2)
+
+    return missing
+
+
+def _add(target: typer.Typer, full_name: str, point: EntryPoint | None) -> None:
+    """Add the command `point` names to `target` under the last part of `full_name`; without `point`
+    (servescope-sim not installed), a stand-in that says how to install it, whatever its arguments."""
+    name = full_name.rpartition(".")[2]
+    if point is None:
+        help_text = f"{SIMULATOR_COMMANDS[full_name]} Needs {SIMULATOR_DISTRIBUTION}: {INSTALL_HINT}."
+        any_arguments = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+        target.command(name, help=help_text, context_settings=any_arguments)(_missing_command(full_name))
+        return
+    found = point.load()
+    if isinstance(found, typer.Typer):
+        target.add_typer(found, name=name)
+    else:
+        target.command(name)(found)
 
 
 def register_subcommands(only: str | None = None) -> None:
     """Add the subcommand `only` to the app, or every subcommand (for --help and for tests)."""
+    extensions = _extension_commands()
     for name, (module, attribute) in SUBCOMMANDS.items():
         if (only is None or name == only) and name not in _registered:
             found = getattr(importlib.import_module(module), attribute)
             if isinstance(found, typer.Typer):
+                for inner, point in extensions.items():
+                    if inner.startswith(f"{name}."):
+                        _add(found, inner, point)
                 app.add_typer(found, name=name)
             else:
                 app.command(name)(found)
+            _registered.add(name)
+    for name, point in extensions.items():
+        if "." not in name and (only is None or name == only) and name not in _registered:
+            _add(app, name, point)
             _registered.add(name)
 
 
@@ -90,5 +140,6 @@ def main() -> None:
     command = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), None)
     if command not in ("version", "docs"):
         # A subcommand gets only itself; anything else (--help, a typo) gets the full list to show.
-        register_subcommands(command if command in SUBCOMMANDS else None)
+        known = command in SUBCOMMANDS or command in _extension_commands()
+        register_subcommands(command if known else None)
     app()

@@ -1,11 +1,7 @@
-"""bench/ is a folder of scripts: put it on the path so that its `quality` package imports by name
-(the alert-quality tests and the dashboards test build on it). Hypothesis checks behaviour, not speed.
-The longest modules are collected first, so that `make test`'s workers start them first."""
+"""Hypothesis checks behaviour, not speed. The longest modules are collected first, so that `make test`'s
+workers start them first. (bench/ is a package: tests import `bench.quality` by name.)"""
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -17,10 +13,6 @@ from tests.support.order import longest_first
 # each example does, not how fast; a test that sets its own `suppress_health_check` adds too_slow.
 settings.register_profile("servescope", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("servescope")
-
-BENCH = Path(__file__).parents[1] / "bench"
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

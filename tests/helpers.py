@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from servescope.exporter.exposition import Sample
-from servescope.exporter.nvml.collector import NvmlSource
-from servescope.exporter.nvml.library import NvmlLibrary
-from servescope.exporter.stores.nvlink import NvlinkLinks
-from servescope.sim.fleet import SimulatedFleet
-from servescope.sim.pynvml_module import SimulatedPynvml
+
+# The one fake clock and NVML stack, shared with the benchmarks (servescope-sim); tests import them here.
+from servescope_sim.clock import FakeClock
+from servescope_sim.node_harness import nvml_stack
+
+__all__ = ["FakeClock", "nvml_stack"]
 
 # Everything a test reads lives in the checkout: captured real outputs (expositions, dmon output, a
 # process tree) in fixtures/samples, facts of upstream specs beside them; fixtures/README.md says where
@@ -40,43 +41,6 @@ NEEDS_SHARED_VLLM = [
         "../shared/tools/real-vllm/setup.sh)",
     ),
 ]
-
-
-class FakeClock:
-    """A monotonic clock that only moves when told to."""
-
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-def nvml_stack(
-    gpus: int = 4,
-    *,
-    model: str = "H200",
-    xid_events: bool = False,
-    nvlinks: int | None = None,
-    nvlink_per_link: bool = False,
-    link_store: NvlinkLinks | None = None,
-) -> tuple[SimulatedFleet, NvmlSource, FakeClock]:
-    """The production collector and wrapper over the simulator's pynvml-shaped module."""
-    clock = FakeClock()
-    fleet = SimulatedFleet(gpus, model, seed=7, clock=clock, nvlinks=nvlinks)
-    source = NvmlSource(
-        NvmlLibrary(SimulatedPynvml(fleet)),
-        hostname="node-a",
-        xid_events=xid_events,
-        nvlink_per_link=nvlink_per_link,
-        link_store=link_store,
-        wall=lambda: 1.7e9 + clock.now,
-        monotonic=clock,
-    )
-    return fleet, source, clock
 
 
 def values(samples: Iterable[Sample], name: str, **labels: str) -> list[float]:

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from servescope.sim.fault_scenarios import Window
+from servescope_sim.fault_scenarios import Window
 
 from .scenarios import MINUTE, Incident, Plan, PlanScenario
 

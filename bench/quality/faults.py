@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from servescope.exporter.nvml.errors import DRIVER_NOT_LOADED
-from servescope.sim.fault_scenarios import CRC_LINK, EngineFault, GpuFault, Window
-from servescope.sim.fleet import SimulatedFleet
-from servescope.sim.pynvml_module import SimulatedPynvml
-from servescope.sim.scenarios import EngineLoad
-from servescope.sim.vllm_engine import SimulatedEngine
+from servescope_sim.fault_scenarios import CRC_LINK, EngineFault, GpuFault, Window
+from servescope_sim.fleet import SimulatedFleet
+from servescope_sim.pynvml_module import SimulatedPynvml
+from servescope_sim.scenarios import EngineLoad
+from servescope_sim.vllm_engine import SimulatedEngine
 
 from .scenarios import CHAT_OUTPUT, CHAT_PROMPT, REQUESTS_AT_FULL_LOAD, Curve, PlanScenario
 

@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from servescope.sim.engine_stats import REQUEST_SECONDS_BUCKETS, TTFT_BUCKETS
+from servescope_sim.engine_stats import REQUEST_SECONDS_BUCKETS, TTFT_BUCKETS
 
 STEP = 30.0  # the scrape and evaluation interval, seconds
 GIB = 1024**3

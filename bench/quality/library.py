@@ -12,8 +12,8 @@ import dataclasses
 
 from servescope.core.config import AlertsConfig
 from servescope.core.durations import parse_duration
-from servescope.sim.fault_scenarios import EngineFault, GpuFault, Window
-from servescope.sim.models import MIB
+from servescope_sim.fault_scenarios import EngineFault, GpuFault, Window
+from servescope_sim.models import MIB
 
 from .incidents import fleet_without_buffer, saturated
 from .library_faults import FAULT_ROWS

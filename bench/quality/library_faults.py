@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from servescope.sim.fault_scenarios import EngineFault, GpuFault
+from servescope_sim.fault_scenarios import EngineFault, GpuFault
 
 from .fault_rows import FaultRow
 from .scenarios import AfterDeath, Incident, PlanScenario

@@ -30,13 +30,14 @@ from servescope.exporter.sources.base import SourceError
 from servescope.exporter.stores.history import MemoryHistory
 from servescope.exporter.stores.serving_board import ServingBoard
 from servescope.exporter.vllm.source import VllmSource
-from servescope.sim.fleet import SimulatedFleet
-from servescope.sim.scenarios import EngineLoad, Scenario
-from servescope.sim.vllm_engine import EngineConfig
+from servescope_sim.clock import CLOCK_START, FakeClock
+from servescope_sim.fleet import SimulatedFleet
+from servescope_sim.scenarios import EngineLoad, Scenario
+from servescope_sim.vllm_engine import EngineConfig
 
 from .faults import FaultableEngine, NodeFaults
 from .sglang_text import use_sglang_buckets
-from .stand_ins import CLOCK_START, BoundedWaitPynvml, CountingWall, EngineProcs, EngineScraper, FakeClock
+from .stand_ins import BoundedWaitPynvml, CountingWall, EngineProcs, EngineScraper
 
 HOSTNAME = "node-a"
 FIRST_PORT = 8000

@@ -19,11 +19,11 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
-from servescope.sim.engine_config import EngineConfig, StepCost
-from servescope.sim.fault_scenarios import FaultPlan, Window
-from servescope.sim.fleet import SimulatedFleet
-from servescope.sim.models import MIB
-from servescope.sim.scenarios import EngineLoad
+from servescope_sim.engine_config import EngineConfig, StepCost
+from servescope_sim.fault_scenarios import FaultPlan, Window
+from servescope_sim.fleet import SimulatedFleet
+from servescope_sim.models import MIB
+from servescope_sim.scenarios import EngineLoad
 
 MINUTE = 60.0
 GIB = 1024 * MIB

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from servescope.sim.fault_scenarios import GpuFault, Window
+from servescope_sim.fault_scenarios import GpuFault, Window
 
 from .fault_rows import FaultRow
 from .faults import PCIE_NARROW_WIDTH, NodeFaults

@@ -8,7 +8,7 @@ import math
 
 from servescope.core.config import AlertsConfig
 from servescope.core.durations import parse_duration
-from servescope.sim.fault_scenarios import EngineFault, Window
+from servescope_sim.fault_scenarios import EngineFault, Window
 
 from .fault_rows import FaultRow
 from .faults import EngineCurve, NodeFaults, StuckKv

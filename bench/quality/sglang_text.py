@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from prometheus_client.utils import floatToGoString
 
 from servescope.exporter.exposition import escape_label_value
-from servescope.sim.engine_stats import Histogram
-from servescope.sim.vllm_engine import SimulatedEngine
+from servescope_sim.engine_stats import Histogram
+from servescope_sim.vllm_engine import SimulatedEngine
 
 SGLANG_TTFT_BOUNDS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0)
 SGLANG_E2E_BOUNDS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0)

@@ -1,4 +1,4 @@
-"""Stand-ins for the machine around the exporter: a fake clock, NVML's bounded event wait, /proc, scraping.
+"""Stand-ins for the machine around the exporter: NVML's bounded event wait, /proc, scraping, the wall.
 
 They speak what the exporter's code expects (pynvml's calls, /proc's answers, the scraper's errors), so
 the sources run unchanged on the benchmark's in-process node.
@@ -10,31 +10,18 @@ from typing import TYPE_CHECKING, Any
 
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.scrape import ScrapeError
-from servescope.sim.pynvml_module import SimulatedPynvml
+from servescope_sim.clock import CLOCK_START, FakeClock
+from servescope_sim.pynvml_module import SimulatedPynvml
+from servescope_sim.vllm_metrics import MetricsText
 
-from .engine_text import EngineText
 from .sglang_text import SglangText
 
 if TYPE_CHECKING:
     from .node import NodeEngine
 
-CLOCK_START = 1000.0
 # The XID watcher waits 500 ms of real time for an event; re-initialising NVML (every 30 simulated
 # seconds while a GPU is lost) joins that thread, so on a fast clock the wait would dominate.
 XID_WAIT_MS = 5
-
-
-class FakeClock:
-    """A monotonic clock that only moves when told to."""
-
-    def __init__(self, start: float = CLOCK_START) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class BoundedWaitPynvml(SimulatedPynvml):
@@ -66,7 +53,7 @@ class EngineScraper:
 
     def __init__(self, engines: list[NodeEngine], sglang: tuple[int, ...] = ()) -> None:
         self._by_url = {e.url: e for e in engines}
-        self._text = {e.url: SglangText() if e.index in sglang else EngineText() for e in engines}
+        self._text = {e.url: SglangText() if e.index in sglang else MetricsText() for e in engines}
 
     def fetch(self, url: str) -> str:
         node_engine = self._by_url.get(url)

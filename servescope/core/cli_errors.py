@@ -3,6 +3,7 @@ then the command's exit status (2: the command line was wrong; 1: the work faile
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import NoReturn
 
 import typer
@@ -20,3 +21,10 @@ def usage_error(message: str, code: int = 2, *, kind: str = "error") -> NoReturn
     failure, such as `stale`), then exit with `code`."""
     complain(message, kind=kind)
     raise typer.Exit(code)
+
+
+def exit_if_stale(out: Path, outdated: list[str], command: str) -> None:
+    """`--check` of a build command: name the stale files and how to rebuild them, then exit 1."""
+    if outdated:
+        typer.echo(f"stale in {out}: {', '.join(outdated)}; run `servescope {command} --out {out}`", err=True)
+        raise typer.Exit(1)

@@ -3,8 +3,6 @@ Alertmanager snippet, all rendered from the bundles themselves (never copied fro
 
 from __future__ import annotations
 
-import json
-from functools import cache
 from typing import Any
 
 from servescope.bundle.alerts.alertmanager import alertmanager_config
@@ -56,23 +54,9 @@ def receiver_rules(options: DeployOptions) -> dict[str, Any]:
     return {"namespace": options.namespace, **rules} if options.rules_for == "mimir" else rules
 
 
-# The dashboards link to the runbooks at the alert bundle's default address; a deployment moves the link.
-DEFAULT_RUNBOOKS_LINK = f"{AlertsConfig().runbook_base_url}/runbooks"
-
-
-@cache
-def _built_dashboard(name: str) -> str:
-    """A dashboard as built by the dashboards bundle, once per process (it does not depend on the options)."""
-    return json.dumps(dashboards.render(name))
-
-
 def dashboard_json(name: str, options: DeployOptions) -> str:
-    data: dict[str, Any] = json.loads(_built_dashboard(name))
-    for link in data.get("links", []):
-        if link.get("url") == DEFAULT_RUNBOOKS_LINK:
-            link["url"] = f"{options.runbook_base_url()}/runbooks"
-    text: str = dashboards.to_json(data)
-    return text
+    """A dashboard built from this deployment's config: its thresholds, and its link to the runbooks."""
+    return dashboards.to_json(dashboards.render(name, alerts_config(options)))
 
 
 def dashboard_configmaps(options: DeployOptions) -> list[dict[str, Any]]:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
+
+import yaml
 
 from servescope.deploy import names
 from servescope.deploy.containers import container, restricted_security
@@ -35,6 +38,10 @@ TERMINATION_GRACE_SECONDS = 30
 SHUTDOWN_GRACE_SECONDS = 20
 # Where Alertmanager (kube-prometheus-stack, alertmanagerSpec.secrets: [servescope-runbooks]) reads the token.
 ALERTMANAGER_TOKEN_FILE = f"{ALERTMANAGER_SECRETS_DIR}/{SECRET}/{WEBHOOK_TOKEN_KEY}"
+# With --alerts-config the pages show its thresholds: the file travels in a ConfigMap, mounted here.
+ALERTS_CONFIG = f"{RUNBOOKS}-alerts-config"
+ALERTS_CONFIG_DIR = "/etc/servescope/alerts"
+ALERTS_CONFIG_KEY = "config.yaml"
 
 
 @dataclass(frozen=True)
@@ -86,7 +93,24 @@ def secrets(options: DeployOptions, tokens: RunbookTokens) -> list[dict[str, Any
     return [own, theirs]
 
 
+def alerts_config_text(options: DeployOptions) -> str:
+    """The thresholds the rules are rendered with, as the file the runbook service reads."""
+    return yaml.safe_dump(options.thresholds().model_dump(mode="json"), sort_keys=False)
+
+
+def alerts_config_map(options: DeployOptions) -> dict[str, Any]:
+    return namespaced(
+        "v1",
+        "ConfigMap",
+        ALERTS_CONFIG,
+        options.namespace,
+        COMPONENT,
+        data={ALERTS_CONFIG_KEY: alerts_config_text(options)},
+    )
+
+
 def _args(options: DeployOptions) -> list[str]:
+    config = ["--alerts-config", f"{ALERTS_CONFIG_DIR}/{ALERTS_CONFIG_KEY}"] if options.alerts_config else []
     return [
         "runbook-server",
         "--listen",
@@ -118,6 +142,8 @@ def _args(options: DeployOptions) -> list[str]:
         # the revision is read from.
         *(arg for namespace in options.serving_namespaces for arg in ("--serving-namespace", namespace)),
         *(arg for label in options.revision_pod_labels for arg in ("--revision-pod-label", label)),
+        # The pages' thresholds: those the rules were rendered with.
+        *config,
     ]
 
 
@@ -149,6 +175,11 @@ def _container(options: DeployOptions) -> dict[str, Any]:
             {"name": "tokens", "mountPath": TOKEN_DIR, "readOnly": True},
             {"name": "state", "mountPath": STATE_DIR},
             {"name": "tmp", "mountPath": "/tmp"},
+            *(
+                [{"name": "alerts-config", "mountPath": ALERTS_CONFIG_DIR, "readOnly": True}]
+                if options.alerts_config
+                else []
+            ),
         ],
     )
 
@@ -157,6 +188,15 @@ def _state_volume(options: DeployOptions) -> dict[str, Any]:
     if options.incidents_emptydir:
         return {"name": "state", "emptyDir": {"sizeLimit": "1Gi"}}
     return {"name": "state", "persistentVolumeClaim": {"claimName": options.incidents_pvc or RUNBOOKS}}
+
+
+def _pod_metadata(options: DeployOptions) -> dict[str, Any]:
+    meta: dict[str, Any] = {"labels": labels(COMPONENT)}
+    if options.alerts_config:
+        # The service reads the config at start: a changed config rolls the pod.
+        digest = hashlib.sha256(alerts_config_text(options).encode()).hexdigest()[:16]
+        meta["annotations"] = {"servescope.io/alerts-config-sha256": digest}
+    return meta
 
 
 def deployment(options: DeployOptions) -> dict[str, Any]:
@@ -175,6 +215,11 @@ def deployment(options: DeployOptions) -> dict[str, Any]:
             {"name": "tokens", "secret": {"secretName": SECRET, "defaultMode": 0o440}},
             _state_volume(options),
             {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+            *(
+                [{"name": "alerts-config", "configMap": {"name": ALERTS_CONFIG}}]
+                if options.alerts_config
+                else []
+            ),
         ],
     }
     spec = {
@@ -182,7 +227,7 @@ def deployment(options: DeployOptions) -> dict[str, Any]:
         "replicas": 1,
         "strategy": {"type": "Recreate"},
         "selector": {"matchLabels": selector_labels(COMPONENT)},
-        "template": {"metadata": {"labels": labels(COMPONENT)}, "spec": pod_spec},
+        "template": {"metadata": _pod_metadata(options), "spec": pod_spec},
     }
     return namespaced("apps/v1", "Deployment", RUNBOOKS, options.namespace, COMPONENT, spec=spec)
 
@@ -218,4 +263,6 @@ def documents(options: DeployOptions, tokens: RunbookTokens | None = None) -> li
         docs.append(claim(options))
     if tokens is not None:
         docs += secrets(options, tokens)
+    if options.alerts_config:
+        docs.append(alerts_config_map(options))
     return [*docs, deployment(options), service(options), service_monitor(options)]

@@ -1,15 +1,15 @@
 """`servescope serve`: the exporter daemon's command.
 
 Its options are the exporter's settings areas plus the simulation options below, turned into flags by
-the one settings bridge. The simulator itself is imported only when `--simulate` is given: a real node's
-exporter never loads it.
+the one settings bridge. The simulator is another distribution (servescope-sim), loaded through its entry
+point only when `--simulate` is given: a real node's exporter never loads it.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import typer
 from pydantic import BaseModel
@@ -17,6 +17,8 @@ from pydantic_settings import BaseSettings
 
 from servescope import __version__
 from servescope.core.cli_errors import usage_error
+from servescope.core.errors import ServescopeError
+from servescope.core.extensions import MissingDistributionError, simulator
 from servescope.core.listen import ListenAddress, ListenError, bind, bound_address, parse_listen
 from servescope.core.settings_cli import area_config, setting, settings_command
 from servescope.exporter.k8s.settings import K8sSettings
@@ -33,6 +35,12 @@ from servescope.exporter.vllm.settings import VllmSettings
 
 if TYPE_CHECKING:
     from servescope.exporter.runtime import Runtime
+
+
+class SimulatedRuntime(Protocol):
+    """servescope-sim's `runtime` hook: the exporter's runtime over a simulated node."""
+
+    def __call__(self, settings: Settings, simulation: SimulationSettings, /) -> Runtime: ...
 
 
 class SimulationSettings(BaseSettings):
@@ -160,18 +168,20 @@ def run_server(settings: Settings, simulation: SimulationSettings) -> None:
 
 
 def _runtime(settings: Settings, simulation: SimulationSettings) -> Runtime:
-    """The real node's runtime, or with --simulate the simulator's (imported only then)."""
+    """The real node's runtime, or with --simulate the simulator's (servescope-sim's, loaded only then)."""
     from servescope.core.dcgm.counters import CountersError
     from servescope.exporter.runtime import build_runtime
 
     try:
         if not simulation.enabled:
             return build_runtime(settings)
-        from servescope.sim.wiring import SimulationError, simulated_runtime
-
+        try:
+            simulated_runtime = cast(SimulatedRuntime, simulator("runtime", "`servescope serve --simulate`"))
+        except MissingDistributionError as exc:
+            usage_error(str(exc), 2)
         try:
             return simulated_runtime(settings, simulation)
-        except SimulationError as exc:
+        except ServescopeError as exc:  # a name the simulator does not have
             usage_error(str(exc), 1)
     except CountersError as exc:
         usage_error(str(exc), 1)

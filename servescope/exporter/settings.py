@@ -94,8 +94,8 @@ class DcgmSettings(BaseSettings):
     dcgmi: str = setting(
         "",
         "--dcgmi",
-        "Path of the dcgmi executable. Empty: `dcgmi` from PATH, or the bundled servescope-fake-dcgmi with "
-        "--simulate.",
+        "Path of the dcgmi executable. Empty: `dcgmi` from PATH, or servescope-sim's servescope-fake-dcgmi "
+        "with --simulate.",
     )
     interval_seconds: float = setting(
         1.0,

@@ -78,15 +78,15 @@ RUN_OPTIONS = (
 )
 
 
-def folder_of(models: dict[type[BaseModel], BaseModel]) -> Path:
+def folder_of(models: dict[type[BaseModel], BaseModel]) -> FolderSettings:
     settings = models[FolderSettings]
     assert isinstance(settings, FolderSettings)
-    return settings.folder()
+    return settings
 
 
-def _runbook(folder: Path, alert: str) -> Runbook:
+def _runbook(pages: FolderSettings, alert: str) -> Runbook:
     try:
-        return load_runbook(folder, alert)
+        return load_runbook(pages.folder(), alert, pages.config())
     except UnknownAlertError as exc:
         usage_error(str(exc))
     except RunbookError as exc:
@@ -109,7 +109,8 @@ def labels_of(pairs: list[str] | None) -> dict[str, str]:
 
 
 def _list(models: dict[type[BaseModel], BaseModel], _: dict[str, Any]) -> None:
-    found, errors = load_runbooks(folder_of(models))
+    pages = folder_of(models)
+    found, errors = load_runbooks(pages.folder(), pages.config())
     print_list(found, errors)
     if errors:
         raise typer.Exit(1)
@@ -128,8 +129,10 @@ def _run(models: dict[type[BaseModel], BaseModel], given: dict[str, Any]) -> Non
         usage_error("--execute acts on one change step: name it with --step ID")
     steps = models[StepSettings]
     assert isinstance(steps, StepSettings)
-    ctx = steps.context(execute=given["execute"]).for_labels(labels)
-    runbook = _runbook(folder_of(models), given["alert"])
+    pages = folder_of(models)
+    ctx = steps.context(execute=given["execute"]).model_copy(update={"alerts": pages.config()})
+    ctx = ctx.for_labels(labels)
+    runbook = _runbook(pages, given["alert"])
     try:
         if given["execute"]:
             run(runbook, labels, ctx.model_copy(update={"execute": False}), given["step"], bind_only=True)

@@ -30,6 +30,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from servescope.core.config import AlertsConfig
+from servescope.core.config_text import ConfigTextError, render_config
 from servescope.core.errors import first_reason
 from servescope.runbooks.actions import ACTIONS, Action
 from servescope.runbooks.binding import LABEL_NAME, Template
@@ -47,6 +49,8 @@ from servescope.runbooks.settings import ENV_RUNBOOKS, SHIPPED_RUNBOOKS, FolderS
 from servescope.runbooks.step_block import check_step, parse_attributes, parse_step
 
 _FRONT_KEYS = ("alert", "severity", "summary")
+# The thresholds a page shows when the service is given no --alerts-config: the rules' defaults.
+DEFAULT_CONFIG = AlertsConfig()
 
 
 def _front_matter(path: Path, lines: list[str]) -> tuple[dict[str, Any], int]:
@@ -130,16 +134,27 @@ class _Body:
             self.sections.setdefault(self.section, []).append(line)
 
 
-def parse_runbook(
-    path: Path, text: str | None = None, actions: Mapping[str, Action[Any]] = ACTIONS
-) -> Runbook:
-    """Parse and check one runbook file (or `text`, reported as `path`)."""
+def read_page(path: Path, config: AlertsConfig = DEFAULT_CONFIG, text: str | None = None) -> str:
+    """A runbook file's text (or `text`) with its `{{ config.x }}` thresholds filled in from `config`."""
     if text is None:
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise RunbookError(path, 0, f"cannot read: {exc}") from None
-    lines = text.splitlines()
+    try:
+        return render_config(text, config)
+    except ConfigTextError as exc:
+        raise RunbookError(path, exc.line, exc.message) from None
+
+
+def parse_runbook(
+    path: Path,
+    text: str | None = None,
+    actions: Mapping[str, Action[Any]] = ACTIONS,
+    config: AlertsConfig = DEFAULT_CONFIG,
+) -> Runbook:
+    """Parse and check one runbook file (or `text`, reported as `path`), its thresholds from `config`."""
+    lines = read_page(path, config, text).splitlines()
     front, start = _front_matter(path, lines)
     if path.suffix == ".md" and path.stem != front["alert"]:
         raise RunbookError(path, 2, f"alert {front['alert']!r} must be the file's name ({path.stem}.md)")
@@ -171,25 +186,27 @@ def runbook_paths(folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*.md") if p.name.lower() != "readme.md")
 
 
-def load_runbooks(folder: Path) -> tuple[list[Runbook], list[RunbookError]]:
+def load_runbooks(
+    folder: Path, config: AlertsConfig = DEFAULT_CONFIG
+) -> tuple[list[Runbook], list[RunbookError]]:
     """Every runbook in the folder, and the errors of those that could not be used."""
     found: list[Runbook] = []
     errors: list[RunbookError] = []
     for path in runbook_paths(folder):
         try:
-            found.append(parse_runbook(path))
+            found.append(parse_runbook(path, config=config))
         except RunbookError as exc:
             errors.append(exc)
     return found, errors
 
 
-def load_runbook(folder: Path, alert: str) -> Runbook:
+def load_runbook(folder: Path, alert: str, config: AlertsConfig = DEFAULT_CONFIG) -> Runbook:
     """The runbook of one alert; UnknownAlertError names the alerts that have one."""
     path = folder / f"{alert}.md"
     if ALERT_NAME.fullmatch(alert) is None or path not in runbook_paths(folder):
         known = ", ".join(p.stem for p in runbook_paths(folder)) or "none"
         raise UnknownAlertError(f"no runbook for alert {alert[:80]!r} in {folder} (runbooks: {known})")
-    return parse_runbook(path)
+    return parse_runbook(path, config=config)
 
 
 def is_label_name(name: str) -> bool:
@@ -197,6 +214,7 @@ def is_label_name(name: str) -> bool:
 
 
 __all__ = [
+    "DEFAULT_CONFIG",
     "ENV_RUNBOOKS",
     "SECTIONS",
     "SEVERITIES",
@@ -211,6 +229,7 @@ __all__ = [
     "load_runbook",
     "load_runbooks",
     "parse_runbook",
+    "read_page",
     "runbook_paths",
     "runbooks_dir",
 ]

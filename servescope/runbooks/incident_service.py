@@ -19,9 +19,17 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
+from servescope.core.config import AlertsConfig
 from servescope.core.errors import ServescopeError
 from servescope.runbooks.actions import RunContext
-from servescope.runbooks.document import Runbook, RunbookError, UnknownAlertError, load_runbook, runbooks_dir
+from servescope.runbooks.document import (
+    DEFAULT_CONFIG,
+    Runbook,
+    RunbookError,
+    UnknownAlertError,
+    load_runbook,
+    runbooks_dir,
+)
 from servescope.runbooks.incidents import IncidentStore, StoreError
 from servescope.runbooks.payload import AlertmanagerPayload
 from servescope.runbooks.refusals import refused
@@ -88,11 +96,13 @@ class IncidentService:
         workers: int = 4,
         queue_size: int = 64,
         metrics: WebhookMetrics | None = None,
+        config: AlertsConfig = DEFAULT_CONFIG,
     ) -> None:
         if workers < 1 or queue_size < 0:
             raise ValueError("workers must be at least 1 and queue_size at least 0")
         self.store = store
         self.runbooks = runbooks
+        self.config = config  # the thresholds the runbooks are read with
         self.ctx_factory = ctx_factory
         self.metrics = metrics if metrics is not None else WebhookMetrics()
         self.queue_size = queue_size
@@ -137,7 +147,7 @@ class IncidentService:
     def _runbook(self, alertname: str) -> Runbook | str:
         """The alert's runbook, or why there is none to run."""
         try:
-            return load_runbook(self._folder(), alertname)
+            return load_runbook(self._folder(), alertname, self.config)
         except UnknownAlertError as exc:
             return f"no runbook: {exc}"
         except RunbookError as exc:

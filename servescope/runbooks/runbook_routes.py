@@ -20,11 +20,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import ValidationError
 
+from servescope.core.config import AlertsConfig
 from servescope.core.errors import first_reason
 from servescope.runbooks.actions import ACTIONS, RunContext
 from servescope.runbooks.audit import AuditLog
 from servescope.runbooks.auth import ChangeTokens, Networks
-from servescope.runbooks.document import is_label_name, load_runbook, load_runbooks
+from servescope.runbooks.document import DEFAULT_CONFIG, is_label_name, load_runbook, load_runbooks
 from servescope.runbooks.model import Runbook, RunbookError, UnknownAlertError
 from servescope.runbooks.runbook_html import index_html, runbook_html
 from servescope.runbooks.shell import broken, not_found, page
@@ -52,9 +53,10 @@ class Pages:
     incidents: Incidents | None = None
     pool: StepPool = field(default_factory=StepPool)
     trusted_proxies: Networks = ()
+    config: AlertsConfig = DEFAULT_CONFIG  # the thresholds the pages show (--alerts-config)
 
     def load(self, alert: str) -> Runbook:
-        return load_runbook(self.folder, alert)
+        return load_runbook(self.folder, alert, self.config)
 
     def latest_incidents(self, alert: str) -> list[dict[str, Any]] | None:
         if self.incidents is None:
@@ -80,7 +82,7 @@ def _text(message: str, status: int) -> Response:
 def add_page_routes(router: APIRouter, pages: Pages) -> None:
     @router.get("/runbooks", include_in_schema=False)
     def index() -> HTMLResponse:
-        return page("servescope runbooks", index_html(*load_runbooks(pages.folder)))
+        return page("servescope runbooks", index_html(*load_runbooks(pages.folder, pages.config)))
 
     @router.get("/runbooks/{alert}", include_in_schema=False)
     def runbook_page(alert: str, request: Request) -> HTMLResponse:

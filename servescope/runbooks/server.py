@@ -17,11 +17,13 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp
 
+from servescope.core.config import AlertsConfig
 from servescope.core.head import HeadAsGet
 from servescope.runbooks.actions import RunContext
 from servescope.runbooks.asgi import DEFAULT_BODY_LIMIT, WEBHOOK_BODY_LIMIT, BodyLimit
 from servescope.runbooks.audit import AuditLog
 from servescope.runbooks.auth import ChangeTokens, Networks
+from servescope.runbooks.document import DEFAULT_CONFIG
 from servescope.runbooks.runbook_routes import Incidents, Pages, add_page_routes
 from servescope.runbooks.step_pool import StepPool
 from servescope.runbooks.step_routes import add_step_routes
@@ -78,6 +80,7 @@ def create_runbook_app(
     trusted_proxies: Networks = (),
     api_docs: bool = False,
     on_stop: Callable[[], object] | None = None,
+    config: AlertsConfig = DEFAULT_CONFIG,
 ) -> FastAPI:
     """The standalone runbook server: the router, health, and `/` sending browsers to the index;
     /docs and /openapi.json only when `api_docs`; `on_stop` runs (on a thread) when the server stops."""
@@ -95,7 +98,9 @@ def create_runbook_app(
         redoc_url=None,
         openapi_url="/openapi.json" if api_docs else None,
     )
-    pages = Pages(runbooks_dir, lambda _: ctx, tokens, audit, incidents, pool or StepPool(), trusted_proxies)
+    pages = Pages(
+        runbooks_dir, lambda _: ctx, tokens, audit, incidents, pool or StepPool(), trusted_proxies, config
+    )
     app.include_router(runbook_router(pages))
     _health_routes(app, readiness)
     return app

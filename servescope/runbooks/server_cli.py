@@ -67,9 +67,10 @@ def _app(
     from servescope.runbooks.step_pool import StepPool
     from servescope.runbooks.webhook import incident_router
 
-    folder, ctx, service = settings.folder.folder(), settings.steps.context(), settings.service
+    folder, config, service = settings.folder.folder(), settings.folder.config(), settings.service
+    ctx = settings.steps.context().model_copy(update={"alerts": config})
     store = IncidentStore(service.incidents_db)
-    webhook = incident_router(store, folder, lambda: ctx, auth=auth)
+    webhook = incident_router(store, folder, lambda: ctx, auth=auth, config=config)
     app = create_runbook_app(
         folder,
         ctx,
@@ -81,6 +82,7 @@ def _app(
         trusted_proxies=trusted_networks(service.trusted_proxy),
         api_docs=service.api_docs,
         on_stop=lambda: _stop(webhook, service.shutdown_grace_seconds),
+        config=config,
     )
     # Alertmanager posts here; read steps of firing alerts run in the router's bounded pool.
     app.include_router(webhook)

@@ -15,6 +15,8 @@ from pydantic import AfterValidator, AliasChoices, BaseModel, field_validator
 from pydantic_settings import BaseSettings
 
 from servescope.core.catalog.revision import DEFAULT_REVISION_POD_LABELS, pod_label_key
+from servescope.core.config import AlertsConfig, load_config
+from servescope.core.config_option import config_error
 from servescope.core.listen import ListenSetting
 from servescope.core.settings_cli import area_config, setting
 from servescope.runbooks.actions.base import DEFAULT_EXPORTER_URL, RunContext
@@ -54,8 +56,29 @@ class FolderSettings(BaseSettings):
             raise ValueError(f"{value}: not a folder")
         return value
 
+    alerts_config: Path | None = setting(
+        None,
+        "--alerts-config",
+        "The alerts config file the rules were built from (`bundle build --config`): the pages show its "
+        "thresholds. Empty: the defaults.",
+    )
+
+    @field_validator("alerts_config", mode="before")
+    @classmethod
+    def _config_loads(cls, value: object) -> object:
+        if value is None or value == "":
+            return None  # the defaults
+        try:  # a file that is not a config is refused at start, naming the field
+            return load_config(Path(str(value))) and value
+        except ValueError as exc:
+            raise ValueError(config_error(Path(str(value)), exc)) from None
+
     def folder(self) -> Path:
         return self.runbooks if self.runbooks is not None else SHIPPED_RUNBOOKS
+
+    def config(self) -> AlertsConfig:
+        """The thresholds the runbooks are read with: --alerts-config, else the defaults."""
+        return load_config(self.alerts_config)
 
 
 class StepSettings(BaseSettings):

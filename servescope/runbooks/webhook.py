@@ -29,11 +29,13 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import ValidationError
 
+from servescope.core.config import AlertsConfig
 from servescope.core.errors import ServescopeError
 from servescope.runbooks.actions import RunContext
 from servescope.runbooks.actions.trust import REGISTRY as TRUST_REGISTRY
 from servescope.runbooks.asgi import BodyTimeoutError, BodyTooLargeError, read_body
 from servescope.runbooks.auth import REALM, WebhookAuth
+from servescope.runbooks.document import DEFAULT_CONFIG
 from servescope.runbooks.incident_html import incident_html, incidents_html, wants_html
 from servescope.runbooks.incident_service import IncidentService, QueueFullError, WebhookMetrics
 from servescope.runbooks.incidents import MAX_ID, IncidentStore, StoreError
@@ -186,6 +188,7 @@ def incident_router(
     workers: int = 4,
     queue_size: int = 64,
     registry: CollectorRegistry | None = None,
+    config: AlertsConfig = DEFAULT_CONFIG,
 ) -> IncidentRouter:
     """The routes: POST /alertmanager/webhook, GET /incidents, /incidents/{id}, /incidents/metrics."""
     metrics = WebhookMetrics(registry)
@@ -196,6 +199,7 @@ def incident_router(
         workers=workers,
         queue_size=queue_size,
         metrics=metrics,
+        config=config,
     )
     router = IncidentRouter()
     router.service = service

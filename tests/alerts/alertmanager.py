@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 import yaml
-from quality.pager import api
 
+from bench.quality.pager import api
 from servescope.bundle.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.bundle.alerts.bundle import all_alerts
 from servescope.bundle.alerts.model import BUNDLE_LABEL

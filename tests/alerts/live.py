@@ -45,7 +45,7 @@ class Pod:
 
     def start(self) -> None:
         """The container starts: its server listens once the model is loaded (here, at once)."""
-        argv = [sys.executable, "-m", "servescope.sim.vllm_server", "--listen", f"127.0.0.1:{self.port}"]
+        argv = [sys.executable, "-m", "servescope_sim.vllm_server", "--listen", f"127.0.0.1:{self.port}"]
         argv += ["--model-name", self.model, "--arrival-rate", "0.5", "--exit-with-parent"]
         self.served = start_child(f"engine-{self.name}", argv, ENGINE_LISTENING, 60, ready="/health")
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from quality.rule_engine import values
-
+from bench.quality.rule_engine import values
 from servescope.bundle.alerts.model import BUNDLE_LABEL, WATCHDOG
 from tests.alerts.promtool import ALERTS, GPU, TARGET, series
 

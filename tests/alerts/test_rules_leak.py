@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from quality.rule_engine import values
 
+from bench.quality.rule_engine import values
 from tests.alerts.promtool import GPU, GPU_BY, ON_GPU, case, check, fires, run_promtool, series
 
 LEAK = "ServescopeGpuMemoryLeakSuspected"

@@ -6,19 +6,16 @@ import math
 from pathlib import Path
 
 import pytest
-from quality.engine_text import EngineText
-from quality.fleet_library import library as fleet_library
-from quality.library import library
-from quality.node import Truth
-from quality.openmetrics import SeriesBuffer, StepBuffer, names_read_by
-from quality.scenarios import Busy, During, SloBreach
-from quality.truth import Recorded, intersect, resolve, smoothed, sustained
 
+from bench.quality.fleet_library import library as fleet_library
+from bench.quality.library import library
+from bench.quality.node import Truth
+from bench.quality.openmetrics import SeriesBuffer, StepBuffer, names_read_by
+from bench.quality.scenarios import Busy, During, SloBreach
+from bench.quality.truth import Recorded, intersect, resolve, smoothed, sustained
 from servescope.bundle.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.bundle.alerts.bundle import all_alerts
 from servescope.core.config import AlertsConfig
-from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
-from servescope.sim.vllm_metrics import render_metrics
 
 RULES = ALERTS_BUILD / "rules.yaml"
 
@@ -111,15 +108,3 @@ def test_scrapes_become_openmetrics_with_target_labels_timestamps_and_one_block_
         )
     finally:
         out.unlink(missing_ok=True)
-
-
-def test_the_fast_engine_text_is_exactly_what_render_metrics_returns() -> None:
-    engine = SimulatedEngine(EngineConfig(arrival_rate=2.0, num_gpu_blocks=2_000), seed=3)
-    text = EngineText()
-    for t in (0.0, 60.0):
-        engine.advance_to(t)
-        assert text.render(engine) == render_metrics(engine)
-    engine.set_load(concurrency=30, prompt_tokens=1500, output_tokens=400)  # preempts: more series
-    engine.advance_to(240.0)
-    assert engine.stats.preemptions > 0
-    assert text.render(engine) == render_metrics(engine)

@@ -6,18 +6,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from quality.evaluate import Episode, RunOutcome
-from quality.faults import PCIE_NARROW_WIDTH, EngineCurve, FaultableEngine, NodeFaults, StuckKv
-from quality.library import library
-from quality.pager import Alertmanager, Page, per_incident, replay
-from quality.scenarios import ENGINE, Curve, SloBurn, flat
-from quality.sglang_text import SglangText, use_sglang_buckets
-from quality.truth import TruthWindow
 
+from bench.quality.evaluate import Episode, RunOutcome
+from bench.quality.faults import PCIE_NARROW_WIDTH, EngineCurve, FaultableEngine, NodeFaults, StuckKv
+from bench.quality.library import library
+from bench.quality.pager import Alertmanager, Page, per_incident, replay
+from bench.quality.scenarios import ENGINE, Curve, SloBurn, flat
+from bench.quality.sglang_text import SglangText, use_sglang_buckets
+from bench.quality.truth import TruthWindow
 from servescope.bundle.alerts import BUILD_DIR as ALERTS_BUILD
-from servescope.sim.fault_scenarios import GpuFault, Window
-from servescope.sim.fleet import SimulatedFleet
-from servescope.sim.pynvml_module import SimulatedPynvml
+from servescope_sim.fault_scenarios import GpuFault, Window
+from servescope_sim.fleet import SimulatedFleet
+from servescope_sim.pynvml_module import SimulatedPynvml
 
 OURS = (("bundle", "servescope"),)
 ENGINE_0 = (("endpoint", "http://10.1.0.5:8000/metrics"), ("engine", "0"), ("instance", "node-a"))

@@ -8,20 +8,20 @@ from pathlib import Path
 
 import pytest
 import yaml
-from quality import rule_engine
-from quality.evaluate import Episode, RunOutcome, score
-from quality.library import pages_truth
-from quality.node import Timing, engine_url
-from quality.report import markdown
-from quality.runs import RunSpec, generate
-from quality.scenarios import During, Incident, Plan, PlanScenario, flat
-from quality.targets import summary, targets
-from quality.truth import TruthWindow
 
+from bench.quality import rule_engine
+from bench.quality.evaluate import Episode, RunOutcome, score
+from bench.quality.library import pages_truth
+from bench.quality.node import Timing, engine_url
+from bench.quality.report import markdown
+from bench.quality.runs import RunSpec, generate
+from bench.quality.scenarios import During, Incident, Plan, PlanScenario, flat
+from bench.quality.targets import summary, targets
+from bench.quality.truth import TruthWindow
 from servescope.bundle.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.bundle.alerts.bundle import all_alerts
 from servescope.core.config import AlertsConfig
-from servescope.sim.fault_scenarios import EngineFault, Window
+from servescope_sim.fault_scenarios import EngineFault, Window
 
 RULES = ALERTS_BUILD / "rules.yaml"
 Labels = tuple[tuple[str, str], ...]

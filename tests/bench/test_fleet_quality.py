@@ -11,11 +11,12 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from quality.fleet_library import PAGES
-from quality.fleet_library import library as fleet_library
-from quality.fleet_model import CRASH_CYCLE, CRASH_UP, STEP, Fleet, Model, Phase, Pod
-from quality.fleet_plan import nodes, replaced
-from quality.fleet_series import FleetSeries
+
+from bench.quality.fleet_library import PAGES
+from bench.quality.fleet_library import library as fleet_library
+from bench.quality.fleet_model import CRASH_CYCLE, CRASH_UP, STEP, Fleet, Model, Phase, Pod
+from bench.quality.fleet_plan import nodes, replaced
+from bench.quality.fleet_series import FleetSeries
 
 BENCH = Path(__file__).parents[2] / "bench"
 MINUTE = 60.0

@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 import yaml
-from quality.prom import Prometheus, create_blocks
 
+from bench.quality.prom import Prometheus, create_blocks
 from servescope.bundle.alerts.rules_canary import records
 from servescope.core.config import AlertsConfig
-from servescope.sim.engine_stats import REQUEST_SECONDS_BUCKETS, TOKEN_LATENCY_BUCKETS, TTFT_BUCKETS
+from servescope_sim.engine_stats import REQUEST_SECONDS_BUCKETS, TOKEN_LATENCY_BUCKETS, TTFT_BUCKETS
 from tests.dashboards.history import backfill_rules
 
 HOUR = 3600.0

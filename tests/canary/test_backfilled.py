@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from quality.prom import Prometheus as PrometheusProcess
 
+from bench.quality.prom import Prometheus as PrometheusProcess
 from servescope.bundle.alerts.rules_canary import worse
 from servescope.deploy.canary import CanaryOptions, argo, flagger_analysis, flagger_templates
 from servescope.deploy.options import DeployOptions

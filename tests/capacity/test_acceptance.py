@@ -9,8 +9,8 @@ import pytest
 
 from servescope.kit.capacity.search import SearchPlan, find_knee
 from servescope.kit.capacity.steps import Slo, summarise
-from servescope.sim.engine_config import EngineConfig
-from servescope.sim.load_runner import SimulatedStepRunner
+from servescope_sim.engine_config import EngineConfig
+from servescope_sim.load_runner import SimulatedStepRunner
 
 SLOS = (Slo("ttft", 0.5),)
 STEP_S = 20.0

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from servescope.kit.load.calibrate import mock_process
-from servescope.kit.load.mock_server import MockConfig
+from servescope_sim.mock_process import mock_process
+from servescope_sim.mock_server import MockConfig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 CAPACITY = [sys.executable, "-m", "servescope", "capacity", "run"]

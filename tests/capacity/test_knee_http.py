@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from servescope.kit.load.calibrate import mock_process
-from servescope.kit.load.mock_server import MockConfig
+from servescope_sim.mock_process import mock_process
+from servescope_sim.mock_server import MockConfig
 from tests.capacity.fifo_truth import FifoEngine, true_knee
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

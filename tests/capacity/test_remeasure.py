@@ -11,8 +11,8 @@ from servescope.kit.capacity import powered
 from servescope.kit.capacity.search import SearchPlan, find_knee
 from servescope.kit.capacity.steps import Slo
 from servescope.kit.load.records import StepResult
-from servescope.sim.engine_config import EngineConfig
-from servescope.sim.load_runner import SimulatedStepRunner
+from servescope_sim.engine_config import EngineConfig
+from servescope_sim.load_runner import SimulatedStepRunner
 
 PLAN = SearchPlan((Slo("ttft", 0.5),), duration_s=20.0, repeats=1, start_qps=2.0)
 STARVED_ABOVE = 5.0  # the engine's knee is about 12 req/s: a client that gives out at 5 sees none of it

@@ -26,8 +26,8 @@ from servescope.core.config import AlertsConfig
 from servescope.core.processes import Child, free_port
 from servescope.deploy.options import DeployOptions
 from servescope.deploy.render import documents
-from servescope.kit.load.calibrate import mock_process
-from servescope.kit.load.mock_server import MockConfig
+from servescope_sim.mock_process import mock_process
+from servescope_sim.mock_server import MockConfig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 STAGING = "http://vllm.staging.svc:8000"

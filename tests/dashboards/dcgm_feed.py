@@ -19,8 +19,8 @@ from servescope.core.dcgm.dmon_format import LAYOUTS, render_header, render_row
 from servescope.exporter.dcgm.dmon_source import DmonSource
 from servescope.exporter.gpu_directory import GpuDirectory
 from servescope.exporter.sources.base import Collection, SourceError
-from servescope.sim.fake_dcgmi import columns, row_values
-from servescope.sim.fleet import SimulatedFleet
+from servescope_sim.fake_dcgmi import columns, row_values
+from servescope_sim.fleet import SimulatedFleet
 
 LAYOUT = LAYOUTS["4.5"]
 READ_TIMEOUT_SECONDS = 10.0

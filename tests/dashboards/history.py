@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prometheus_client import generate_latest
-from quality.node import Node, Timing
-from quality.openmetrics import SeriesBuffer
-from quality.prom import Prometheus, create_blocks
-from quality.runs import BASE_WALL
 
+from bench.quality.node import Node, Timing
+from bench.quality.openmetrics import SeriesBuffer
+from bench.quality.prom import Prometheus, create_blocks
+from bench.quality.runs import BASE_WALL
 from servescope.core.catalog import CATALOG
 from servescope.core.dcgm.counters import load_counters, specs_of
 from servescope.exporter.publisher import Publisher
@@ -29,8 +29,8 @@ from servescope.exporter.runner import SourceRunner
 from servescope.exporter.runtime import process_families
 from servescope.kit.load.metrics import LoadMetrics
 from servescope.kit.load.records import RequestRecord, StepResult
-from servescope.sim.registry import make_scenario
-from servescope.sim.vllm_engine import EngineConfig
+from servescope_sim.registry import make_scenario
+from servescope_sim.vllm_engine import EngineConfig
 from tests.alerts.promtool import RULES
 from tests.dashboards.dcgm_feed import DcgmFeed
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
-from quality.prom import Prometheus
 
+from bench.quality.prom import Prometheus
 from tests.dashboards.dashboards import built, expand, fault_only, queries
 from tests.dashboards.history import END, START, backfill
 

@@ -27,7 +27,7 @@ ENTITIES = 500
 SCRIPT = """
 import os, sys, time
 from servescope.core.dcgm.dmon_format import LAYOUTS, render_header, render_row
-from servescope.sim.fake_dcgmi import columns
+from servescope_sim.fake_dcgmi import columns
 ids = [int(i) for i in sys.argv[sys.argv.index("-e") + 1].split(",")]
 cols, layout = columns(ids), LAYOUTS["4.5"]
 print("\\n".join(render_header(layout, cols)), flush=True)

@@ -16,11 +16,11 @@ from servescope.bundle.alerts.bundle import all_alerts
 from servescope.bundle.alerts.lint import lint_rule_file
 from servescope.bundle.alerts.profiles import DEMO, with_profile
 from servescope.core.config import AlertsConfig
-from servescope.demo import stack as stack_module
-from servescope.demo.configs import Ports, demo_alerts, write_configs
-from servescope.demo.stack import DemoOptions, DemoStack
-from servescope.demo.state_dir import MARKER, StateDirError, prepare_state_dir
 from servescope.runbooks.webhook import WEBHOOK_PATH
+from servescope_sim.demo import stack as stack_module
+from servescope_sim.demo.configs import Ports, demo_alerts, write_configs
+from servescope_sim.demo.stack import DemoOptions, DemoStack
+from servescope_sim.demo.state_dir import MARKER, StateDirError, prepare_state_dir
 
 PORTS = Ports(exporter=19108, runbooks=19110, prometheus=19090, alertmanager=19093)
 

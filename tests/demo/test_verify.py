@@ -22,12 +22,13 @@ from typer.testing import CliRunner
 from servescope.bundle.alerts.alertmanager import WEBHOOK
 from servescope.bundle.alerts.bundle import groups
 from servescope.core.config import AlertsConfig
-from servescope.demo import stack as stack_module
-from servescope.demo import verify as verify_module
-from servescope.demo.cli import demo as demo_command
-from servescope.demo.configs import ConfigFiles, Ports, write_configs
-from servescope.demo.stack import DemoOptions, DemoStack, find_binaries
-from servescope.demo.verify import (
+from servescope.runbooks.webhook import WEBHOOK_PATH
+from servescope_sim.demo import stack as stack_module
+from servescope_sim.demo import verify as verify_module
+from servescope_sim.demo.cli import demo as demo_command
+from servescope_sim.demo.configs import ConfigFiles, Ports, write_configs
+from servescope_sim.demo.stack import DemoOptions, DemoStack, find_binaries
+from servescope_sim.demo.verify import (
     StackCheckError,
     check_alertmanager,
     check_prometheus_sends,
@@ -36,7 +37,6 @@ from servescope.demo.verify import (
     rule_group_names,
     verify_stack,
 )
-from servescope.runbooks.webhook import WEBHOOK_PATH
 from tests.runbook.fakes import FakeHttp, Recorded, fake_http
 
 PORTS = Ports(exporter=19108, runbooks=19110, prometheus=19090, alertmanager=19093)

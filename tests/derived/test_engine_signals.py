@@ -27,8 +27,8 @@ from servescope.exporter.stores.ring import MemoryRing
 from servescope.exporter.stores.serving_board import EngineTrack, ServingBoard
 from servescope.exporter.stores.signals import GpuProcess
 from servescope.exporter.vllm.normalise import normalise
-from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
-from servescope.sim.vllm_metrics import render_metrics
+from servescope_sim.vllm_engine import EngineConfig, SimulatedEngine
+from servescope_sim.vllm_metrics import render_metrics
 
 GIB = 1024**3
 

@@ -14,7 +14,7 @@ from servescope.exporter.memory_api import ApiError, parse_window
 from servescope.exporter.runtime import Runtime
 from servescope.exporter.serve import SimulationSettings
 from servescope.exporter.settings import DcgmSettings, Settings, VllmSettings
-from servescope.sim.wiring import simulated_runtime
+from servescope_sim.wiring import simulated_runtime
 
 MIB = 1024**2
 GIB = 1024**3

@@ -12,7 +12,7 @@ import pytest
 
 from servescope.core.catalog import derived as m
 from servescope.exporter.exposition import Sample
-from tests.derived.node import simulated_node
+from servescope_sim.node_harness import simulated_node
 from tests.helpers import values
 
 GIB = 1024**3

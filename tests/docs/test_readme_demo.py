@@ -31,8 +31,8 @@ import pytest
 
 from servescope.bundle.alerts.bundle import groups
 from servescope.core.config import AlertsConfig
-from servescope.demo.stack import find_binaries
-from servescope.sim.scenarios import PACES
+from servescope_sim.demo.stack import find_binaries
+from servescope_sim.scenarios import PACES
 from tests.support import descendants, wait_all_exited, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

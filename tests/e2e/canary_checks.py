@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from servescope.demo import canary
-from servescope.sim.cluster import CANARY_REVISION, STABLE_REVISION
+from servescope_sim.cluster import CANARY_REVISION, STABLE_REVISION
+from servescope_sim.demo import canary
 from tests.e2e.demo_stacks import Stack
 from tests.support import wait_for
 

@@ -24,9 +24,9 @@ import httpx
 import yaml
 
 from servescope.core.durations import parse_duration
-from servescope.sim.canary_scenario import CANARY_AT_ENV
-from servescope.sim.registry import LEAK_ENV
-from servescope.sim.scenarios import PACES
+from servescope_sim.canary_scenario import CANARY_AT_ENV
+from servescope_sim.registry import LEAK_ENV
+from servescope_sim.scenarios import PACES
 from tests.support import Child, wait_for
 
 START_TIMEOUT = 180.0

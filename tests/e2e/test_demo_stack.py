@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from servescope.demo.stack import find_binaries
+from servescope_sim.demo.stack import find_binaries
 from tests.e2e import canary_checks
 from tests.e2e.demo_stacks import Plan, Stack, start_stacks, unix
 from tests.support import descendants, wait_all_exited, wait_for

@@ -15,8 +15,8 @@ from servescope.core.catalog.pcie import (
 from servescope.exporter.exposition import Sample
 from servescope.exporter.nvml.collector import NvmlSource
 from servescope.exporter.nvml.library import NvmlLibrary
-from servescope.sim.fleet import SimulatedFleet
-from servescope.sim.pynvml_module import SimulatedPynvml
+from servescope_sim.fleet import SimulatedFleet
+from servescope_sim.pynvml_module import SimulatedPynvml
 from tests.helpers import FakeClock, values
 
 

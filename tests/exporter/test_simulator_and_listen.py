@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from servescope.core.listen import ListenAddress, parse_listen
-from servescope.sim.fleet import SimulatedFleet
+from servescope_sim.fleet import SimulatedFleet
 from tests.helpers import FakeClock
 
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from servescope.exporter import runtime as runtime_module
 from servescope.exporter.nvml.library import NvmlLibrary
-from servescope.sim.fleet import SimulatedFleet
-from servescope.sim.pynvml_module import SimulatedPynvml
+from servescope_sim.fleet import SimulatedFleet
+from servescope_sim.pynvml_module import SimulatedPynvml
 
 # What the server and the sources import later, on first use.
 LATER = (

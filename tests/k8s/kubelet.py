@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from servescope.exporter.k8s import podresources_pb2 as pb
-from servescope.sim.kubelet import SimulatedKubelet as FakeKubelet
-from servescope.sim.kubelet import container, pod
+from servescope_sim.kubelet import SimulatedKubelet as FakeKubelet
+from servescope_sim.kubelet import container, pod
 
 __all__ = ["FakeKubelet", "container", "dra_claim", "pod"]
 

@@ -52,7 +52,7 @@ class Pod:
 
     def start_engine(self, listen: str, engine: str = "0") -> tuple[subprocess.Popen[str], int]:
         """A simulated vLLM server inside the namespace; returns it and the port it bound."""
-        argv = [sys.executable, "-m", "servescope.sim.vllm_server", "--listen", listen, "--engine", engine]
+        argv = [sys.executable, "-m", "servescope_sim.vllm_server", "--listen", listen, "--engine", engine]
         return self._start([*argv, "--exit-with-parent"], r"serving on \S+:(\d+)", "the simulated engine")
 
     def start_dp_server(self, metrics_dir: str, ranks: int = 2) -> tuple[subprocess.Popen[str], int]:

@@ -14,7 +14,7 @@ from servescope.exporter.vllm.probing import settle, tcp_connect
 from servescope.exporter.vllm.procfs import ProcFs
 from servescope.exporter.vllm.scrape import Scraper
 from servescope.exporter.vllm.source import VllmSource
-from servescope.sim.wiring import SIMULATED_ENGINE_PROCESS
+from servescope_sim.wiring import SIMULATED_ENGINE_PROCESS
 from tests.helpers import values
 from tests.k8s.netns import ip, pod_namespace
 

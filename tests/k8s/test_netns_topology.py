@@ -19,9 +19,9 @@ from servescope.exporter.nvml.library import NvmlLibrary
 from servescope.exporter.runtime import Hardware, build_runtime
 from servescope.exporter.settings import DcgmSettings, NodeSettings, NvmlSettings, Settings, VllmSettings
 from servescope.exporter.vllm.procfs import ProcFs
-from servescope.sim.fleet import SimulatedFleet
-from servescope.sim.pynvml_module import SimulatedPynvml
-from servescope.sim.wiring import SIMULATED_ENGINE_PROCESS
+from servescope_sim.fleet import SimulatedFleet
+from servescope_sim.pynvml_module import SimulatedPynvml
+from servescope_sim.wiring import SIMULATED_ENGINE_PROCESS
 from tests.helpers import SAMPLES
 from tests.k8s.kubelet import FakeKubelet, container, pod
 from tests.k8s.netns import pod_namespace

@@ -10,15 +10,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from servescope.kit.load.calibrate import mock_process
 from servescope.kit.load.client import RequestSpec
 from servescope.kit.load.engine_metrics import metrics_url
-from servescope.kit.load.mock_server import MockConfig
 from servescope.kit.load.records import StepResult, StepRunner
 from servescope.kit.load.runner import HttpStepRunner
 from servescope.kit.load.scaleout import LocustPlan, LocustStepRunner, run_locust
 from servescope.kit.load.schedule import LengthDistribution, arrival_times
 from servescope.kit.load.validity import ValidityRules, bucket_bounds, percentile
+from servescope_sim.mock_process import mock_process
+from servescope_sim.mock_server import MockConfig
 
 pytestmark = pytest.mark.e2e
 SHAPES = LengthDistribution(16, 10)

@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from servescope.core.processes import free_port
-from servescope.kit.load.calibrate import mock_process
 from servescope.kit.load.metrics import metric_names
-from servescope.kit.load.mock_server import MockConfig
+from servescope_sim.mock_process import mock_process
+from servescope_sim.mock_server import MockConfig
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -17,12 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from quality.openmetrics import SeriesBuffer
-from quality.prom import Prometheus, create_blocks
 
-from servescope.kit.load.calibrate import mock_process
+from bench.quality.openmetrics import SeriesBuffer
+from bench.quality.prom import Prometheus, create_blocks
 from servescope.kit.load.client import RequestSpec
-from servescope.kit.load.mock_server import MockConfig, MockEngine, metrics_page
 from servescope.kit.load.replay import (
     Profile,
     PrometheusApi,
@@ -33,6 +31,8 @@ from servescope.kit.load.replay import (
     replay_shapes,
 )
 from servescope.kit.load.runner import HttpStepRunner
+from servescope_sim.mock_process import mock_process
+from servescope_sim.mock_server import MockConfig, MockEngine, metrics_page
 
 HOUR = 3600.0
 SCRAPE = 15.0

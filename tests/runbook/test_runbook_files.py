@@ -10,7 +10,7 @@ import yaml
 
 from servescope.bundle.alerts.bundle import all_alerts
 from servescope.core.config import AlertsConfig
-from servescope.runbooks.document import SHIPPED_RUNBOOKS
+from servescope.runbooks.document import SHIPPED_RUNBOOKS, read_page
 
 RUNBOOKS = SHIPPED_RUNBOOKS
 ALERTS = {alert.name: alert for alert in all_alerts(AlertsConfig())}
@@ -32,7 +32,7 @@ def test_one_runbook_per_alert_and_one_alert_per_runbook() -> None:
 @pytest.mark.parametrize("name", sorted(ALERTS))
 def test_runbook_matches_its_alert(name: str) -> None:
     path = RUNBOOKS / f"{name}.md"
-    text = path.read_text()
+    text = read_page(path)  # the {{ config.x }} thresholds filled in, as the service reads it
     front = re.match(r"^---\n(.*?)\n---\n", text, re.DOTALL)
     assert front, f"{path.name}: no front matter"
     meta = yaml.safe_load(front.group(1))
@@ -66,7 +66,7 @@ def _mitigation(text: str) -> str:
 
 @pytest.mark.parametrize("name", sorted(ALERTS))
 def test_lowering_the_batch_is_never_the_first_mitigation(name: str) -> None:
-    mitigation = _mitigation((RUNBOOKS / f"{name}.md").read_text())
+    mitigation = _mitigation(read_page(RUNBOOKS / f"{name}.md"))
     first = re.search(r"^(?:1\.|-) (.*?)(?=^(?:\d+\.|-) |^```|\Z)", mitigation, re.MULTILINE | re.DOTALL)
     assert first is None or "lower the batch" not in first.group(1).lower(), f"{name}: {first.group(1)[:120]}"
     advised = re.findall(r"\*\*(?!Do not)[^*]*lower the batch size[^*]*\*\*", mitigation, re.IGNORECASE)
@@ -76,7 +76,7 @@ def test_lowering_the_batch_is_never_the_first_mitigation(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(ALERTS))
 def test_a_gpu_reset_first_stops_what_keeps_the_gpu_open(name: str) -> None:
-    text = (RUNBOOKS / f"{name}.md").read_text()
+    text = read_page(RUNBOOKS / f"{name}.md")
     for paragraph in re.split(r"\n\s*\n|\n(?=\d+\. )", text):
         if "--gpu-reset" in paragraph:
             for holder in ("nv-hostengine", "dcgm-exporter", "device plugin", "dcgmi"):
@@ -87,7 +87,7 @@ def test_scale_steps_add_replicas_and_never_remove_them() -> None:
     steps = [
         yaml.safe_load(m.group("body"))
         for path in _runbook_files().values()
-        for m in STEP.finditer(path.read_text())
+        for m in STEP.finditer(read_page(path))
         if "action: scale_deployment" in m.group("body")
     ]
     assert steps

@@ -8,14 +8,14 @@ import bisect
 
 import pytest
 
-from servescope.sim import canary_scenario
-from servescope.sim.canary_scenario import CANARY_AT_ENV, PREFILL_FACTOR
-from servescope.sim.cluster import CANARY_REVISION, STABLE_REVISION
-from servescope.sim.engine_stats import TTFT_BUCKETS
-from servescope.sim.engines import gpu_groups
-from servescope.sim.registry import make_scenario
-from servescope.sim.scenarios import PACES, STEADY_ENGINE
-from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
+from servescope_sim import canary_scenario
+from servescope_sim.canary_scenario import CANARY_AT_ENV, PREFILL_FACTOR
+from servescope_sim.cluster import CANARY_REVISION, STABLE_REVISION
+from servescope_sim.engine_stats import TTFT_BUCKETS
+from servescope_sim.engines import gpu_groups
+from servescope_sim.registry import make_scenario
+from servescope_sim.scenarios import PACES, STEADY_ENGINE
+from servescope_sim.vllm_engine import EngineConfig, SimulatedEngine
 
 A, B = STABLE_REVISION, CANARY_REVISION
 

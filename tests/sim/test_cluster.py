@@ -17,9 +17,9 @@ from lightkube.generic_resource import GenericNamespacedResource, create_api_inf
 from servescope.core.kube import KubeAccess, http_client
 from servescope.exporter.k8s.client import PodResourcesClient
 from servescope.exporter.k8s.pod_watch import Event, list_pods, watch_pods
-from servescope.sim.cluster import CANARY_REVISION, DEPLOYMENT, NAMESPACE, STABLE_REVISION, template
-from servescope.sim.kube_api import selects
-from servescope.sim.kubernetes import SimulatedCluster
+from servescope_sim.cluster import CANARY_REVISION, DEPLOYMENT, NAMESPACE, STABLE_REVISION, template
+from servescope_sim.kube_api import selects
+from servescope_sim.kubernetes import SimulatedCluster
 
 pytestmark = pytest.mark.e2e  # a gRPC server and an HTTP server on loopback
 GPUS = [["GPU-00000000-0000-0000-0000-000000000000"], ["GPU-11111111-1111-1111-1111-111111111111"]]

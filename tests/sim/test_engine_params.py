@@ -7,10 +7,10 @@ import math
 import pytest
 
 from servescope.kit.capacity.steps import Slo, summarise
-from servescope.sim.engine_config import EngineConfig, effective
-from servescope.sim.engine_params import EngineStartError
-from servescope.sim.load_runner import SimulatedStepRunner, start_simulated
-from servescope.sim.vllm_engine import SimulatedEngine
+from servescope_sim.engine_config import EngineConfig, effective
+from servescope_sim.engine_params import EngineStartError
+from servescope_sim.load_runner import SimulatedStepRunner, start_simulated
+from servescope_sim.vllm_engine import SimulatedEngine
 
 SLOS = (Slo("ttft", 0.5),)
 MIXED = {"prompt_tokens": 1500, "prompt_sigma": 1.2, "max_num_batched_tokens": 2048}

@@ -6,12 +6,12 @@ import math
 
 import pytest
 
-from servescope.sim.engines import gpu_groups
-from servescope.sim.fault_scenarios import FaultPlan, Tour
-from servescope.sim.fleet import SimulatedFleet
-from servescope.sim.models import MIB
-from servescope.sim.registry import LEAK_ENV, SCENARIOS, make_scenario
-from servescope.sim.scenarios import PACES, STEADY_ENGINE, KvPressure, MemoryLeak
+from servescope_sim.engines import gpu_groups
+from servescope_sim.fault_scenarios import FaultPlan, Tour
+from servescope_sim.fleet import SimulatedFleet
+from servescope_sim.models import MIB
+from servescope_sim.registry import LEAK_ENV, SCENARIOS, make_scenario
+from servescope_sim.scenarios import PACES, STEADY_ENGINE, KvPressure, MemoryLeak
 
 LAYOUT = gpu_groups(8, 4)  # [[0, 1], [2, 3], [4, 5], [6, 7]]
 FAULT_START_SECONDS = PACES["real"].fault_start_seconds

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from servescope.sim.fleet import STEP_SECONDS, SimulatedFleet
-from servescope.sim.models import MIB
+from servescope_sim.fleet import STEP_SECONDS, SimulatedFleet
+from servescope_sim.models import MIB
 
 GIB = 1024 * MIB
 

@@ -6,9 +6,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from servescope.sim.fleet import SimulatedFleet
-from servescope.sim.node_state import STATE_ENV, StateWriter, apply, write
-from servescope.sim.wiring import fake_dcgmi_path
+from servescope_sim.fleet import SimulatedFleet
+from servescope_sim.node_state import STATE_ENV, StateWriter, apply, write
+from servescope_sim.wiring import fake_dcgmi_path
 
 
 class Clock:

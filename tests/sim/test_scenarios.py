@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from servescope.sim.fleet import SimulatedFleet
-from servescope.sim.models import MIB
-from servescope.sim.registry import SCENARIOS, make_scenario
-from servescope.sim.scenarios import EngineLoad, Scenario, workspace_for
-from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
+from servescope_sim.fleet import SimulatedFleet
+from servescope_sim.models import MIB
+from servescope_sim.registry import SCENARIOS, make_scenario
+from servescope_sim.scenarios import EngineLoad, Scenario, workspace_for
+from servescope_sim.vllm_engine import EngineConfig, SimulatedEngine
 
 
 def run(scenario: Scenario, seconds: float, *, gpus: int = 2, seed: int = 1) -> Iterator[SimulatedFleet]:

@@ -7,8 +7,8 @@ import random
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
-from servescope.sim.vllm_metrics import render_metrics
+from servescope_sim.vllm_engine import EngineConfig, SimulatedEngine
+from servescope_sim.vllm_metrics import render_metrics
 
 PER_REQUEST_HISTOGRAMS = (
     "e2e_request_latency_seconds",

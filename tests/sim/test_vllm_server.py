@@ -13,10 +13,10 @@ import pytest
 from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 
-from servescope.sim.engine_stats import one_two_five
-from servescope.sim.vllm_engine import EngineConfig, SimulatedEngine
-from servescope.sim.vllm_metrics import CONTENT_TYPE, Generation, render_metrics
-from servescope.sim.vllm_server import create_app, main
+from servescope_sim.engine_stats import one_two_five
+from servescope_sim.vllm_engine import EngineConfig, SimulatedEngine
+from servescope_sim.vllm_metrics import CONTENT_TYPE, Generation, render_metrics
+from servescope_sim.vllm_server import create_app, main
 from tests.helpers import SAMPLES, FakeClock
 
 CURRENT_SAMPLE = SAMPLES / "vllm-0.32-cpu-idle.txt"
@@ -269,7 +269,7 @@ def test_bad_options_exit_2_with_one_clear_line(
 def test_the_server_process_serves_obeys_control_and_stops_on_sigterm() -> None:
     # The with block closes the pipes: an unclosed pipe is a ResourceWarning, and warnings fail tests.
     with subprocess.Popen(
-        [sys.executable, "-m", "servescope.sim.vllm_server", "--listen", "127.0.0.1:0", "--seed", "2"],
+        [sys.executable, "-m", "servescope_sim.vllm_server", "--listen", "127.0.0.1:0", "--seed", "2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

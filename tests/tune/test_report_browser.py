@@ -13,6 +13,7 @@ import pytest
 from servescope.kit.tune.cli import SimulatedLauncher, write_reports
 from servescope.kit.tune.space import parse_space
 from servescope.kit.tune.strategies import run_study
+from servescope_sim.load_runner import start_simulated
 from tests.support.browser import headless_chromium
 from tests.tune.searches import short_capacity
 
@@ -33,7 +34,7 @@ SPACE = {
 
 def test_the_report_renders_every_chart_in_headless_chromium(tmp_path: Path) -> None:
     space = parse_space(SPACE)
-    study = run_study(space, SimulatedLauncher(space.warmup_s), "grid", remeasure=3)
+    study = run_study(space, SimulatedLauncher(space.warmup_s, start_simulated), "grid", remeasure=3)
     write_reports(study, tmp_path)
     requests: list[str] = []
     with headless_chromium() as (_, browser):

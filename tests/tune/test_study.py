@@ -8,6 +8,7 @@ from servescope.kit.tune.cli import SimulatedLauncher
 from servescope.kit.tune.space import Space, parse_space
 from servescope.kit.tune.strategies import run_study
 from servescope.kit.tune.trials import Trial, pareto_front
+from servescope_sim.load_runner import start_simulated
 from tests.tune.searches import short_capacity
 
 
@@ -24,7 +25,7 @@ def tiny() -> Space:
 
 
 def test_a_start_that_fails_is_an_infeasible_trial_not_a_crash() -> None:
-    study = run_study(tiny(), SimulatedLauncher(2.0), "grid", prune=False)
+    study = run_study(tiny(), SimulatedLauncher(2.0, start_simulated), "grid", prune=False)
     states = {(t.params["max_num_seqs"], t.params["gpu_memory_utilization"]): t for t in study.trials}
     assert len(states) == 6
     for seqs in (16, 64, 256):
@@ -44,15 +45,17 @@ def test_pruning_stops_a_trial_that_already_failed_below_the_best() -> None:
             "capacity": short_capacity(10, warmup_s=2),
         }
     )
-    pruned = run_study(space, SimulatedLauncher(2.0), "grid", prune=True)
-    full = run_study(space, SimulatedLauncher(2.0), "grid", prune=False)
+    pruned = run_study(space, SimulatedLauncher(2.0, start_simulated), "grid", prune=True)
+    full = run_study(space, SimulatedLauncher(2.0, start_simulated), "grid", prune=False)
     assert [t.state for t in pruned.trials] == ["complete", "pruned"]
     assert pruned.trials[1].steps < full.trials[1].steps
     assert pruned.best is not None and pruned.best.params == {"max_num_seqs": 256}
 
 
 def test_random_search_samples_without_replacement_and_remeasures_the_top() -> None:
-    study = run_study(tiny(), SimulatedLauncher(2.0), "random", budget=5, seed=3, prune=False, remeasure=2)
+    study = run_study(
+        tiny(), SimulatedLauncher(2.0, start_simulated), "random", budget=5, seed=3, prune=False, remeasure=2
+    )
     keys = [tuple(sorted(t.params.items())) for t in study.trials]
     assert len(keys) == len(set(keys)) == 5
     assert len(study.remeasured) == 2
@@ -61,8 +64,12 @@ def test_random_search_samples_without_replacement_and_remeasures_the_top() -> N
 
 def test_a_bayesian_study_in_sqlite_resumes_without_measuring_again(tmp_path: Path) -> None:
     storage = f"sqlite:///{tmp_path / 'tune.db'}"
-    first = run_study(tiny(), SimulatedLauncher(2.0), "bayes", budget=3, storage=storage, seed=1)
-    again = run_study(tiny(), SimulatedLauncher(2.0), "bayes", budget=3, storage=storage, seed=1)
+    first = run_study(
+        tiny(), SimulatedLauncher(2.0, start_simulated), "bayes", budget=3, storage=storage, seed=1
+    )
+    again = run_study(
+        tiny(), SimulatedLauncher(2.0, start_simulated), "bayes", budget=3, storage=storage, seed=1
+    )
     measured = [tuple(sorted(t.params.items())) for t in (*first.trials, *again.trials)]
     assert len(first.trials) == 3 and len(again.trials) == 3
     assert len(set(measured)) == 6  # the resumed study starts only configurations not yet measured

@@ -6,23 +6,27 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 
 from servescope.bundle.alerts import BUILD_DIR
 from servescope.bundle.alerts.bundle import FILES, groups, stale, write
 from servescope.bundle.alerts.lint import lint, lint_rule_file
 from servescope.bundle.alerts.profiles import PROFILES, with_profile
-from servescope.core.cli_errors import complain, usage_error
-from servescope.core.config import load_config
-from servescope.core.errors import validation_message
+from servescope.core.cli_errors import complain, exit_if_stale, usage_error
+from servescope.core.config import AlertsConfig, load_config
+from servescope.core.config_option import ConfigOption, config_or_exit
 
 DEFAULT_OUT = BUILD_DIR
 app = typer.Typer(help="Alert rules as code.", no_args_is_help=True, add_completion=False)
 
 
-def _config_field(loc: tuple[int | str, ...]) -> str:
-    # A check across fields (the durations) has no location: it is about the config as a whole.
-    return ".".join(map(str, loc)) or "config"
+def exit_on_lint(cfg: AlertsConfig) -> None:
+    """Exit 1 naming each problem when the rules built from `cfg` fail the linter."""
+    problems = lint(groups(cfg), cfg)
+    if problems:
+        # A config override can produce a broken rule (e.g. a selector that is not PromQL): never write it.
+        for problem in problems:
+            complain(str(problem), kind="lint")
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -31,13 +35,7 @@ def build(
         Path,
         typer.Option("--out", help="Folder to write rules.yaml, prometheusrule.yaml, alertmanager.yaml to."),
     ] = DEFAULT_OUT,
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            help="YAML file overriding thresholds, windows, selector, URLs (see alerts/config.py).",
-        ),
-    ] = None,
+    config: ConfigOption = None,
     check: Annotated[
         bool, typer.Option("--check", help="Write nothing; exit 1 when the files in --out are stale.")
     ] = False,
@@ -61,27 +59,11 @@ def build(
     """Generate the alert bundle from the defaults (or --config) into --out."""
     # typer declares each option in the signature, which makes this command longer than 40 lines; its body
     # is short.
-    try:
-        overrides = {"engine_topology": topology} if topology else {}
-        cfg = with_profile(load_config(config), profile, **overrides)
-    except ValidationError as exc:
-        message = validation_message(exc, _config_field, prefix=f"{config}: ")
-        usage_error(message, 1)
-    except ValueError as exc:
-        usage_error(str(exc), 1)
-    problems = lint(groups(cfg), cfg)
-    if problems:
-        # A config override can produce a broken rule (e.g. a selector that is not PromQL): never write it.
-        for problem in problems:
-            complain(str(problem), kind="lint")
-        raise typer.Exit(1)
+    overrides = {"engine_topology": topology} if topology else {}
+    cfg = config_or_exit(config, lambda loaded: with_profile(loaded, profile, **overrides))
+    exit_on_lint(cfg)
     if check:
-        outdated = stale(out, cfg)
-        if outdated:
-            typer.echo(
-                f"stale in {out}: {', '.join(outdated)}; run `servescope alerts build --out {out}`", err=True
-            )
-            raise typer.Exit(1)
+        exit_if_stale(out, stale(out, cfg), "alerts build")
         typer.echo(f"{out}: {', '.join(FILES)} are current")
         return
     for path in write(out, cfg):

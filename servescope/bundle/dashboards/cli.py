@@ -9,7 +9,8 @@ import typer
 
 from servescope.bundle.dashboards import BUILD_DIR
 from servescope.bundle.dashboards.build import stale, write
-from servescope.core.cli_errors import usage_error
+from servescope.core.cli_errors import exit_if_stale, usage_error
+from servescope.core.config_option import ConfigOption, config_or_exit
 
 DEFAULT_OUT = BUILD_DIR
 app = typer.Typer(help="Grafana dashboards as code.", no_args_is_help=True, add_completion=False)
@@ -23,19 +24,15 @@ def build(
     check: Annotated[
         bool, typer.Option("--check", help="Write nothing; exit 1 when --out is stale.")
     ] = False,
+    config: ConfigOption = None,
 ) -> None:
-    """Generate every dashboard into --out."""
+    """Generate every dashboard into --out, thresholds and runbook link from the defaults (or --config)."""
+    cfg = config_or_exit(config)
     if check:
-        outdated = stale(out)
-        if outdated:
-            typer.echo(
-                f"stale in {out}: {', '.join(outdated)}; run `servescope dashboards build --out {out}`",
-                err=True,
-            )
-            raise typer.Exit(1)
+        exit_if_stale(out, stale(out, cfg), "dashboards build")
         typer.echo(f"{out}: current")
         return
-    for path in write(out):
+    for path in write(out, cfg):
         typer.echo(f"wrote {path}")
 
 

@@ -1,7 +1,8 @@
 """What every dashboard shares: the datasource and filter variables, selectors, panel factories, links.
 
 Panels are laid out by `layout()` (two per row unless a width is given), so no two panels overlap and
-ids are stable. Thresholds drawn on panels come from the alert config, the one place they are set.
+ids are stable. Thresholds drawn on panels, and the runbook link, come from the alert config a dashboard is
+built with (`dashboard(cfg)` of each module of `boards/`), the one place they are set.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import grafanalib.core as g
 
 from servescope.core.config import AlertsConfig
 
-ALERTS = AlertsConfig()
 DATASOURCE = "${datasource}"
 GRID_WIDTH = 24
 PANEL_HEIGHT = 8
@@ -162,7 +162,8 @@ def layout(panels: Sequence[Panel]) -> list[Any]:
     return built
 
 
-def _variable(name: str, label: str, query: str) -> g.Template:
+def _variable(name: str, label: str, query: str, all_value: str | None = ".*") -> g.Template:
+    """A multi-value filter; "All" matches everything (`.*`), or with `all_value` None the values offered."""
     return g.Template(
         name=name,
         label=label,
@@ -170,31 +171,38 @@ def _variable(name: str, label: str, query: str) -> g.Template:
         dataSource=DATASOURCE,
         includeAll=True,
         multi=True,
-        allValue=".*",
+        allValue=all_value,
         default="All",
         refresh=2,
         sort=3,
     )
 
 
-def variables(*names: str) -> list[g.Template]:
-    """The datasource variable, then the named filters (hostname, gpu, model_name)."""
+def variables(*names: str, fleet: Sequence[str] = ()) -> list[g.Template]:
+    """The datasource variable, a variable per label of the fleet (the config's fleet_by, e.g. cluster:
+    where one Grafana sees several fleets), then the named filters (hostname, gpu, model_name), each
+    offering only the values within the fleets chosen."""
+    chosen = [f'{label}=~"${label}"' for label in fleet]
+    gpus, engines = "servescope_gpu_info", "servescope_serving_kv_cache_usage_ratio"
+    # Within chosen fleets, "All" is the nodes (models) offered, not every one: the panels stay in them.
+    within = ".*" if not fleet else None
     found = {
-        "hostname": _variable("hostname", "Node", "label_values(servescope_gpu_info, hostname)"),
-        "gpu": _variable("gpu", "GPU", 'label_values(servescope_gpu_info{hostname=~"$hostname"}, gpu)'),
+        "hostname": _variable("hostname", "Node", f"label_values({m(gpus, *chosen)}, hostname)", within),
+        "gpu": _variable("gpu", "GPU", f"label_values({m(gpus, *chosen, HOST)}, gpu)", within),
         "model_name": _variable(
-            "model_name", "Model", "label_values(servescope_serving_kv_cache_usage_ratio, model_name)"
+            "model_name", "Model", f"label_values({m(engines, *chosen)}, model_name)", within
         ),
     }
+    fleets = [_variable(label, label, f"label_values({gpus}, {label})") for label in fleet] if names else []
     datasource = g.Template(name="datasource", label="Prometheus", query="prometheus", type="datasource")
-    return [datasource, *(found[n] for n in names)]
+    return [datasource, *fleets, *(found[n] for n in names)]
 
 
 def uid(name: str) -> str:
     return f"servescope-{name}"
 
 
-def links(runbook_base_url: str = ALERTS.runbook_base_url) -> list[g.DashboardLink]:
+def links(runbook_base_url: str) -> list[g.DashboardLink]:
     out = [
         g.DashboardLink(
             title=title, type="link", uri=f"/d/{uid(name)}", keepTime=True, includeVars=True, icon="dashboard"
@@ -210,7 +218,13 @@ def links(runbook_base_url: str = ALERTS.runbook_base_url) -> list[g.DashboardLi
 
 
 def make_dashboard(
-    name: str, title: str, description: str, panels: Sequence[Panel], filters: Sequence[str]
+    cfg: AlertsConfig,
+    name: str,
+    title: str,
+    description: str,
+    panels: Sequence[Panel],
+    *,
+    filters: Sequence[str],
 ) -> g.Dashboard:
     return g.Dashboard(
         title=f"servescope / {title}",
@@ -218,8 +232,8 @@ def make_dashboard(
         description=description,
         tags=["servescope"],
         panels=layout(panels),
-        templating=g.Templating(list=variables(*filters)),
-        links=links(),
+        templating=g.Templating(list=variables(*filters, fleet=cfg.fleet_by)),
+        links=links(cfg.runbook_base_url),
         time=g.Time("now-1h", "now"),
         refresh="30s",
         graphTooltip=1,

@@ -1,7 +1,7 @@
 """The one small interface between servescope and NVML.
 
 `NvmlLibrary` wraps a pynvml-shaped module: the real `pynvml` from nvidia-ml-py in production, the
-simulator's module (servescope.sim.pynvml_module) with --simulate and in tests. Everything above this
+simulator's module (servescope_sim.pynvml_module) with --simulate and in tests. Everything above this
 file sees plain Python values and `NvmlError`, never ctypes structures or binding exceptions.
 """
 

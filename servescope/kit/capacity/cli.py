@@ -10,12 +10,14 @@ from pydantic import BaseModel
 
 from servescope.core.cli_errors import usage_error
 from servescope.core.cli_group import command_group
+from servescope.core.errors import ServescopeError
+from servescope.core.extensions import MissingDistributionError
 from servescope.core.settings_cli import settings_command
 from servescope.kit.capacity.compare import DEFAULT_DROP, IncompatibleRunsError, compare, describe
 from servescope.kit.capacity.launch import Prepared, check_choice, measure, prepare_http, say, search_plan
 from servescope.kit.capacity.report import capacity_markdown, write_reports
 from servescope.kit.capacity.result import Provenance, load
-from servescope.kit.capacity.runners import parse_flags
+from servescope.kit.capacity.runners import parse_flags, simulated_engine
 from servescope.kit.capacity.search import KneeStatus
 from servescope.kit.capacity.settings import CapacityRunSettings
 from servescope.kit.capacity.weekly import WeeklySettings, weekly
@@ -37,14 +39,13 @@ RUN_EPILOG = (
 
 
 def prepare_simulated(run: CapacityRunSettings) -> Prepared:
-    """The simulated engine (imported only when asked for) with the run's flags."""
-    from servescope.sim.load_runner import EngineStartError, start_simulated
-
+    """The simulated engine (servescope-sim's, loaded only when asked for) with the run's flags."""
     mode = check_choice(run)
     plan = search_plan(run)
+    start_simulated = simulated_engine("`servescope capacity run --simulate`")
     try:
         runner = start_simulated(parse_flags(run.set_flag or []), mode=mode, warmup_s=run.warmup)
-    except EngineStartError as err:
+    except ServescopeError as err:
         raise ValueError(f"the simulated engine did not start: {err}") from err
     workload = {"kind": "simulated engine"}
     provenance = Provenance("simulated", "simulated", "simulated", "simulated", workload, Provenance.now())
@@ -56,7 +57,7 @@ def _run(models: dict[type[BaseModel], BaseModel], _: dict[str, Any]) -> None:
     assert isinstance(run, CapacityRunSettings) and isinstance(workload, WorkloadSettings)
     try:
         prepared = prepare_simulated(run) if run.simulate else prepare_http(run, workload, say)
-    except ValueError as err:
+    except (ValueError, MissingDistributionError) as err:
         usage_error(str(err))
     except RuntimeError as err:
         usage_error(f"the client's calibration failed: {err}", 1)

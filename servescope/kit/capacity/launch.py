@@ -81,12 +81,12 @@ def prepare_http(run: CapacityRunSettings, workload: WorkloadSettings, say: Say)
     rules = ValidityRules(max_lag_p99_s=lag_bound(plan.slos, run.max_lag))
     calibration = ""
     if run.calibrate and mode == "open":
-        from servescope.kit.load.calibrate import calibrate  # starts a mock server process
+        from servescope.kit.load.calibrate import calibrated  # starts a mock server process
 
-        found = calibrate(shapes=requests, api=workload.api)
-        calibration = found.line()
-        say(calibration)
-        rules = replace(rules, client_ceiling=found.ceiling)
+        found = calibrated(requests, workload.api, say)
+        if found is not None:
+            calibration = found.line()
+            rules = replace(rules, client_ceiling=found.ceiling)
     options = HttpOptions(mode, requests, workload.api, run.warmup, rules, timeout_s=run.timeout)
     runner = checked_http_runner(run.url, options, say)
     described = requests.describe() | {"api": workload.api}

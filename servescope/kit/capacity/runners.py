@@ -3,9 +3,11 @@ validity rules and calibrated ceiling, and the Locust runner that measures a cli
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, cast
 
+from servescope.core.extensions import simulator
 from servescope.kit.capacity.steps import Slo
 from servescope.kit.load.client import Api
 from servescope.kit.load.endpoint import EndpointStepRunner
@@ -108,3 +110,18 @@ def locust_runner(endpoint: EndpointStepRunner, options: HttpOptions, workers: i
         priority=options.priority,
     )
     return LocustStepRunner(plan, options.rules)
+
+
+class SimulatedEngine(Protocol):
+    """servescope-sim's `engine` hook: boots the simulated engine with these flags and measures it in
+    process; raises a ServescopeError when the flags do not let it start (as vLLM exits at start)."""
+
+    def __call__(
+        self, params: Mapping[str, object], *, mode: LoopMode = "open", warmup_s: float = 5.0
+    ) -> StepRunner: ...
+
+
+def simulated_engine(what: str) -> SimulatedEngine:
+    """The simulated engine (servescope-sim, loaded only now); `what` names the option that asked for it
+    in the MissingDistributionError raised when servescope-sim is not installed."""
+    return cast(SimulatedEngine, simulator("engine", what))

@@ -1,9 +1,9 @@
-"""`servescope load`: open- or closed-loop load against an OpenAI-compatible server, and its mock."""
+"""`servescope load`: open- or closed-loop load against an OpenAI-compatible server.
+
+`load mock-server`, a mock OpenAI server, is servescope-sim's: its entry point adds it here (cli.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import inspect
 import json
 from typing import Annotated, Any
@@ -12,13 +12,12 @@ import typer
 from pydantic import BaseModel
 
 from servescope.core.cli_errors import usage_error
-from servescope.core.listen import ListenError, parse_listen
+from servescope.core.extensions import MissingDistributionError
 from servescope.core.settings_cli import settings_command
 from servescope.kit.load.client import RequestSpec
 from servescope.kit.load.endpoint import listed_model
 from servescope.kit.load.engine_metrics import metrics_url
 from servescope.kit.load.metrics import LoadMetrics, serve_metrics
-from servescope.kit.load.mock_server import MockConfig
 from servescope.kit.load.records import StepResult
 from servescope.kit.load.runner import HttpStepRunner
 from servescope.kit.load.settings import LoadSettings, OutputSettings, TargetSettings, WorkloadSettings
@@ -141,32 +140,6 @@ app.command("run", epilog=EXIT_EPILOG)(
 )
 
 
-@app.command("mock-server")
-def mock_server(
-    listen: Annotated[str, typer.Option(help="host:port to listen on (port 0: a free one, printed).")] = (
-        "127.0.0.1:8000"
-    ),
-    slots: Annotated[int, typer.Option(min=1, max=100_000, help="Requests served at once; more wait.")] = 8,
-    ttft: Annotated[float, typer.Option(min=0, max=60, help="Seconds from slot to first token.")] = 0.02,
-    token_delay: Annotated[float, typer.Option(min=0, max=10, help="Seconds per further token.")] = 0.005,
-    model: Annotated[str, typer.Option(help="Model name it answers as.")] = "mock",
-) -> None:
-    """A mock OpenAI server that queues like an engine, with vLLM's metric names on /metrics."""
-    from servescope.kit.load.mock_http import serve
-
-    try:
-        address = parse_listen(listen)
-    except ListenError as exc:
-        usage_error(f"--listen {listen}: {exc}")
-    config = MockConfig(slots=slots, ttft_s=ttft, token_s=token_delay, model=model)
-
-    def ready(port: int) -> None:
-        typer.echo(f"mock OpenAI server on {address.host}:{port} ({slots} slots)")
-
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(config, address.host, address.port, ready))
-
-
 def _option(name: str, default: Any, kind: Any, text: str) -> inspect.Parameter:
     flag = "--" + name.replace("_", "-")
     annotation = Annotated[kind, typer.Option(flag, help=text)]
@@ -182,6 +155,8 @@ def _calibrate(models: dict[type[BaseModel], BaseModel], extra: dict[str, Any]) 
         found = calibrate(
             extra["seconds"], shapes=workload_of(workload), api=workload.api, stream=extra["stream"]
         )
+    except MissingDistributionError as exc:
+        usage_error(str(exc), 2)
     except RuntimeError as exc:
         usage_error(str(exc), 1)
     typer.echo(found.line())

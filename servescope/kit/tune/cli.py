@@ -15,8 +15,16 @@ from pydantic import BaseModel
 
 from servescope.core.cli_errors import usage_error
 from servescope.core.cli_group import command_group
+from servescope.core.errors import ServescopeError
+from servescope.core.extensions import MissingDistributionError
 from servescope.core.settings_cli import settings_command
-from servescope.kit.capacity.runners import HttpOptions, http_runner, lag_bound
+from servescope.kit.capacity.runners import (
+    HttpOptions,
+    SimulatedEngine,
+    http_runner,
+    lag_bound,
+    simulated_engine,
+)
 from servescope.kit.load.records import StepRunner
 from servescope.kit.load.validity import ValidityRules
 from servescope.kit.tune.launchers import CommandLauncher, KubernetesLauncher, Launcher, LaunchError
@@ -38,13 +46,12 @@ class SimulatedLauncher:
     """Boots the simulated engine with a trial's flags; a start the model refuses is a LaunchError."""
 
     warmup_s: float
+    engine: SimulatedEngine
 
     def start(self, params: Mapping[str, Value]) -> StepRunner:
-        from servescope.sim.load_runner import EngineStartError, start_simulated  # only when chosen
-
         try:
-            return start_simulated(params, warmup_s=self.warmup_s)
-        except EngineStartError as err:
+            return self.engine(params, warmup_s=self.warmup_s)
+        except ServescopeError as err:
             raise LaunchError(str(err)) from err
 
     def stop(self) -> None:
@@ -54,17 +61,17 @@ class SimulatedLauncher:
 def make_launcher(space: Space, run: TuneRunSettings) -> Launcher:
     """The launcher named on the command line; raises ValueError naming a missing option."""
     if run.launcher == "simulated":
-        return SimulatedLauncher(space.warmup_s)
+        return SimulatedLauncher(space.warmup_s, simulated_engine("`servescope tune --launcher simulated`"))
     url = run.url
     if url is None and (run.launcher == "command" or run.execute):
         raise ValueError(f"--launcher {run.launcher} measures over HTTP: give --url")
     rules = ValidityRules(max_lag_p99_s=lag_bound(space.plan.slos))
     if run.calibrate and url is not None:
-        from servescope.kit.load.calibrate import calibrate  # starts a mock server process
+        from servescope.kit.load.calibrate import calibrated  # starts a mock server process
 
-        found = calibrate(shapes=space.workload, api=space.api)
-        typer.echo(found.line(), err=True)
-        rules = replace(rules, client_ceiling=found.ceiling)
+        found = calibrated(space.workload, space.api, lambda line: typer.echo(line, err=True))
+        if found is not None:
+            rules = replace(rules, client_ceiling=found.ceiling)
 
     def runner(params: Mapping[str, Value]) -> StepRunner:
         options = HttpOptions(
@@ -110,7 +117,7 @@ def _run(models: dict[type[BaseModel], BaseModel], given: dict[str, Any]) -> Non
         space = load_space(given["space_file"])
         check_space(space)
         chosen = make_launcher(space, run)
-    except ValueError as err:
+    except (ValueError, MissingDistributionError) as err:
         usage_error(str(err))
     except RuntimeError as err:
         usage_error(f"the client's calibration failed: {err}", 1)

@@ -13,6 +13,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from servescope.core.catalog.revision import DEFAULT_REVISION_POD_LABELS
+from servescope.core.config import AlertsConfig
 from servescope.core.errors import ServescopeError
 from servescope.core.exposition import ExpositionError
 from servescope.runbooks.actions.params import K8sName, Params
@@ -46,6 +47,8 @@ class RunContext(BaseModel):
     exporter_job: str = "servescope"
     exporter_allow: tuple[str, ...] = ()
     instance: str | None = None  # the alert's instance read steps ask, set by for_labels
+    # The thresholds the rules use (--alerts-config): a step's warnings say what the alerts say.
+    alerts: AlertsConfig = Field(default_factory=AlertsConfig)
 
     def for_labels(self, labels: Mapping[str, str]) -> RunContext:
         """This context, reading from the alert's own exporter when `exporter_per_instance` is on: the

@@ -15,12 +15,12 @@ from servescope.core.batch_controller import (
     WITHIN_SLO,
     p99_from_deltas,
 )
+from servescope.core.config import AlertsConfig
 from servescope.runbooks.actions.base import ActionError, RunContext, StepResult, action
 from servescope.runbooks.actions.metrics import Metrics, scrape
 from servescope.runbooks.actions.params import HttpUrl, ModelName, Params
 from servescope.runbooks.actions.text import duration, number, percent
 
-KV_PRESSURE = 0.7  # the operators start OOM prevention above 70% KV cache usage
 _SNAPSHOT_GAUGES = (
     "requests_running",
     "requests_waiting",
@@ -130,15 +130,16 @@ def _snapshot(metrics: Metrics, engine: Engine) -> dict[str, Any]:
     }
 
 
-def _warnings(report: dict[str, Any]) -> list[str]:
+def _warnings(report: dict[str, Any], alerts: AlertsConfig) -> list[str]:
     kv, running, waiting = (
         report["kv_cache_usage_ratio"],
         report["requests_running"],
         report["requests_waiting"],
     )
     warnings = []
-    if kv is not None and kv > KV_PRESSURE:
-        warnings.append(f"KV cache over {percent(KV_PRESSURE)}: start OOM prevention")
+    # ServescopeKvCachePressure's bound: above it the operators start OOM prevention.
+    if kv is not None and kv > alerts.kv_pressure_ratio:
+        warnings.append(f"KV cache over {percent(alerts.kv_pressure_ratio)}: start OOM prevention")
     if waiting and running is not None and waiting > max(running, 5):
         warnings.append("more requests wait than run: the queue is building")
     if any(v > 2**30 for v in report["memory_over_budget_bytes"].values()):
@@ -165,13 +166,18 @@ def _snapshot_report(metrics: Metrics, engine: Engine) -> tuple[dict[str, Any], 
         f"  recommended max_num_seqs {number(report['recommended_max_num_seqs'])} "
         f"({report['recommended_reason'] or 'no advice yet'})",
     ]
-    return report, lines + _warnings(report)
+    return report, lines
 
 
 @action("serving_snapshot", "read", EngineParams)
 def serving_snapshot(params: EngineParams, ctx: RunContext) -> StepResult:
     """The engines' batch, queue, KV cache, preemptions and batch advice now."""
-    reports, lines = _per_engine(params, ctx, _snapshot_report)
+
+    def report(metrics: Metrics, engine: Engine) -> tuple[dict[str, Any], list[str]]:
+        data, lines = _snapshot_report(metrics, engine)
+        return data, lines + _warnings(data, ctx.alerts)
+
+    reports, lines = _per_engine(params, ctx, report)
     return StepResult(ok=True, title="Serving engines", output="\n".join(lines), data={"engines": reports})
 
 

@@ -27,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from servescope.sim.kube_api import send_json
+from servescope_sim.kube_api import send_json
 from tests.support.kube.errors import ApiStatusError
 from tests.support.kube.rbac import Rbac, Request
 from tests.support.kube.selectors import selected

@@ -1,1 +1,2 @@
-"""One module per dashboard, each defining `dashboard`; its name with `-` for `_` is the JSON file name."""
+"""One module per dashboard, each defining `dashboard(cfg)`: the dashboard built from an alerts config.
+Its name with `-` for `_` is the JSON file name."""

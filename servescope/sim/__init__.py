@@ -1,1 +1,0 @@
-"""A simulated GPU fleet that answers through the same interfaces as the real hardware."""
