@@ -17,8 +17,8 @@ import random
 from pathlib import Path
 
 import pytest
-from bench.quality.rule_engine import values
 
+from bench.quality.rule_engine import values
 from servescope.bundle.alerts.bundle import dump, rule_file
 from servescope.bundle.alerts.model import BUNDLE_LABEL
 from servescope.bundle.alerts.profiles import with_profile
