@@ -58,6 +58,9 @@ WAVES = (
     },
 )
 STEADY_SECONDS = 300.0
+# SERVESCOPE_E2E_STACKS=steady,memory-leak starts only those stacks (the tests of the others then fail
+# at their KeyError): the module whole is slow on a busy machine when one verdict is being worked on.
+ONLY = {name for name in os.environ.get("SERVESCOPE_E2E_STACKS", "").split(",") if name}
 REPORT: dict[str, dict[str, Any]] = {}
 
 
@@ -66,7 +69,8 @@ def stacks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Stack
     prometheus, alertmanager = find_binaries()
     if not (prometheus and alertmanager):
         pytest.fail("prometheus and prometheus-alertmanager are needed: `make test` installs them")
-    with start_stacks(WAVES, tmp_path_factory.mktemp("demo")) as started:
+    waves = tuple({k: v for k, v in wave.items() if not ONLY or k in ONLY} for wave in WAVES)
+    with start_stacks(waves, tmp_path_factory.mktemp("demo")) as started:
         yield started
     if os.environ.get("SERVESCOPE_E2E_REPORT"):
         Path(os.environ["SERVESCOPE_E2E_REPORT"]).write_text(json.dumps(REPORT, indent=2) + "\n")
