@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 # The simulated engines' command line (`python -m servescope_sim.vllm_server`): discovery probes only
 # serving engines, and these are not titled as vLLM's. No space in it: the environment splits on spaces.
-SIMULATED_ENGINE_PROCESS = r"(?:^|\s)servescope\.sim\.vllm_server(?:\s|$)"
+SIMULATED_ENGINE_PROCESS = r"(?:^|\s)servescope_sim\.vllm_server(?:\s|$)"
 
 
 class SimulationSettings(Protocol):
