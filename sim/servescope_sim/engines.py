@@ -19,6 +19,10 @@ log = logging.getLogger(__name__)
 MODEL_NAME = "deepseek-ai/DeepSeek-V3"
 
 
+# The module each simulated engine runs (`python -m`): discovery finds the engines by it (wiring.py).
+ENGINE_MODULE = "servescope_sim.vllm_server"
+
+
 @dataclass
 class SimEngine:
     process: subprocess.Popen[str]
@@ -39,7 +43,7 @@ def start_engines(fleet: SimulatedFleet, engines: int, seed: int) -> list[SimEng
         argv = [
             sys.executable,
             "-m",
-            "servescope_sim.vllm_server",
+            ENGINE_MODULE,
             "--listen",
             "127.0.0.1:0",
             "--model-name",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -17,7 +18,7 @@ from servescope.exporter.dcgm.supervisor import spawn_process
 from servescope.exporter.nvml.library import NvmlLibrary
 from servescope.exporter.runtime import Hardware, Runtime, build_runtime
 from servescope.exporter.settings import Settings
-from servescope_sim.engines import SimEngine, gpu_groups, start_engines, stop_engines
+from servescope_sim.engines import ENGINE_MODULE, SimEngine, gpu_groups, start_engines, stop_engines
 from servescope_sim.fleet import SimulatedFleet
 from servescope_sim.kubernetes import SimulatedCluster
 from servescope_sim.models import MODELS
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 
 # The simulated engines' command line (`python -m servescope_sim.vllm_server`): discovery probes only
 # serving engines, and these are not titled as vLLM's. No space in it: the environment splits on spaces.
-SIMULATED_ENGINE_PROCESS = r"(?:^|\s)servescope_sim\.vllm_server(?:\s|$)"
+SIMULATED_ENGINE_PROCESS = rf"(?:^|\s){re.escape(ENGINE_MODULE)}(?:\s|$)"
 
 
 class SimulationSettings(Protocol):
