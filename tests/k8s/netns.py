@@ -112,11 +112,36 @@ def _owner_alive(lease: Path) -> bool:
     return True
 
 
+def _reap_dead_owners() -> None:
+    """Namespaces left by a test process that was killed before its cleanup (SIGKILL, a CI timeout):
+    deleting one takes its veth pair with it, so its address stops shadowing the next lease's."""
+    listed = ip("netns", "list", check=False).stdout
+    for name in re.findall(rf"^({PREFIX}-(\d+)-\S+)", listed, re.MULTILINE):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(int(name[1]), 0)
+            continue
+        ip("netns", "del", name[0], check=False)
+
+
+def _in_use_here(number: int) -> bool:
+    """Whether this host already has an address or a route in /30 number `number` (or its IPv6 /64):
+    left by a process whose lease file is gone, or owned by a run whose /run this process cannot see."""
+    network, network6 = f"{subnet_address(number, 0)}/30", f"{IPV6_RANGE}:{number:x}::/64"
+    queries = (
+        ("-4", "-o", "addr", "show", "to", network),
+        ("-4", "route", "show", "table", "all", "root", network),
+        ("-6", "route", "show", "table", "all", "root", network6),
+    )
+    return any(ip(*query, check=False).stdout.strip() for query in queries)
+
+
 def lease_subnet() -> int:
     """The number of a free /30 of 198.18.0.0/15, leased to this process until `release_subnet`.
 
-    A lease whose owner has died (a test process killed before its cleanup) is taken over."""
+    A lease whose owner has died (a test process killed before its cleanup) is taken over, its
+    unreachable routes removed; a number this host still holds an address or route in is passed over."""
     LEASES.mkdir(parents=True, exist_ok=True)
+    _reap_dead_owners()
     for number in range(1, SUBNETS):
         lease = LEASES / str(number)
         try:
@@ -124,12 +149,21 @@ def lease_subnet() -> int:
         except FileExistsError:
             if _owner_alive(lease):
                 continue
+            _drop_unreachable_routes(number)
             lease.unlink(missing_ok=True)
             continue
         with os.fdopen(descriptor, "w") as handle:
             handle.write(str(os.getpid()))
-        return number
+        if not _in_use_here(number):
+            return number
+        lease.unlink()
     raise RuntimeError("every /30 of 198.18.0.0/15 is leased")
+
+
+def _drop_unreachable_routes(number: int) -> None:
+    """The routes a dead owner's secondary interface or unrouted IPv6 left (this module adds no other)."""
+    ip("route", "del", "unreachable", f"{subnet_address(number, 0)}/30", check=False)
+    ip("-6", "route", "del", "unreachable", f"{IPV6_RANGE}:{number:x}::/64", check=False)
 
 
 def release_subnet(number: int) -> None:
