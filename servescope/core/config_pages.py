@@ -97,3 +97,11 @@ class PageSettings(BaseModel):
         description="Below this standard deviation of the load over the fit window, the load is flat and "
         "explains no growth.",
     )
+    leak_load_wander: float = Field(
+        0.03,
+        gt=0,
+        description="How far the load may wander and still be judged: growth is judged where the load's "
+        "standard deviation over both growth halves is under this, or where it stayed within the loads "
+        "the fit has seen, give or take this. A flat load's 10-minute means wander by about this much; a "
+        "load step the fit has not seen (a KV-pressure episode) by far more, and its memory is not a leak.",
+    )

@@ -94,6 +94,7 @@ FORMS: dict[str, tuple[Callable[..., str], ...]] = {
     "blind_share": RATIO,
     "leak_min_bytes_per_minute": (_mib,),
     "leak_min_load_stddev": (_decimal,),
+    "leak_load_wander": (_decimal,),
     "capacity_regression_drop": RATIO,
     "canary.min_requests": (_requests,),
     "canary.latency_ratio": (_times,),

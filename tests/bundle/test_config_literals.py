@@ -40,6 +40,7 @@ MUTATED = AlertsConfig.model_validate(
         "blind_share": 0.35,
         "leak_min_bytes_per_minute": 6 * 2**20,
         "leak_min_load_stddev": 0.0125,
+        "leak_load_wander": 0.0275,
         "capacity_regression_drop": 0.13,
         "slo_objective": 0.985,
         "slo_latency_le": "0.65",
