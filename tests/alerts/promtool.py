@@ -89,6 +89,13 @@ def check(alert_name: str, eval_time: str, *expected: dict[str, Any]) -> dict[st
     return {"eval_time": eval_time, "alertname": alert_name, "exp_alerts": list(expected)}
 
 
+def never(alert_name: str, at: str, span: str, matchers: str = "") -> dict[str, Any]:
+    """A promql_expr_test entry: `alert_name` (its series that `matchers` select, such as `, gpu!="1"`)
+    was not even pending at any evaluation of the `span` before `at`."""
+    alerts = f'ALERTS{{alertname="{alert_name}"{matchers}}}'
+    return {"expr": f"max_over_time({alerts}[{span}])", "eval_time": at, "exp_samples": []}
+
+
 def fires(alert_name: str, eval_time: str, labels: dict[str, str], description: str) -> dict[str, Any]:
     """An alert_rule_test entry: `alert_name` fires once at `eval_time`, on `labels`, with `description`."""
     return check(alert_name, eval_time, firing(alert_name, labels, description))

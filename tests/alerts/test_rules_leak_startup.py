@@ -9,12 +9,20 @@ the start-up sample: the remainder wobbles by 5 to 30 MiB/min from one minute re
 the production bound (4 MiB/min, i.e. 8 MiB over a 2-minute half) both halves read as growth and the
 ticket fires within five minutes of start-up; the demo profile keeps production's margin in bytes per
 half (120 MiB) instead.
+
+The tour's first fault is the same GPU saturated by KV pressure from 1:00 to 5:00: its busy share goes
+from 0.6 to 0.95 and its memory 2.1 GiB up with it (the 6 GiB workspace follows the batch), then both
+come back. The fit has not seen that load yet (in the first minutes it holds one 5-minute sample, or
+none), so it cannot say how much of the memory the load explains: the verdict waits until the load held
+still or came back within what the fit had seen, and raises nothing.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,44 +31,64 @@ from servescope.bundle.alerts.bundle import dump, rule_file
 from servescope.bundle.alerts.model import BUNDLE_LABEL
 from servescope.bundle.alerts.profiles import with_profile
 from servescope.core.config import AlertsConfig
-from tests.alerts.promtool import GPU, GPU_BY, case, run_promtool, series
+from tests.alerts.promtool import GPU, GPU_BY, case, never, run_promtool, series
 
 LEAK = "ServescopeGpuMemoryLeakSuspected"
 GIB, MIB = 1024**3, 1024**2
 SCRAPE_S, SAWTOOTH_S = 5, 45
-STEP_BYTES = 0.6 * GIB  # the workspace (6 GiB at full load) x the load's last 0.1 of rise at start
+WORKSPACE_BYTES = 6 * GIB  # activations at full load: memory follows the busy share by this much
+STEADY_LOAD = 0.6
+STEP_BYTES = 0.6 * GIB  # the workspace x the load's last 0.1 of rise at start
 MINUTES = 30
 
 
-def steady_gpu(seed: int = 1, leak_per_minute: float = 0.0) -> list[dict[str, str]]:
+def kv_pressure(seconds: int) -> float:
+    """The GPU's busy share through the tour's KV-pressure episode at the demo pace: saturated (0.95) from
+    1:00 to 5:00; in the first 10 s, 0.5 (the simulated GPU starts there and takes its load in seconds)."""
+    if seconds < 10:
+        return STEADY_LOAD - 0.1
+    return 0.95 if 60 <= seconds < 300 else STEADY_LOAD
+
+
+def steady_gpu(
+    seed: int = 1, leak_per_minute: float = 0.0, busy: Callable[[int], float] | None = None
+) -> list[dict[str, str]]:
     """The steady GPU's memory and utilisation, a sample every 5 s for MINUTES minutes, leaking
-    `leak_per_minute` bytes from the start."""
+    `leak_per_minute` bytes from the start. Without `busy`, the utilisation reads a flat 0.6 and memory
+    settles in the first 10 s; with it, memory follows that busy share through the workspace."""
     rng = random.Random(seed)
-    memory = []
+    memory, load = [], []
     for i in range(MINUTES * 60 // SCRAPE_S + 1):
         seconds = i * SCRAPE_S
         sawtooth = 128 * MIB * (seconds % SAWTOOTH_S) / SAWTOOTH_S
-        settling = -STEP_BYTES if seconds < 10 else 0.0
+        if busy is None:
+            share, batch = STEADY_LOAD, -STEP_BYTES if seconds < 10 else 0.0
+        else:
+            share = busy(seconds)
+            batch = WORKSPACE_BYTES * (share - STEADY_LOAD)
         leaked = leak_per_minute * seconds / 60
-        memory.append(float(round(124 * GIB + sawtooth + rng.gauss(0, 8 * MIB) + settling + leaked)))
-    load = [0.6] * len(memory)
+        noise = rng.gauss(0, 8 * MIB)
+        memory.append(float(round(124 * GIB + sawtooth + noise + batch + leaked)))
+        load.append(share)
     return [
         series("servescope_gpu_memory_used_bytes", GPU, values(memory)),
         series("servescope_gpu_utilization_ratio", GPU, values(load)),
     ]
 
 
-STARTUP = case(
+def no_leak_ticket(name: str, inputs: list[dict[str, str]]) -> dict[str, Any]:
+    """A case: the leak alert is not even pending at any evaluation over the MINUTES minutes of `inputs`."""
+    span = f"{MINUTES}m"
+    return case(name, inputs, interval=f"{SCRAPE_S}s", exprs=[never(LEAK, span, span)])
+
+
+STARTUP = no_leak_ticket(
     f"{LEAK}: memory steps up once at start-up, then stays flat under a flat load (demo profile)",
     steady_gpu(),
-    interval=f"{SCRAPE_S}s",
-    exprs=[
-        {
-            "expr": f'max_over_time(ALERTS{{alertname="{LEAK}"}}[{MINUTES}m])',
-            "eval_time": f"{MINUTES}m",
-            "exp_samples": [],
-        }
-    ],
+)
+KV_PRESSURE = no_leak_ticket(
+    f"{LEAK}: memory follows the load through the KV-pressure episode, 1:00-5:00 (demo profile)",
+    steady_gpu(busy=kv_pressure),
 )
 # The demo's leak (2 GiB/min from the start, as the memory-leak scenario plays it) on the same GPU: the
 # remainder grows about 1 GiB/min while the 10-minute means fill, far over the demo's bound, so the
@@ -93,11 +121,11 @@ LEAKING = case(
         },
     ],
 )
-CASES = [STARTUP, LEAKING]
+CASES = [STARTUP, KV_PRESSURE, LEAKING]
 
 
 @pytest.mark.e2e
-def test_a_start_up_step_is_no_leak_and_the_demo_leak_is_at_the_demo_profile(tmp_path: Path) -> None:
+def test_start_up_and_kv_pressure_are_no_leak_and_the_demo_leak_fires(tmp_path: Path) -> None:
     rules = tmp_path / "demo_rules.yaml"
     rules.write_text(dump(rule_file(with_profile(AlertsConfig(), "demo"))))
     run_promtool(CASES, tmp_path, evaluation_interval="1m", rules=rules)
