@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -91,6 +92,14 @@ class Stack:
     def alerts(self, name: str, state: str = "firing") -> list[dict[str, Any]]:
         found = self.get("prometheus", "/api/v1/alerts")["data"]["alerts"]
         return [a for a in found if a["labels"]["alertname"] == name and a["state"] == state]
+
+    def ever_alerted(self, name: str, after_seconds: float) -> list[dict[str, str]]:
+        """Each series of `name` that was pending or firing at any evaluation since the stack started,
+        read once the stack has run `after_seconds`."""
+        time.sleep(max(0.0, self.started + after_seconds - time.time()))
+        life = time.time() - self.started + 60
+        found = self.query(f'max_over_time(ALERTS{{alertname="{name}"}}[{life:.0f}s])')
+        return [series["metric"] for series in found]
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         body = self.get("prometheus", "/api/v1/query", query=expr)

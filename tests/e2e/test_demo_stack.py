@@ -141,6 +141,7 @@ def test_kv_pressure_pages_with_the_combined_alert_on_the_right_gpus_and_engine(
     incident = _check_delivered(stack, page, 120, endpoint=endpoint)
     assert incident["labels"]["severity"] == "critical"
     _detected(stack, page, pages, incident)
+    assert not stack.ever_alerted("ServescopeGpuMemoryLeakSuspected", 300), "memory follows load, no leak"
     stack.release()
 
 
