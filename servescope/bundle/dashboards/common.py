@@ -220,14 +220,14 @@ def links(runbook_base_url: str) -> list[g.DashboardLink]:
 def make_dashboard(
     cfg: AlertsConfig,
     name: str,
-    title: str,
     description: str,
     panels: Sequence[Panel],
     *,
     filters: Sequence[str],
 ) -> g.Dashboard:
+    """The dashboard `name` of DASHBOARDS (its title there), with the filters, links and layout all share."""
     return g.Dashboard(
-        title=f"servescope / {title}",
+        title=f"servescope / {DASHBOARDS[name]}",
         uid=uid(name),
         description=description,
         tags=["servescope"],

@@ -33,7 +33,6 @@ def dashboard(cfg: AlertsConfig) -> g.Dashboard:
     return make_dashboard(
         cfg,
         "fleet",
-        "GPU fleet",
         "Every GPU of the selected nodes: inventory and liveness, load against the saturation alert, memory, "
         "temperature, power and throttling, and hardware faults (XID, ECC, row remapping). NVLink and PCIe "
         "are on the Interconnect dashboard.",

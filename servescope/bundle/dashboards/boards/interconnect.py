@@ -52,7 +52,6 @@ def dashboard(cfg: AlertsConfig) -> g.Dashboard:
     return make_dashboard(
         cfg,
         "interconnect",
-        "Interconnect",
         "NVLink link state, CRC/replay/recovery errors (NVML and DCGM, per GPU) and traffic; PCIe "
         f"traffic and replays. {NOT_CRC} The operators' `dcgmi dmon -e 1009,1010` watched PCIe traffic.",
         [
