@@ -49,6 +49,11 @@ def rate(metric: str, *matchers: str) -> str:
     return f"rate({m(metric, ENGINE, *matchers)}{RATE})"
 
 
+def gpu_rate(metric: str, *matchers: str) -> str:
+    """The per-second rate of `metric` on the selected GPUs."""
+    return f"rate({m(metric, GPU, *matchers)}{RATE})"
+
+
 # The legends of per-GPU and per-engine series.
 ON_GPU = "{{hostname}} GPU {{gpu}}"
 ENGINE_LEGEND = "{{model_name}} {{instance}} {{endpoint}} [{{engine}}]"
