@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -17,6 +17,10 @@ DURATION_SUFFIXES = ("_for", "_window", "_tolerance", "_grace", "_history")
 # Who scrapes the engines: the exporter (its servescope_serving_* series), or Prometheus through a
 # PodMonitor (the engines' own vllm:* series). `deploy render --topology` takes the same values.
 Topology = Literal["exporter", "podmonitor"]
+# A share of a whole, as a fraction: more than none, at most all of it (a GPU busy all the time).
+Share = Annotated[float, Field(gt=0, le=1)]
+# A share that leaves part of the whole out: an objective, a buffer or a bound that all of it would void.
+PartShare = Annotated[float, Field(gt=0, lt=1)]
 
 # XIDs that mean the GPU or its driver state is broken (NVIDIA's XID catalogue): 46 GPU stopped
 # processing (a hung engine: its channels need a reset), 48 double-bit ECC, 62 internal micro-controller
@@ -61,19 +65,17 @@ class AlertsConfig(PageSettings, CapacityRegressionConfig):
         "(the PodMonitor's job).",
     )
     # --- GPU load and KV cache (seed guide: >85% sustained, KV >70%) ------------------------------
-    gpu_saturated_ratio: float = Field(0.85, gt=0, le=1)
+    gpu_saturated_ratio: Share = 0.85
     gpu_saturated_for: str = "10m"
     gpu_saturated_window: str = Field(
         "10m", description="Busy share averaged over this window: one low sample does not reset `for`."
     )
-    gpu_saturated_sm_active_ratio: float = Field(
+    gpu_saturated_sm_active_ratio: Share = Field(
         0.80,
-        gt=0,
-        le=1,
         description="The same bound on DCGM SM activity (field 1002), used where DCGM reports it: NVML "
         "utilisation is ~100% for any decoding engine, SM activity measures how much of the GPU works.",
     )
-    kv_pressure_ratio: float = Field(0.70, gt=0, le=1)
+    kv_pressure_ratio: Share = 0.70
     kv_pressure_for: str = "5m"
     combined_for: str = "5m"
     kv_anomaly_sigmas: float = Field(
@@ -87,7 +89,7 @@ class AlertsConfig(PageSettings, CapacityRegressionConfig):
     )
     kv_anomaly_for: str = "15m"
     # --- latency SLO (seed guide: P99 under 500 ms) ------------------------------------------------
-    slo_objective: float = Field(0.99, gt=0, lt=1, description="Share of requests under slo_latency_le.")
+    slo_objective: PartShare = Field(0.99, description="Share of requests under slo_latency_le.")
     slo_latency_le: str = Field(
         "0.5",
         description="The time-to-first-token bound, written with a dot. An engine whose histogram has no "
@@ -117,11 +119,9 @@ class AlertsConfig(PageSettings, CapacityRegressionConfig):
     queue_for: str = "10m"
     preemptions_per_second: float = Field(0.1, gt=0)
     preemptions_for: str = "15m"
-    underutilised_ratio: float = Field(0.5, gt=0, le=1)
+    underutilised_ratio: Share = 0.5
     underutilised_for: str = "10m"
-    capacity_buffer_ratio: float = Field(
-        0.20, gt=0, lt=1, description="Spare capacity the fleet keeps (20%)."
-    )
+    capacity_buffer_ratio: PartShare = Field(0.20, description="Spare capacity the fleet keeps (20%).")
     capacity_for: str = "15m"
     scheduler_stuck_window: str = Field(
         "5m", description="An engine with requests running that generates no token over this window hangs."
@@ -130,17 +130,15 @@ class AlertsConfig(PageSettings, CapacityRegressionConfig):
     restart_loop_window: str = "30m"
     restart_loop_resets: int = Field(2, ge=1, description="Engine restarts (counter resets) per window.")
     restart_loop_for: str = "1m"
-    request_error_ratio: float = Field(
-        0.05, gt=0, lt=1, description="Share of finished requests that ended in abort or error."
+    request_error_ratio: PartShare = Field(
+        0.05, description="Share of finished requests that ended in abort or error."
     )
     request_error_min_rate: float = Field(
         0.1, ge=0, description="Finished requests/s below which the ratio is not judged (too few)."
     )
     request_error_for: str = "10m"
-    endpoints_ratio: float = Field(
+    endpoints_ratio: PartShare = Field(
         0.75,
-        gt=0,
-        lt=1,
         description="Healthy endpoints of a model, as a share of its median of the last day.",
     )
     endpoints_for: str = "15m"
@@ -150,18 +148,14 @@ class AlertsConfig(PageSettings, CapacityRegressionConfig):
     exhaustion_seconds: float = Field(3600, gt=0, description="Time to exhaustion (s) under which it alerts.")
     exhaustion_window: str = Field("30m", pattern="^(5m|30m)$")
     exhaustion_for: str = "5m"
-    memory_headroom_ratio: float = Field(
+    memory_headroom_ratio: PartShare = Field(
         0.05,
-        gt=0,
-        lt=1,
         description="Free device memory at the 1 s peak, as a share of the total. Not 20%: vLLM preallocates "
         "gpu_memory_utilization of the GPU, so a serving GPU never has 20% free by design.",
     )
     memory_headroom_for: str = "15m"
-    memory_headroom_budget_share: float = Field(
+    memory_headroom_budget_share: Share = Field(
         0.5,
-        gt=0,
-        le=1,
         description="On a GPU an engine runs on, the bound is at most this share of what its "
         "gpu_memory_utilization leaves free: at 0.95, 2.5% free is the alert, not 5%.",
     )
@@ -178,10 +172,8 @@ class AlertsConfig(PageSettings, CapacityRegressionConfig):
     nvlink_crc_errors: float = Field(10, ge=0, description="CRC errors per hardware_window on one GPU.")
     nvlink_replay_errors: float = Field(10, ge=0)
     pcie_replays: float = Field(10, ge=0)
-    pcie_link_busy_ratio: float = Field(
+    pcie_link_busy_ratio: Share = Field(
         0.3,
-        gt=0,
-        le=1,
         description="Mean utilisation over hardware_window above which a GPU's PCIe link must reach its "
         "maximum generation (at idle GPUs lower it to save power).",
     )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
 import typer
-from pydantic import AliasChoices, BaseModel, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -35,6 +35,12 @@ def area_config(area: str) -> SettingsConfigDict:
     return SettingsConfigDict(
         env_prefix=f"{ENV_PREFIX}{area.upper()}_", extra="ignore", populate_by_name=True
     )
+
+
+class FixedOptions(BaseModel):
+    """Options a command was given, as given: an unknown one is refused, and none changes once checked."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def setting(default: Value, cli: str, description: str, **constraints: Any) -> Value:

@@ -22,6 +22,7 @@ from servescope.bundle.dashboards import build as dashboards
 from servescope.core.cli_errors import exit_if_stale, usage_error
 from servescope.core.config import AlertsConfig
 from servescope.core.config_option import ConfigOption, config_or_exit
+from servescope.core.rendered import changed_files, write_files
 from servescope.runbooks.document import parse_runbook, read_page, runbook_paths
 from servescope.runbooks.model import RunbookError
 from servescope.runbooks.settings import SHIPPED_RUNBOOKS
@@ -55,9 +56,7 @@ def render_all(cfg: AlertsConfig) -> dict[str, str]:
 def stale(out: Path, cfg: AlertsConfig) -> list[str]:
     """Files of `out` that differ from a fresh build, missing ones included, and files no build writes."""
     fresh = render_all(cfg)
-    outdated = [
-        name for name, text in fresh.items() if not (out / name).is_file() or (out / name).read_text() != text
-    ]
+    outdated = changed_files(out, fresh)
     extra = [
         f"{part}/{path.name}"
         for part in PARTS
@@ -89,8 +88,5 @@ def build(
         exit_if_stale(out, stale(out, cfg), "bundle build")
         typer.echo(f"{out}: {len(files)} files are current")
         return
-    for name, text in files.items():
-        path = out / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+    write_files(out, files)
     typer.echo(f"wrote {len(files)} files to {out}: " + ", ".join(f"{part}/" for part in PARTS))

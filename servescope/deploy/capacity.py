@@ -20,6 +20,7 @@ from servescope.deploy.names import (
     namespaced,
     nonroot_pod_security,
     selector_labels,
+    service_account,
 )
 from servescope.deploy.options import DeployOptions
 
@@ -131,8 +132,6 @@ def network_policy(options: DeployOptions) -> dict[str, Any]:
 def documents(options: DeployOptions) -> list[dict[str, Any]]:
     if not options.capacity_url:
         return []
-    account = namespaced(
-        "v1", "ServiceAccount", NAME, options.namespace, COMPONENT, automountServiceAccountToken=False
-    )
+    account = service_account(NAME, options.namespace, COMPONENT)
     own_claim = [] if options.capacity_pvc else [claim(options)]
     return [account, *own_claim, cron_job(options), network_policy(options)]

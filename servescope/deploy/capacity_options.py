@@ -5,18 +5,16 @@ from __future__ import annotations
 import re
 import shlex
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import field_validator
 
-from servescope.core.settings_cli import repeated, setting
+from servescope.core.settings_cli import FixedOptions, repeated, setting
 from servescope.deploy.checks import OptionalObjectName, OptionalUrl
 
 CRON = re.compile(r"^(\S+\s+){4}\S+$")
 
 
-class CapacityJobOptions(BaseModel):
+class CapacityJobOptions(FixedOptions):
     """A weekly `servescope capacity weekly` against one staging endpoint, its baseline on a claim."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     capacity_url: OptionalUrl = setting(
         "",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+from pydantic import ValidationInfo, field_validator
 
-from servescope.core.settings_cli import repeated, setting
+from servescope.core.settings_cli import FixedOptions, repeated, setting
 from servescope.deploy import kps
 from servescope.deploy.checks import (
     AnyLabels,
@@ -25,11 +25,9 @@ def _operator_pod_labels(pod: str, cli: str, whose: str) -> Labels:
     return repeated(lambda: {kps.POD_NAME_LABEL: pod}, cli, f"KEY=VALUE label of {whose} (repeatable).")
 
 
-class ClusterOptions(BaseModel):
+class ClusterOptions(FixedOptions):
     """Defaults fit kube-prometheus-stack (release `kube-prometheus-stack` in `monitoring`) and the GPU
     Operator (in `gpu-operator`); servescope gets a namespace of its own."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     namespace: DnsLabel = setting(
         "servescope",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from servescope.core.settings_cli import env_names
-from servescope.deploy.names import namespaced
+from servescope.deploy.names import service
 from servescope.deploy.options import DeployOptions
 from servescope.exporter.settings import DcgmSettings
 
@@ -44,24 +44,15 @@ def exporter_env(options: DeployOptions) -> list[dict[str, Any]]:
 
 def node_local_service(options: DeployOptions) -> dict[str, Any]:
     """A Service in the Operator's namespace over its dcgm-exporter pods, answering on the same node only."""
-    return namespaced(
-        "v1",
-        "Service",
+    return service(
         SERVICE,
         options.gpu_operator_namespace,
         "dcgm",
-        spec={
-            "selector": dict(OPERATOR_DCGM_EXPORTER_LABELS),
-            "ports": [
-                {
-                    "name": "metrics",
-                    "port": DCGM_EXPORTER_PORT,
-                    "targetPort": DCGM_EXPORTER_PORT,
-                    "protocol": "TCP",
-                }
-            ],
-            "internalTrafficPolicy": "Local",
-        },
+        "metrics",
+        DCGM_EXPORTER_PORT,
+        selector=OPERATOR_DCGM_EXPORTER_LABELS,
+        target_port=DCGM_EXPORTER_PORT,
+        internalTrafficPolicy="Local",
     )
 
 

@@ -54,9 +54,7 @@ def namespace(options: DeployOptions) -> dict[str, Any]:
 def service_account(options: DeployOptions) -> dict[str, Any]:
     # Tokens are not mounted by default: only the pods of an exporter that watches its node's pods get one
     # (_pod_spec), and its ClusterRole grants nothing else (revision.py).
-    return namespaced(
-        "v1", "ServiceAccount", EXPORTER, options.namespace, COMPONENT, automountServiceAccountToken=False
-    )
+    return names.service_account(EXPORTER, options.namespace, COMPONENT)
 
 
 def _security(options: DeployOptions) -> tuple[dict[str, Any], dict[str, Any]]:

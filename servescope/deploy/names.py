@@ -87,12 +87,28 @@ def cluster_metadata(name: str, component: str) -> dict[str, object]:
 
 
 def service(
-    name: str, namespace: str, component: str, port_name: str, port: int, **spec: Any
+    name: str,
+    namespace: str,
+    component: str,
+    port_name: str,
+    port: int,
+    *,
+    selector: Mapping[str, str] | None = None,
+    target_port: int | str | None = None,
+    **spec: Any,
 ) -> dict[str, Any]:
-    """The Service of `component`'s pods: one TCP port, `port`, to their port named `port_name`."""
-    one_port = {"name": port_name, "port": port, "targetPort": port_name, "protocol": "TCP"}
-    body = {"selector": selector_labels(component), "ports": [one_port], **spec}
+    """The Service of `component`'s pods (or of the pods `selector` picks): one TCP port, `port`, to their
+    port named `port_name` (or `target_port`)."""
+    one_port = {"name": port_name, "port": port, "targetPort": target_port or port_name, "protocol": "TCP"}
+    pods = dict(selector) if selector is not None else selector_labels(component)
+    body = {"selector": pods, "ports": [one_port], **spec}
     return namespaced("v1", "Service", name, namespace, component, spec=body)
+
+
+def service_account(name: str, namespace: str, component: str) -> dict[str, Any]:
+    """A ServiceAccount whose token no pod gets unless its own spec asks for it
+    (`automountServiceAccountToken`), so only a pod that acts through the API holds one."""
+    return namespaced("v1", "ServiceAccount", name, namespace, component, automountServiceAccountToken=False)
 
 
 def cluster_role(name: str, component: str, rules: list[dict[str, Any]]) -> dict[str, Any]:

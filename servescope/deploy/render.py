@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from servescope.core.rendered import write_files
 from servescope.deploy import agent, capacity, exporter, monitoring, network, runbook_rbac, runbooks, scraping
 from servescope.deploy.agent_options import RECEIVER_RULES
 from servescope.deploy.options import DeployOptions
@@ -123,10 +124,7 @@ def write_base(out: Path, receiver: Path, options: DeployOptions) -> list[Path]:
     for leftover in _ours(out):
         if leftover.name not in files:
             leftover.unlink()
-    written = []
-    for name, text in files.items():
-        (out / name).write_text(text)
-        written.append(out / name)
+    written = write_files(out, files)
     receiver.parent.mkdir(parents=True, exist_ok=True)
     for path, text in beside(receiver, options).items():
         path.write_text(text)

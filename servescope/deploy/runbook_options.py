@@ -5,19 +5,17 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator
 
-from servescope.core.settings_cli import repeated, setting
+from servescope.core.settings_cli import FixedOptions, repeated, setting
 from servescope.deploy.checks import DnsLabel, OptionalObjectName
 
 QUANTITY = r"^[0-9]+(Ki|Mi|Gi|Ti)$"
 Cidr = Annotated[str, AfterValidator(lambda cidr: str(ipaddress.ip_network(cidr, strict=False)))]
 
 
-class RunbookDeployOptions(BaseModel):
+class RunbookDeployOptions(FixedOptions):
     """The runbook service's RBAC scope, API server egress and state volume."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     serving_namespaces: list[DnsLabel] = repeated(
         list,

@@ -55,9 +55,7 @@ class RunbookTokens:
 def service_account(options: DeployOptions) -> dict[str, Any]:
     # Its token is mounted by the runbook Deployment alone (automountServiceAccountToken there): change
     # steps act through the API with the RBAC of runbook_rbac.py.
-    return namespaced(
-        "v1", "ServiceAccount", RUNBOOKS, options.namespace, COMPONENT, automountServiceAccountToken=False
-    )
+    return names.service_account(RUNBOOKS, options.namespace, COMPONENT)
 
 
 def claim(options: DeployOptions) -> dict[str, Any]:

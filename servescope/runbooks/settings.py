@@ -11,7 +11,7 @@ import ipaddress
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import AfterValidator, AliasChoices, BaseModel, field_validator
+from pydantic import AfterValidator, AliasChoices, BaseModel, Field, field_validator
 from pydantic_settings import BaseSettings
 
 from servescope.core.catalog.revision import DEFAULT_REVISION_POD_LABELS, pod_label_key
@@ -28,6 +28,7 @@ from servescope.runbooks.audit import DEFAULT_AUDIT_LOG
 SHIPPED_RUNBOOKS = Path(__file__).resolve().parent / "pages"
 ENV_RUNBOOKS = "SERVESCOPE_RUNBOOKS"
 PodLabel = Annotated[str, AfterValidator(pod_label_key)]
+Connections = Annotated[int, Field(ge=1, le=10_000)]  # a number of open connections the service allows
 ENV_TOKEN = "SERVESCOPE_RUNBOOK_TOKEN"
 ENV_WEBHOOK_TOKEN = "SERVESCOPE_WEBHOOK_TOKEN"
 
@@ -219,16 +220,14 @@ class ServiceSettings(BaseSettings):
         "(repeat for more): the rightmost address not itself a trusted proxy is the client; from anyone "
         "else the header is ignored. Trusted proxies are not held to --max-connections-per-ip.",
     )
-    max_connections: int = setting(
+    max_connections: Connections = setting(
         200,
         "--max-connections",
         "Open connections at most; one more closes the oldest whose request is still arriving (or idle), "
         "or itself when every one is busy.",
-        ge=1,
-        le=10_000,
     )
-    max_connections_per_ip: int = setting(
-        32, "--max-connections-per-ip", "Open connections from one address at most.", ge=1, le=10_000
+    max_connections_per_ip: Connections = setting(
+        32, "--max-connections-per-ip", "Open connections from one address at most."
     )
     request_timeout_seconds: float = setting(
         10.0,

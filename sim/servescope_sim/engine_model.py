@@ -76,13 +76,14 @@ def new_request(config: EngineConfig, arrival: float, rng: random.Random, *, cli
     return Request(arrival, prompt, c.max_tokens, natural, cached, client, abort_after)
 
 
-def finish_reason(req: Request, config: EngineConfig) -> str | None:
-    """Why `req` ends after its latest token (abort, stop, length), or None while it goes on."""
+def finish_reason(req: Request, context_limit: int) -> str | None:
+    """Why `req` ends after its latest token (abort, stop, length), or None while it goes on;
+    `context_limit` is the engine config's (read once per step by the caller: this runs per token)."""
     if req.abort_after is not None and req.generated >= req.abort_after:
         return "abort"
     if req.generated >= req.natural_length and req.natural_length < req.max_tokens:
         return "stop"
-    if req.generated >= req.max_tokens or req.context >= config.context_limit:
+    if req.generated >= req.max_tokens or req.prompt + req.generated >= context_limit:
         return "length"
     return None
 

@@ -45,9 +45,10 @@ class Scheduling:
         """Give each running sequence room for its next token, preempting the newest when blocks run out."""
         preempted = False
         i = 0
+        block_size = self.config.block_size  # blocks_for() inlined: this runs per sequence per step
         while i < len(self._running):
             req = self._running[i]
-            need = self.config.blocks_for(req.context) - req.blocks
+            need = -(-(req.prompt + req.generated) // block_size) - req.blocks
             while need > self._blocks - self._used_blocks:
                 preempted = True
                 victim = self._running.pop()

@@ -217,11 +217,12 @@ class SimulatedEngine(Scheduling):
             else:  # resumed after a preemption
                 stats.observe("inter_token_latency_seconds", end - req.last_token_at)
             decoding.append(req)
+        context_limit = self.config.context_limit
         for req in decoding:
             req.generated += 1
             req.last_token_at = end
             self._context_tokens += 1
-            reason = finish_reason(req, self.config)
+            reason = finish_reason(req, context_limit)
             if reason is not None:
                 self._release(req)
                 self._finish(req, reason, end)

@@ -28,7 +28,6 @@ ENGINE_KEYS = ("instance", "model_name", "engine", "endpoint")
 
 # The KV alerts several modules check (single GPU, per engine, per pod) and the texts they share.
 KV_PRESSURE = "ServescopeKvCachePressure"
-KV_PRESSURE_TAIL = " while running: start OOM prevention (shorter max sequence length, more GPU memory)."
 COMBINED = "ServescopeGpuSaturatedKvPressure"
 # Engine A's ticket: one per engine, whatever the number of its GPUs.
 COMBINED_A = (
@@ -95,3 +94,11 @@ def _cut(phases: tuple[tuple[int, tuple[int, int]], ...], minutes: int) -> list[
         cut.append((min(steps, left), rates))
         left -= steps
     return cut
+
+
+def kv_pressure_text(on: str, percent: int) -> str:
+    """The KV pressure ticket's text for the engine `on` names, at `percent` of its KV cache."""
+    return (
+        f"{on} uses {percent}% of its KV cache while running: start OOM prevention (shorter max sequence "
+        "length, more GPU memory)."
+    )

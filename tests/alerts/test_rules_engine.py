@@ -12,12 +12,9 @@ from typing import Any
 import pytest
 
 from tests.alerts.promtool import ENGINE, case, check, fires, run_promtool, series, series_of
+from tests.alerts.serving import ENGINE_B, ENGINE_KEYS, ON_A, RUNNING
 
-ENGINE_B = {**ENGINE, "engine": "1", "endpoint": "http://10.0.0.1:8001/metrics"}
-ON_A = "deepseek engine 0 at http://10.0.0.1:8000/metrics"
-KEYS = ("instance", "model_name", "engine", "endpoint")
-A_BY = {k: ENGINE[k] for k in KEYS}  # what `sum by (instance, model_name, engine, endpoint)` keeps
-RUNNING = "servescope_serving_requests_running"
+A_BY = {k: ENGINE[k] for k in ENGINE_KEYS}  # what `sum by (instance, model_name, engine, endpoint)` keeps
 GENERATED = "servescope_serving_generation_tokens_total"
 PROMPT = "servescope_serving_prompt_tokens_total"
 FINISHED = "servescope_serving_requests_finished_total"

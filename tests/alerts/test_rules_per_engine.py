@@ -24,11 +24,11 @@ from tests.alerts.serving import (
     HURTING_A,
     KV,
     KV_PRESSURE,
-    KV_PRESSURE_TAIL,
     ON_A,
     TTFT_BURN_FROM_3M,
     UTIL,
     engine_page,
+    kv_pressure_text,
     node_gpu_facts,
     stepping,
     ttft,
@@ -82,7 +82,7 @@ DP_UNEQUAL: dict[str, Any] = case(
     check(
         KV_PRESSURE,
         "20m",
-        firing(KV_PRESSURE, ENGINE_A, f"{ON_A} uses 90% of its KV cache{KV_PRESSURE_TAIL}"),
+        firing(KV_PRESSURE, ENGINE_A, kv_pressure_text(ON_A, 90)),
     ),
 )
 

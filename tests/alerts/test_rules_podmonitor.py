@@ -25,7 +25,7 @@ from tests.alerts.serving import (
     HURTING,
     HURTING_TEXT,
     KV_PRESSURE,
-    KV_PRESSURE_TAIL,
+    kv_pressure_text,
     node_gpu_facts,
 )
 from tests.alerts.slo import SLIS, counter
@@ -171,7 +171,7 @@ def pods_apart(topology: Topology) -> dict[str, Any]:
             KV_PRESSURE,
             "20m",
             kv_labels,
-            f"{_on(topology, 'ds-a', folded=False)} uses 90% of its KV cache{KV_PRESSURE_TAIL}",
+            kv_pressure_text(_on(topology, "ds-a", folded=False), 90),
         ),
     )
 

@@ -26,7 +26,6 @@ from tests.alerts.serving import (
     HURTING_A,
     KV,
     KV_PRESSURE,
-    KV_PRESSURE_TAIL,
     ON_A,
     ON_B,
     PLACEMENT,
@@ -37,6 +36,7 @@ from tests.alerts.serving import (
     WAITING,
     engine_on_gpu,
     engine_page,
+    kv_pressure_text,
     node_gpu_facts,
     stepping,
     ttft,
@@ -96,7 +96,7 @@ KV_PRESSURE_CASE = case(
         series(STEPS, ENGINE_C, "500x25"),
     ],
     check(KV_PRESSURE, "9m"),  # pending for 4m
-    fires(KV_PRESSURE, "10m", ENGINE_A, f"{ON_A} uses 80% of its KV cache{KV_PRESSURE_TAIL}"),
+    fires(KV_PRESSURE, "10m", ENGINE_A, kv_pressure_text(ON_A, 80)),
     check(KV_PRESSURE, "16m"),  # 60% since 15m
 )
 
@@ -120,7 +120,7 @@ COMBINED_CASES = [
         check(COMBINED, "10m"),
         check(COMBINED, "20m"),
         fires(SATURATED, "20m", GPU0_BY, SATURATED_95),
-        fires(KV_PRESSURE, "20m", ENGINE_B, f"{ON_B} uses 90% of its KV cache{KV_PRESSURE_TAIL}"),
+        fires(KV_PRESSURE, "20m", ENGINE_B, kv_pressure_text(ON_B, 90)),
     ),
     # One ticket (engine A's two PIDs fold), about engine A on its node; nothing for engine B.
     case(

@@ -61,37 +61,43 @@ def test_namespace_moves_every_namespaced_object_and_the_urls_that_name_it() -> 
     assert "servescope-runbooks.servescope.svc" not in result.stdout
 
 
+# One flag and its value, refused (a bad value, or one that needs another option): the error names it.
+BAD_VALUES = [
+    ("--namespace", "Bad_Namespace"),
+    ("--node-selector", "no-value"),
+    ("--node-selector", "bad key=x"),
+    ("--prometheus-pod-label", "app=not ok"),
+    ("--prometheus-url", "ftp://prometheus:9090"),
+    ("--runbook-url", "runbooks.example.com"),
+    ("--scrape-interval", "15"),
+    ("--image", "registry/servescope:1 --privileged"),
+    ("--image-pull-policy", "Sometimes"),
+    ("--incidents-pvc", "Claim_1"),
+    ("--release", "x" * 64),
+    ("--topology", "sidecar"),
+    ("--dcgm-exporter-url", "http://x:9400/metrics"),
+    ("--remote-write-url", "http://mimir/api/v1/push"),
+    ("--vllm-port", "a-very-long-port-name"),
+    ("--vllm-namespace", "Bad"),
+    ("--vllm-drop-series", "vllm:("),
+    ("--extra-scraper-pod-label", "a b=c"),
+    ("--kps-fullname-override", "Not_A_Name"),
+    ("--receiver-out", "x.yaml"),
+]
+# Other arguments refused, and the flag the error names.
+BAD_ARGUMENTS = [
+    (["--namespace", "monitoring"], "--create-namespace"),
+    (["--namespace", "gpu-operator"], "--create-namespace"),
+    (["--namespace", "kube-system"], "--create-namespace"),
+    (["--dcgm", "exporter-url"], "--dcgm-exporter-url"),
+    (["--agent", "--agent-shards", "0"], "--agent-shards"),
+    (["--dcgm", "dcgmi", "--dcgm-host", "-h"], "--dcgm-host"),
+    (["--check"], "--check"),
+]
+
+
 @pytest.mark.parametrize(
-    ("args", "flag"),
-    [
-        (["--namespace", "Bad_Namespace"], "--namespace"),
-        (["--node-selector", "no-value"], "--node-selector"),
-        (["--node-selector", "bad key=x"], "--node-selector"),
-        (["--prometheus-pod-label", "app=not ok"], "--prometheus-pod-label"),
-        (["--prometheus-url", "ftp://prometheus:9090"], "--prometheus-url"),
-        (["--runbook-url", "runbooks.example.com"], "--runbook-url"),
-        (["--scrape-interval", "15"], "--scrape-interval"),
-        (["--image", "registry/servescope:1 --privileged"], "--image"),
-        (["--image-pull-policy", "Sometimes"], "--image-pull-policy"),
-        (["--incidents-pvc", "Claim_1"], "--incidents-pvc"),
-        (["--release", "x" * 64], "--release"),
-        (["--namespace", "monitoring"], "--create-namespace"),
-        (["--namespace", "gpu-operator"], "--create-namespace"),
-        (["--namespace", "kube-system"], "--create-namespace"),
-        (["--topology", "sidecar"], "--topology"),
-        (["--dcgm", "exporter-url"], "--dcgm-exporter-url"),
-        (["--dcgm-exporter-url", "http://x:9400/metrics"], "--dcgm-exporter-url"),
-        (["--remote-write-url", "http://mimir/api/v1/push"], "--remote-write-url"),
-        (["--agent", "--agent-shards", "0"], "--agent-shards"),
-        (["--vllm-port", "a-very-long-port-name"], "--vllm-port"),
-        (["--vllm-namespace", "Bad"], "--vllm-namespace"),
-        (["--vllm-drop-series", "vllm:("], "--vllm-drop-series"),
-        (["--dcgm", "dcgmi", "--dcgm-host", "-h"], "--dcgm-host"),
-        (["--extra-scraper-pod-label", "a b=c"], "--extra-scraper-pod-label"),
-        (["--kps-fullname-override", "Not_A_Name"], "--kps-fullname-override"),
-        (["--check"], "--check"),
-        (["--receiver-out", "x.yaml"], "--receiver-out"),
-    ],
+    ("args", "flag"), [*(([flag, value], flag) for flag, value in BAD_VALUES), *BAD_ARGUMENTS]
 )
 def test_bad_options_exit_2_with_a_line_naming_the_option(args: list[str], flag: str) -> None:
     result = render(*args)

@@ -11,9 +11,10 @@ from servescope.bundle.alerts import BUILD_DIR
 from servescope.bundle.alerts.bundle import FILES, groups, stale, write
 from servescope.bundle.alerts.lint import lint, lint_rule_file
 from servescope.bundle.alerts.profiles import PROFILES, with_profile
-from servescope.core.cli_errors import complain, exit_if_stale, usage_error
+from servescope.core.cli_errors import complain, usage_error
 from servescope.core.config import AlertsConfig, load_config
 from servescope.core.config_option import ConfigOption, config_or_exit
+from servescope.core.rendered import write_or_check
 
 DEFAULT_OUT = BUILD_DIR
 app = typer.Typer(help="Alert rules as code.", no_args_is_help=True, add_completion=False)
@@ -62,12 +63,8 @@ def build(
     overrides = {"engine_topology": topology} if topology else {}
     cfg = config_or_exit(config, lambda loaded: with_profile(loaded, profile, **overrides))
     exit_on_lint(cfg)
-    if check:
-        exit_if_stale(out, stale(out, cfg), "alerts build")
-        typer.echo(f"{out}: {', '.join(FILES)} are current")
-        return
-    for path in write(out, cfg):
-        typer.echo(f"wrote {path}")
+    current = f"{', '.join(FILES)} are current"
+    write_or_check(out, cfg, stale, write, check=check, command="alerts build", current=current)
 
 
 @app.command("lint")

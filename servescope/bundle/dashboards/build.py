@@ -11,6 +11,7 @@ import yaml
 from grafanalib._gen import DashboardEncoder
 
 from servescope.core.config import AlertsConfig
+from servescope.core.rendered import changed_files, write_files
 
 HERE = Path(__file__).parent
 BOARDS = HERE / "boards"
@@ -116,16 +117,12 @@ def render_all(cfg: AlertsConfig = DEFAULT_CONFIG) -> dict[str, str]:
 
 
 def write(out: Path, cfg: AlertsConfig = DEFAULT_CONFIG) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for filename, text in render_all(cfg).items():
-        (out / filename).write_text(text)
-        written.append(out / filename)
-    return written
+    return write_files(out, render_all(cfg))
 
 
 def stale(out: Path, cfg: AlertsConfig = DEFAULT_CONFIG) -> list[str]:
+    """Names of the files in `out` that differ from a fresh build, missing ones and files no build writes."""
     fresh = render_all(cfg)
-    outdated = [f for f, text in fresh.items() if not (out / f).exists() or (out / f).read_text() != text]
+    outdated = changed_files(out, fresh)
     extra = [p.name for p in out.glob("*") if p.name not in fresh] if out.exists() else []
     return sorted(outdated + extra)

@@ -9,8 +9,9 @@ import typer
 
 from servescope.bundle.dashboards import BUILD_DIR
 from servescope.bundle.dashboards.build import stale, write
-from servescope.core.cli_errors import exit_if_stale, usage_error
+from servescope.core.cli_errors import usage_error
 from servescope.core.config_option import ConfigOption, config_or_exit
+from servescope.core.rendered import write_or_check
 
 DEFAULT_OUT = BUILD_DIR
 app = typer.Typer(help="Grafana dashboards as code.", no_args_is_help=True, add_completion=False)
@@ -28,12 +29,7 @@ def build(
 ) -> None:
     """Generate every dashboard into --out, thresholds and runbook link from the defaults (or --config)."""
     cfg = config_or_exit(config)
-    if check:
-        exit_if_stale(out, stale(out, cfg), "dashboards build")
-        typer.echo(f"{out}: current")
-        return
-    for path in write(out, cfg):
-        typer.echo(f"wrote {path}")
+    write_or_check(out, cfg, stale, write, check=check, command="dashboards build", current="current")
 
 
 @app.command()

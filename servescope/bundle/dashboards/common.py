@@ -49,6 +49,11 @@ def rate(metric: str, *matchers: str) -> str:
     return f"rate({m(metric, ENGINE, *matchers)}{RATE})"
 
 
+def gpu_rate(metric: str, *matchers: str) -> str:
+    """The per-second rate of `metric` on the selected GPUs."""
+    return f"rate({m(metric, GPU, *matchers)}{RATE})"
+
+
 # The legends of per-GPU and per-engine series.
 ON_GPU = "{{hostname}} GPU {{gpu}}"
 ENGINE_LEGEND = "{{model_name}} {{instance}} {{endpoint}} [{{engine}}]"
@@ -220,14 +225,14 @@ def links(runbook_base_url: str) -> list[g.DashboardLink]:
 def make_dashboard(
     cfg: AlertsConfig,
     name: str,
-    title: str,
     description: str,
     panels: Sequence[Panel],
     *,
     filters: Sequence[str],
 ) -> g.Dashboard:
+    """The dashboard `name` of DASHBOARDS (its title there), with the filters, links and layout all share."""
     return g.Dashboard(
-        title=f"servescope / {title}",
+        title=f"servescope / {DASHBOARDS[name]}",
         uid=uid(name),
         description=description,
         tags=["servescope"],

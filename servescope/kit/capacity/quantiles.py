@@ -19,6 +19,7 @@ MIN_PARTS_NEAR_BOUND parts, so that the spread between parts is seen before a ve
 from __future__ import annotations
 
 import math
+import operator
 import statistics
 from collections.abc import Sequence
 
@@ -118,7 +119,9 @@ def _autocorrelation_time(series: Sequence[float]) -> float:
         return 1.0
 
     def rho(lag: int) -> float:
-        return sum(centred[i] * centred[i + lag] for i in range(n - lag)) / (n * variance)
+        # Pairs (x[i], x[i + lag]) for i < n - lag, summed in that order: map stops at the shorter list.
+        products: float = sum(map(operator.mul, centred, centred[lag:]))
+        return products / (n * variance)
 
     tau, lag = 1.0, 1
     while lag + 1 < min(n // 2, MAX_LAG):
@@ -144,7 +147,8 @@ def inflation(values: Sequence[float], q: float, bound: float | None = None) -> 
     clustering counts: the bulk of the distribution may drift without moving the tail)."""
     if len(values) < 8:
         return 1.0
-    tau = _autocorrelation_time([1.0 if v > point(values, q) else 0.0 for v in values])
+    estimate = point(values, q)
+    tau = _autocorrelation_time([1.0 if v > estimate else 0.0 for v in values])
     over = [1.0 if v > bound else 0.0 for v in values] if bound is not None else []
     if 0 < sum(over) < len(over):
         tau = max(tau, _autocorrelation_time(over))

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
-from servescope.core.settings_cli import setting
+from servescope.core.settings_cli import FixedOptions, setting
 
 
-class CapacityRunSettings(BaseModel):
+class CapacityRunSettings(FixedOptions):
     """One field per option of `servescope capacity run`, in the order --help lists them."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     simulate: bool = setting(False, "--simulate", "Load the simulated engine (virtual clock).")
     url: str | None = setting(None, "--url", "OpenAI-compatible endpoint to load over HTTP.")

@@ -15,10 +15,8 @@ import shutil
 import time
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from servescope.core.catalog import capacity as c
-from servescope.core.settings_cli import setting
+from servescope.core.settings_cli import FixedOptions, setting
 from servescope.kit.capacity.compare import DEFAULT_DROP, Comparison, IncompatibleRunsError, compare, describe
 from servescope.kit.capacity.launch import Say, measure, prepare_http
 from servescope.kit.capacity.remote_write import Series, push
@@ -31,10 +29,8 @@ KEEP_RUNS = 26  # half a year of weekly runs
 BASELINE = "baseline"
 
 
-class WeeklySettings(BaseModel):
+class WeeklySettings(FixedOptions):
     """Where the weekly job keeps its state and sends its result."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     state_dir: Path = setting(
         Path("/var/lib/servescope/capacity"), "--state-dir", "Baseline and past runs (the CronJob's volume)."

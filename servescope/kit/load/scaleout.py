@@ -32,7 +32,6 @@ from servescope.kit.load.validity import ValidityRules, client_step
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 START_SECONDS = 60.0
 GO_LEAD_S = 0.5  # the workers start this long after the signal, all at once
-WATCH_LEAD_S = 0.05  # the engine's first page is read this long before the workers start
 MAX_RECORD_LINES = 2_000_000
 TICKS = 100  # clock ticks per second of /proc/<pid>/stat's CPU times (USER_HZ on Linux)
 
@@ -209,12 +208,16 @@ def run_locust(plan: LocustPlan, rules: ValidityRules | None = None, work: Path 
         for child in children:
             child.start()
         _wait_for(children, out, "ready-*", plan.workers, START_SECONDS)
+        if watch is not None:
+            # The engine's first page is read before the signal, so that no request can be sent before it
+            # (read just before the start instead, a busy machine's slow read let the first requests'
+            # tokens in before it); the step's tokens are generated from the workers' start on.
+            watch.open()
         began = time.time() + GO_LEAD_S
         cpu_before = sum(cpu_seconds(child.pid) for child in children[1:])
         (out / "go").write_text(json.dumps({"start_wall": began}))
-        if watch is not None:  # the engine's counters are read just before the first send, not at the signal
-            time.sleep(max(0.0, began - time.time() - WATCH_LEAD_S))
-            watch.open()
+        if watch is not None:
+            watch.first_at = time.perf_counter() + (began - time.time())
             watch.start(lambda: time.time() - began - plan.warmup_s)
         _wait_for(
             children, out, "worker-*.jsonl", plan.workers, plan.duration_s + plan.timeout_s + START_SECONDS

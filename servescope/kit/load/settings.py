@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from servescope.core.settings_cli import setting
 from servescope.kit.load.client import Api
 from servescope.kit.load.schedule import Arrival
 from servescope.kit.load.workload import Workload, WorkloadKind, read_dataset
+
+# The length of a prompt or of a reply, in tokens; the upper bound only stops a mistyped value.
+Tokens = Annotated[int, Field(ge=1, le=1_000_000)]
 
 
 class WorkloadSettings(BaseModel):
@@ -22,13 +25,9 @@ class WorkloadSettings(BaseModel):
         "random: prompts of random common words (with --prefix-share of each shared); dataset: "
         "--dataset; fixed: one repeated word (nearly all prefix-cache hits on a real engine).",
     )
-    prompt_tokens: int = setting(128, "--prompt-tokens", "Mean prompt length, tokens.", ge=1, le=1_000_000)
-    output_tokens: int = setting(
-        32,
-        "--output-tokens",
-        "Mean output length, tokens (with --dataset: the longest reply asked for).",
-        ge=1,
-        le=1_000_000,
+    prompt_tokens: Tokens = setting(128, "--prompt-tokens", "Mean prompt length, tokens.")
+    output_tokens: Tokens = setting(
+        32, "--output-tokens", "Mean output length, tokens (with --dataset: the longest reply asked for)."
     )
     spread: float = setting(
         0.0, "--spread", "Uniform spread of both lengths around their mean (0.2 = +-20 %).", ge=0, lt=1

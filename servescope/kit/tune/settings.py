@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
-from servescope.core.settings_cli import setting
+from servescope.core.settings_cli import FixedOptions, setting
 
 
-class TuneRunSettings(BaseModel):
+class TuneRunSettings(FixedOptions):
     """One field per option of `servescope tune run`, in the order --help lists them."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     strategy: str = setting("bayes", "--strategy", "grid, random or bayes (Optuna TPE).")
     trials: int | None = setting(None, "--trials", "Engine starts at most (default: the grid's size).")

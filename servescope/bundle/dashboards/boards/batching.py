@@ -71,7 +71,6 @@ def dashboard(cfg: AlertsConfig) -> g.Dashboard:
     return make_dashboard(
         cfg,
         "batching",
-        "Batching efficiency",
         "How much work each engine step does and what batching buys: tokens per step, steps/s, tokens/s "
         "against the running batch and GPU utilisation, the batch-size advisor's recommendation, "
         "prefix-cache "

@@ -9,6 +9,7 @@ from servescope.bundle.dashboards.common import (
     ON_GPU,
     RATE,
     count_stat,
+    gpu_rate,
     m,
     make_dashboard,
     per_gpu,
@@ -33,7 +34,6 @@ def dashboard(cfg: AlertsConfig) -> g.Dashboard:
     return make_dashboard(
         cfg,
         "fleet",
-        "GPU fleet",
         "Every GPU of the selected nodes: inventory and liveness, load against the saturation alert, memory, "
         "temperature, power and throttling, and hardware faults (XID, ECC, row remapping). NVLink and PCIe "
         "are on the Interconnect dashboard.",
@@ -131,11 +131,11 @@ def dashboard(cfg: AlertsConfig) -> g.Dashboard:
                 "Time throttled (DCGM)",
                 [
                     (
-                        f"rate({m('servescope_dcgm_power_violation_seconds_total', GPU)}{RATE})",
+                        gpu_rate("servescope_dcgm_power_violation_seconds_total"),
                         ON_GPU + " power",
                     ),
                     (
-                        f"rate({m('servescope_dcgm_thermal_violation_seconds_total', GPU)}{RATE})",
+                        gpu_rate("servescope_dcgm_thermal_violation_seconds_total"),
                         ON_GPU + " thermal",
                     ),
                 ],
@@ -192,7 +192,7 @@ def dashboard(cfg: AlertsConfig) -> g.Dashboard:
                 "ECC errors",
                 [
                     (
-                        f"sum by (hostname, gpu, type, scope) (rate({m(ECC, GPU)}{RATE}))",
+                        f"sum by (hostname, gpu, type, scope) ({gpu_rate(ECC)})",
                         ON_GPU + " {{type}} {{scope}}",
                     )
                 ],

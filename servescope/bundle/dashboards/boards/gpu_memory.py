@@ -138,7 +138,6 @@ def dashboard(cfg: AlertsConfig) -> g.Dashboard:
     return make_dashboard(
         cfg,
         "gpu-memory",
-        "GPU memory",
         "Device memory per GPU: share used (heatmap), the 1 s peak and minimum, growth over 5 and 30 min, "
         "time "
         "to exhaustion, leak verdicts, free memory at the peak, and memory held outside the serving engine's "

@@ -14,7 +14,6 @@ def dashboard(cfg: AlertsConfig) -> g.Dashboard:
     return make_dashboard(
         cfg,
         "health",
-        "servescope health",
         "The exporter's own health: which sources collect, how long a cycle takes, what fails and why.",
         [
             stat("Sources up", [("sum(servescope_source_up)", "up")], "none", width=6),

@@ -13,8 +13,8 @@ import grafanalib.core as g
 from servescope.bundle.dashboards.common import (
     GPU,
     ON_GPU,
-    RATE,
     count_stat,
+    gpu_rate,
     m,
     make_dashboard,
     per_gpu,
@@ -33,15 +33,15 @@ NOT_CRC = "DCGM fields 1009/1010 are PCIe bytes per second, not NVLink CRC error
 def nvlink_rate(error_type: str) -> str:
     """Per-GPU rate of NVML NVLink errors of one type (or `a|b`), summed over the GPU's links."""
     matcher = ('type=~"' if "|" in error_type else 'type="') + error_type + '"'
-    return f"rate({m(NVLINK_ERRORS, GPU, matcher)}{RATE})"
+    return gpu_rate(NVLINK_ERRORS, matcher)
 
 
 def dcgm_rate(metric: str, field: str, fallback: str = "", fallback_field: str = "") -> str:
     """Rate of a DCGM counter labelled with its field id; OR its Blackwell fallback (watched only where
     the field is unsupported, so the two never describe the same GPU)."""
-    expr = f'label_replace(rate({m(metric, GPU)}{RATE}), "field", "{field}", "", "")'
+    expr = f'label_replace({gpu_rate(metric)}, "field", "{field}", "", "")'
     if fallback:
-        expr += f' or label_replace(rate({m(fallback, GPU)}{RATE}), "field", "{fallback_field}", "", "")'
+        expr += f' or label_replace({gpu_rate(fallback)}, "field", "{fallback_field}", "", "")'
     return expr
 
 
@@ -52,7 +52,6 @@ def dashboard(cfg: AlertsConfig) -> g.Dashboard:
     return make_dashboard(
         cfg,
         "interconnect",
-        "Interconnect",
         "NVLink link state, CRC/replay/recovery errors (NVML and DCGM, per GPU) and traffic; PCIe "
         f"traffic and replays. {NOT_CRC} The operators' `dcgmi dmon -e 1009,1010` watched PCIe traffic.",
         [
@@ -221,9 +220,9 @@ def dashboard(cfg: AlertsConfig) -> g.Dashboard:
             ts(
                 "PCIe replays per GPU",
                 [
-                    (f"rate({m('servescope_gpu_pcie_replay_errors_total', GPU)}{RATE})", ON_GPU + " NVML"),
+                    (gpu_rate("servescope_gpu_pcie_replay_errors_total"), ON_GPU + " NVML"),
                     (
-                        f"rate({m('servescope_dcgm_pcie_replay_errors_total', GPU)}{RATE})",
+                        gpu_rate("servescope_dcgm_pcie_replay_errors_total"),
                         ON_GPU + " DCGM 202",
                     ),
                 ],

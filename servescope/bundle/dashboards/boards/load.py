@@ -53,7 +53,6 @@ def dashboard(cfg: AlertsConfig) -> g.Dashboard:
     return make_dashboard(
         cfg,
         "load",
-        "Load test",
         "A servescope load run as it happens: offered against achieved rate, validity, in-flight requests, "
         "client TTFT and e2e from the scheduled send, schedule lag, errors by reason, and the engine's own "
         "TTFT and queue beside the client's.",

@@ -115,7 +115,6 @@ def dashboard(cfg: AlertsConfig) -> g.Dashboard:
     return make_dashboard(
         cfg,
         "serving-slo",
-        "Serving SLO",
         f"Is the serving tier meeting its latency objective ({cfg.slo_objective:.2%} of requests under "
         f"{cfg.slo_latency_le} s to the first token, {cfg.slo_e2e_latency_le} s end to end)? Traffic, TTFT "
         f"/ ITL / end-to-end percentile "
