@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from servescope.kit.capacity.runners import http_runner
+from servescope.kit.capacity.runners import HttpOptions, http_runner
 from servescope.kit.load.records import StepRunner
+from servescope.kit.load.workload import Workload
 from servescope.kit.tune.cli import write_reports
 from servescope.kit.tune.launchers import CommandLauncher
 from servescope.kit.tune.space import parse_space
@@ -44,8 +45,13 @@ TEMPLATE = (
 )
 
 
+# Short requests: random common words take more of the tiny model's tokens than their count, and at the
+# default 128 "tokens" a prompt outgrew --max-model-len 256 (every request answered 400).
+SHORT = HttpOptions(workload=Workload(prompt_tokens=32, output_tokens=16))
+
+
 def open_loop_runner(_: object) -> StepRunner:
-    return http_runner(BASE)
+    return http_runner(BASE, SHORT)
 
 
 # Two configurations, each a short capacity search: the least a study that restarts the engine can be.
@@ -72,7 +78,8 @@ def test_two_trials_restart_a_real_vllm_and_report(tmp_path: Path) -> None:
     print({t.label: (t.state, t.knee, t.reason) for t in study.trials})
     assert [t.state for t in study.trials] == ["complete", "complete"], [t.reason for t in study.trials]
     starts = [line for line in (tmp_path / "vllm.log").read_text().splitlines() if "non-default args" in line]
-    assert len(starts) == 2 and "'max_num_seqs': 8" in starts[1]  # one restart per trial, with its flags
+    # The launcher keeps one configuration's log at a time: the last start's, with the last trial's flags.
+    assert len(starts) == 1 and "'max_num_seqs': 8" in starts[0]
     # Both configurations measured something; which is higher is noise for a tiny model on a shared CPU.
     assert all(t.run is not None and t.run.steps for t in study.trials)
     checks = [c for t in study.trials if t.run is not None for c in t.run.cross_checks]
