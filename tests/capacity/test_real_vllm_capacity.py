@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import NEEDS_SHARED_VLLM, VLLM_URL
+from tests.support import descendants
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "servescope"
 VLLM, MODEL = CACHE / "vllm-venv" / "bin" / "vllm", CACHE / "tiny-llm"
@@ -43,19 +44,9 @@ pytestmark = [
 ]
 
 
-def _tree(pid: int) -> list[int]:
-    """`pid` and every process below it (vLLM's engine core runs in a child process)."""
-    found = [pid]
-    for task in Path(f"/proc/{pid}/task").glob("*/children"):
-        try:
-            found += [p for child in task.read_text().split() for p in _tree(int(child))]
-        except OSError:
-            continue
-    return found
-
-
 def _pin(pid: int, cpus: str) -> None:
-    for process in _tree(pid):  # -a: every thread, the OpenMP workers included
+    # vLLM's engine core runs in a child process; -a: every thread, the OpenMP workers included.
+    for process in {pid, *descendants(pid)}:
         subprocess.run(["taskset", "-a", "-p", "-c", cpus, str(process)], capture_output=True, check=False)
 
 
