@@ -104,23 +104,34 @@ def _kill_tree(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
+def _alive(pid: int) -> bool:
+    """Whether process `pid` exists (one of another user's counts as existing)."""
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return pid > 0
+
+
 def _owner_alive(lease: Path) -> bool:
     try:
-        os.kill(int(lease.read_text() or "0"), 0)
-    except (OSError, ValueError):
+        owner = lease.read_text()
+    except OSError:
         return False
-    return True
+    if not owner:
+        return True  # created a moment ago, its owner's pid not written yet
+    return owner.isdigit() and _alive(int(owner))
 
 
 def _reap_dead_owners() -> None:
     """Namespaces left by a test process that was killed before its cleanup (SIGKILL, a CI timeout):
     deleting one takes its veth pair with it, so its address stops shadowing the next lease's."""
     listed = ip("netns", "list", check=False).stdout
-    for name in re.findall(rf"^({PREFIX}-(\d+)-\S+)", listed, re.MULTILINE):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(int(name[1]), 0)
-            continue
-        ip("netns", "del", name[0], check=False)
+    for name, owner in re.findall(rf"^({PREFIX}-(\d+)-\S+)", listed, re.MULTILINE):
+        if not _alive(int(owner)):
+            ip("netns", "del", name, check=False)
 
 
 def _in_use_here(number: int) -> bool:
