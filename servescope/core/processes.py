@@ -15,7 +15,6 @@ import ctypes
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,9 @@ from typing import Any
 import httpx
 
 from servescope.core.errors import ServescopeError
+from servescope.core.ports import free_port
+
+__all__ = ["STOP_GRACE_SECONDS", "Child", "ChildFailedError", "free_port", "log_tail"]
 
 STOP_GRACE_SECONDS = 8.0
 POLL_SECONDS = 0.1
@@ -37,14 +39,6 @@ class ChildFailedError(ServescopeError, RuntimeError):
     """A child exited or never became ready; the message names it and quotes its log."""
 
     reason = "child_failed"
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on now. Another process could take it before the child binds it; the
-    child then fails to start and says so in its log, which ChildFailedError quotes."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def log_tail(path: Path, lines: int = 20) -> str:

@@ -284,20 +284,7 @@ def linked(first: Pod, second: Pod, index: int) -> Iterator[tuple[str, str]]:
     left, right = f"{PREFIX}{os.getpid() % 10000}l{index}", f"{PREFIX}{os.getpid() % 10000}r{index}"
     addresses = (subnet_address(subnet, 1), subnet_address(subnet, 2))
     try:
-        ip(
-            "link",
-            "add",
-            left,
-            "netns",
-            first.name,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            right,
-            "netns",
-            second.name,
-        )
+        ip(*f"link add {left} netns {first.name} type veth peer name {right} netns {second.name}".split())
         for pod, name, address in ((first, left, addresses[0]), (second, right, addresses[1])):
             ip("-n", pod.name, "addr", "add", f"{address}/30", "dev", name)
             ip("-n", pod.name, "link", "set", name, "up")

@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from servescope.core.processes import stop_process
+from servescope.core.processes import free_port, stop_process
 from tests.faults.runbook_peers import accept_each
 from tests.k8s.netns import linked, pod_namespace
 from tests.runbook.kube_fakes import ACCOUNT, TOKEN
@@ -119,7 +119,7 @@ def prometheus(folder: Path, targets: dict[str, str]) -> Iterator[str]:
     )
     config = folder / "prometheus.yml"
     config.write_text(PROMETHEUS_CONFIG.format(targets=lines))
-    port = _free_port()
+    port = free_port()
     argv = [
         binary, f"--config.file={config}", f"--storage.tsdb.path={folder / 'data'}",
         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn",
@@ -137,11 +137,6 @@ def prometheus(folder: Path, targets: dict[str, str]) -> Iterator[str]:
         raise AssertionError(
             f"Prometheus never had every target up: {(folder / 'prometheus.log').read_text()[-2000:]}"
         )
-
-
-def _free_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        return int(probe.getsockname()[1])
 
 
 def servescope_in(pod_name: str, *args: str) -> list[str]:
