@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 _ARRIVING = (h11.IDLE, h11.SEND_BODY)
 
 
+ACCEPT_BATCH = 16  # connections accepted per readiness of the listening socket
+LISTEN_BACKLOG = 2048  # uvicorn's default queue of connections not yet accepted
+
+
 @dataclass(frozen=True)
 class ServerBounds:
     """The bounds a server holds its clients to (see the module)."""
@@ -61,11 +65,12 @@ class ServerBounds:
 
 @dataclass
 class _Table:
-    """The open connections of one server, and how many each address holds."""
+    """The open connections of one server, and those of each address (so that shedding one address's
+    connection looks at that address's only: under a flood it runs at every new connection)."""
 
     bounds: ServerBounds
     open: set[BoundedH11Protocol] = field(default_factory=set)
-    per_ip: dict[str, int] = field(default_factory=dict)
+    per_ip: dict[str, set[BoundedH11Protocol]] = field(default_factory=dict)
 
     def exempt(self, ip: str) -> bool:
         try:
@@ -93,11 +98,12 @@ class BoundedH11Protocol(H11Protocol):
         self._ip = str(peer[0]) if peer else None
         table = self.table
         if self._ip is not None and not table.exempt(self._ip):
-            if table.per_ip.get(self._ip, 0) >= table.bounds.max_per_ip and not self._shed(self._ip):
+            mine = table.per_ip.setdefault(self._ip, set())
+            if len(mine) >= table.bounds.max_per_ip and not self._shed(self._ip):
                 self._ip = None
                 transport.close()  # this address holds its share already, every one of them busy
                 return
-            table.per_ip[self._ip] = table.per_ip.get(self._ip, 0) + 1
+            mine.add(self)
         else:
             self._ip = None
         table.open.add(self)
@@ -130,12 +136,10 @@ class BoundedH11Protocol(H11Protocol):
         table = self.table
         if self in table.open:
             table.open.discard(self)
-            if self._ip is not None:
-                left = table.per_ip.get(self._ip, 1) - 1
-                if left:
-                    table.per_ip[self._ip] = left
-                else:
-                    table.per_ip.pop(self._ip, None)
+            if self._ip is not None and (mine := table.per_ip.get(self._ip)) is not None:
+                mine.discard(self)
+                if not mine:
+                    del table.per_ip[self._ip]
 
     def _expect_request(self) -> None:
         self._since = time.monotonic()
@@ -159,14 +163,8 @@ class BoundedH11Protocol(H11Protocol):
     def _shed(self, ip: str | None) -> bool:
         """Close the oldest other connection (of address `ip`, or any) whose request is still arriving
         or that is idle; False when every one is busy."""
-        others = [
-            c
-            for c in self.table.open
-            if c is not self
-            and (ip is None or c._ip == ip)
-            and c._evictable()
-            and not c.transport.is_closing()
-        ]
+        candidates = self.table.open if ip is None else self.table.per_ip.get(ip, set())
+        others = [c for c in candidates if c is not self and c._evictable() and not c.transport.is_closing()]
         if not others:
             return False
         # A slow sender goes before an idle kept-alive connection (a client waiting to ask again), and
@@ -201,6 +199,7 @@ def bounded_config(app: Any, bounds: ServerBounds | None = None, **options: Any)
         # well past the cap, so that churn at the cap never turns probes to 503.
         limit_concurrency=2 * bounds.max_connections + 16,
         timeout_graceful_shutdown=max(1, round(bounds.graceful_seconds)),
+        backlog=ACCEPT_BATCH,
         **options,
     )
 
@@ -217,6 +216,15 @@ class BoundedServer(uvicorn.Server):
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
+        # asyncio accepts up to `backlog` connections each time the listening socket is ready, and runs
+        # every one's setup before the next readiness check: a wave of hundreds of connections (clients
+        # cut off and connecting again together) made a request on an open connection wait behind all
+        # of them, 30-60 ms. Accepting ACCEPT_BATCH at a time interleaves them with everything else; the
+        # kernel's queue of connections waiting to be accepted stays LISTEN_BACKLOG long.
+        for server in self.servers:
+            for sock in server.sockets:
+                with socket.socket(fileno=os.dup(sock.fileno())) as same:
+                    same.listen(LISTEN_BACKLOG)
         # The app is built now: what exists lives as long as the process (modules, routes, models, about
         # 80,000 objects). A full collection walks all of them, 45-100 ms on a busy core, a pause every
         # request waits out: connection churn (an attacker's clients cut off and connecting again)

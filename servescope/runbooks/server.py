@@ -20,9 +20,9 @@ from starlette.types import ASGIApp
 from servescope.core.config import AlertsConfig
 from servescope.core.head import HeadAsGet
 from servescope.runbooks.actions import RunContext
-from servescope.runbooks.asgi import DEFAULT_BODY_LIMIT, WEBHOOK_BODY_LIMIT, BodyLimit
+from servescope.runbooks.asgi import DEFAULT_BODY_LIMIT, WEBHOOK_BODY_LIMIT, BodyLimit, CredentialsGate
 from servescope.runbooks.audit import AuditLog
-from servescope.runbooks.auth import ChangeTokens, Networks
+from servescope.runbooks.auth import REALM, ChangeTokens, Networks, WebhookAuth
 from servescope.runbooks.document import DEFAULT_CONFIG
 from servescope.runbooks.runbook_routes import Incidents, Pages, add_page_routes
 from servescope.runbooks.step_pool import StepPool
@@ -106,6 +106,12 @@ def create_runbook_app(
     return app
 
 
-def wrapped(app: ASGIApp) -> ASGIApp:
-    """The app as served: HEAD answered wherever GET is, bodies over their route's limit refused."""
-    return HeadAsGet(BodyLimit(app, body_limit))
+def wrapped(
+    app: ASGIApp, auth: WebhookAuth | None = None, refused: Callable[[], None] = lambda: None
+) -> ASGIApp:
+    """The app as served: HEAD answered wherever GET is, bodies over their route's limit refused, and
+    with `auth`, a webhook post without its credentials refused (`refused` counts it) before either."""
+    limited = BodyLimit(app, body_limit)
+    if auth is None:
+        return HeadAsGet(limited)
+    return HeadAsGet(CredentialsGate(limited, WEBHOOK_PATH, auth.allows, REALM, refused))

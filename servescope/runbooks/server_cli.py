@@ -131,7 +131,12 @@ def serve_runbooks(settings: RunbookSettings) -> None:
     bounds = _bounds(service)
     # Blind to X-Forwarded-For: the audit names the socket peer unless --trusted-proxy says otherwise.
     config = bounded_config(
-        wrapped(app), bounds, log_level="warning", access_log=False, lifespan="on", proxy_headers=False
+        wrapped(app, auth, webhook.service.metrics.requests.labels("unauthorized").inc),
+        bounds,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        proxy_headers=False,
     )
     typer.echo(_banner(settings, str(bound_address(sock)), tokens, auth))
     sys.stdout.flush()

@@ -1,5 +1,5 @@
 """The small ones (I): token files readable by others refused, HEAD where GET, no /docs unless asked,
-CSP and nosniff on every HTML page.
+CSP and nosniff on every HTML page, a webhook post without credentials refused and counted.
 
 Rerun: .venv/bin/python -m pytest tests/faults/test_runbook_small.py -q -n 0
 """
@@ -72,3 +72,24 @@ def test_every_html_page_has_csp_and_nosniff(tmp_path: Path) -> None:
         assert "default-src 'self'" in answer.headers["content-security-policy"], path
         assert "frame-ancestors 'none'" in answer.headers["content-security-policy"], path
         assert answer.headers["x-content-type-options"] == "nosniff", path
+
+
+def test_a_webhook_post_without_credentials_is_refused_and_counted_by_the_served_service(
+    tmp_path: Path,
+) -> None:
+    with runbook_server(tmp_path) as server:
+        hook = f"{server.base}/alertmanager/webhook"
+        body = payload(alert(alertname=ALERT))
+        refused = [
+            httpx.post(hook, json=body, headers=headers) for headers in ({}, {"Authorization": "Bearer x"})
+        ]
+        taken = httpx.post(hook, json=body, headers={"Authorization": f"Bearer {WEBHOOK_TOKEN}"})
+        metrics = httpx.get(f"{server.base}/incidents/metrics").text
+    assert [r.status_code for r in refused] == [401, 401]
+    assert all(
+        r.headers["www-authenticate"].startswith("Bearer") and r.json() == {"error": "unauthorized"}
+        for r in refused
+    )
+    assert taken.status_code == 200
+    assert 'servescope_webhook_requests_total{outcome="unauthorized"} 2.0' in metrics
+    assert 'servescope_webhook_requests_total{outcome="ok"} 1.0' in metrics

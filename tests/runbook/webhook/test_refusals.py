@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from starlette.types import Receive, Scope, Send
 
+from servescope.runbooks.auth import REALM
 from servescope.runbooks.incidents import IncidentStore
+from servescope.runbooks.server import wrapped
 from servescope.runbooks.settings import TokenSettings
 from servescope.runbooks.webhook import IncidentRouter, WebhookAuth
 from tests.runbook.fakes import corpus
@@ -44,6 +47,26 @@ def test_authentication(tmp_path: Path, runbooks: Path, exporter: FakeExporter) 
     http, _, router = make_client(tmp_path, runbooks, exporter, auth=WebhookAuth(), db="none.db")
     assert post(http, payload(), headers={"Authorization": "Bearer "}).status_code == 401
     router.service.close()
+
+
+def test_the_served_app_refuses_a_webhook_post_without_credentials_before_the_app_sees_it() -> None:
+    seen: list[str] = []
+    refused: list[int] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        seen.append(f"{scope['method']} {scope['path']}")
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    http = TestClient(wrapped(app, WebhookAuth(token=TOKEN), lambda: refused.append(1)))
+    for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": TOKEN}):
+        answer = post(http, payload(), headers=headers)
+        assert answer.status_code == 401 and answer.json() == {"error": "unauthorized"}
+        assert answer.headers["www-authenticate"] == REALM
+    assert post(http, payload(), headers=AUTH).status_code == 200
+    assert http.get("/healthz").status_code == 200 and http.post("/runbooks/x/steps/y/run").status_code == 200
+    assert seen == ["POST /alertmanager/webhook", "GET /healthz", "POST /runbooks/x/steps/y/run"]
+    assert len(refused) == 3
 
 
 def test_token_file_and_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
