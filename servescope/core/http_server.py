@@ -12,6 +12,8 @@ alike:
   has been arriving longest (else the longest idle between requests) is closed to make room, or the new
   one when every one is busy;
 - past `max_connections` in all, the same, among every address's connections;
+- new connections are taken from the kernel's queue ACCEPT_BATCH at a time, so a wave of them (clients
+  cut off together connecting again) never holds up requests on open connections;
 - a stop is bounded: `graceful_seconds` for requests in progress, then `hard_stop_seconds` after the
   signal the process exits whatever still runs.
 
