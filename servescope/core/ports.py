@@ -31,14 +31,20 @@ def _ephemeral_low() -> int:
         return 32768  # Linux's default lower bound
 
 
-def _claims_folder() -> Path:
+def _claims_folder() -> Path | None:
+    """Where claims are kept; None where no folder can be made (the ports are then only test-bound)."""
     folder = Path(tempfile.gettempdir()) / f"servescope-ports-{os.getuid()}"
-    folder.mkdir(mode=0o700, exist_ok=True)
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+    except OSError:
+        return None
     return folder
 
 
-def _claim(folder: Path, port: int, now: float) -> bool:
+def _claim(folder: Path | None, port: int, now: float) -> bool:
     """Claim `port` for this caller unless another did in the last CLAIM_SECONDS."""
+    if folder is None:
+        return True
     marker = folder / str(port)
     try:
         fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -50,6 +56,8 @@ def _claim(folder: Path, port: int, now: float) -> bool:
         except OSError:
             return False
         return True
+    except OSError:
+        return True  # no claim can be written (a full disk): the port is still test-bound
     os.close(fd)
     return True
 

@@ -72,3 +72,14 @@ def test_a_stale_claim_is_taken_over(claims: Path, monkeypatch: pytest.MonkeyPat
     assert free_port() == port
     monkeypatch.setattr("servescope.core.ports.time", lambda: 10**10)  # far past the claim's lifetime
     assert free_port() == port
+
+
+def test_without_a_folder_for_claims_a_free_port_is_still_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setattr("servescope.core.ports.tempfile.gettempdir", lambda: str(blocked))  # mkdir fails
+    port = free_port()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))  # free, as promised
