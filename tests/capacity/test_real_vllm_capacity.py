@@ -1,15 +1,18 @@
 """`servescope capacity run --url` against a REAL vLLM (CPU build, tiny model) agrees with a knee found by
-a sweep of `vllm bench serve` within 20 %.
+sweeps of `vllm bench serve` within 20 %.
 
 Both load the same server with the same kind of requests (random prompts of 32 tokens, 16 output
-tokens, Poisson arrivals) and the same objective, P90 TTFT <= 500 ms. The sweep runs `vllm bench serve`
-at rising rates (20 s each) and interpolates, in log latency, where its P90 TTFT crosses 500 ms;
-capacity runs its own search. A CPU engine's speed follows the CPU it gets, so both must measure a quiet
-machine: `.ci/run` runs this module after `make test`, with the shared server still up and
-SERVESCOPE_TEST_QUIET=1, and it skips, saying so, everywhere else. Even then a CPU engine takes every core
-it can: the clients, which must send on schedule, would wait for a CPU and report `client_bound` (seen at
-32 req/s on 2 cores, its lag P99 1 s). So the server's processes and threads are pinned to all cores but
-the last, and both clients run on the last one alone; the pinning is undone afterwards.
+tokens, Poisson arrivals) and the same objective, P90 TTFT <= 500 ms. A sweep runs `vllm bench serve`
+at rising rates (20 s each) and interpolates, in log latency, where its P90 TTFT crosses 500 ms. One
+sweep's crossing is not a steady reference: near its knee the engine's P90 over 20 s jumps between 0.07
+and 1 s from one run at a rate to the next, and single sweeps put the knee anywhere from 95 to 163 req/s.
+So the reference is the median knee of three sweeps (different seeds); capacity runs its own search. A
+CPU engine's speed follows the CPU it gets, so both must measure a quiet machine: `.ci/run` runs this
+module after `make test`, with the shared server still up and SERVESCOPE_TEST_QUIET=1, and it skips,
+saying so, everywhere else. Even then a CPU engine takes every core it can: the clients, which must send
+on schedule, would wait for a CPU and report `client_bound` (seen at 32 req/s on 2 cores, its lag P99
+1 s). So the server's processes and threads are pinned to all cores but the last, and both clients run on
+the last one alone; the pinning is undone afterwards.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,6 +38,7 @@ QUIET = os.environ.get("SERVESCOPE_TEST_QUIET") == "1"
 BOUND_S, QUANTILE = 0.5, 0.9
 RATES = (8, 16, 32, 48, 64, 80, 96, 112, 128, 160, 192)
 SECONDS = 20
+SWEEPS = 3
 pytestmark = [
     *NEEDS_SHARED_VLLM,
     pytest.mark.slow,
@@ -65,7 +70,7 @@ def client_cpu() -> Iterator[list[str]]:
         _pin(server, ",".join(str(cpu) for cpu in cpus))
 
 
-def bench_p90(rate: int, folder: Path, prefix: list[str]) -> float:
+def bench_p90(rate: int, folder: Path, prefix: list[str], seed: int = 1) -> float:
     """`vllm bench serve` at `rate` for SECONDS, run with `prefix`: its P90 TTFT, seconds."""
     argv = [
         *prefix,
@@ -80,7 +85,7 @@ def bench_p90(rate: int, folder: Path, prefix: list[str]) -> float:
         "tiny-llm",
     ]
     argv += ["--tokenizer", str(MODEL), "--dataset-name", "random", "--random-input-len", "32"]
-    argv += ["--random-output-len", "16", "--ignore-eos", "--request-rate", str(rate), "--seed", "1"]
+    argv += ["--random-output-len", "16", "--ignore-eos", "--request-rate", str(rate), "--seed", str(seed)]
     argv += [
         "--num-prompts",
         str(rate * SECONDS),
@@ -89,16 +94,18 @@ def bench_p90(rate: int, folder: Path, prefix: list[str]) -> float:
         "--metric-percentiles",
         "90",
     ]
-    argv += ["--save-result", "--result-dir", str(folder), "--result-filename", f"{rate}.json"]
+    argv += ["--save-result", "--result-dir", str(folder), "--result-filename", f"{rate}-{seed}.json"]
     subprocess.run(argv, capture_output=True, text=True, timeout=SECONDS * 10 + 180, check=True)
-    return float(json.loads((folder / f"{rate}.json").read_text())["p90_ttft_ms"]) / 1000
+    return float(json.loads((folder / f"{rate}-{seed}.json").read_text())["p90_ttft_ms"]) / 1000
 
 
-def sweep_knee(prefix: list[str]) -> tuple[float, list[tuple[int, float]]]:
-    """Where the sweep's P90 TTFT crosses the bound, log-linear between the rates around it."""
+def sweep_knee(prefix: list[str], seed: int = 1, lowest: float = 0) -> tuple[float, list[tuple[int, float]]]:
+    """Where the sweep's P90 TTFT crosses the bound, log-linear between the rates around it; the sweep
+    starts at the highest rate not above `lowest` (the first, when none)."""
     folder, points = Path(tempfile.mkdtemp(prefix="vllm-sweep-")), []
-    for rate in RATES:
-        points.append((rate, bench_p90(rate, folder, prefix)))
+    start = max([rate for rate in RATES if rate <= lowest] or [RATES[0]])
+    for rate in RATES[RATES.index(start) :]:
+        points.append((rate, bench_p90(rate, folder, prefix, seed)))
         if points[-1][1] > BOUND_S:
             break
     (low, low_p90), (high, high_p90) = points[-2], points[-1]
@@ -107,17 +114,30 @@ def sweep_knee(prefix: list[str]) -> tuple[float, list[tuple[int, float]]]:
     return low + (high - low) * share, points
 
 
+def reference_knee(prefix: list[str]) -> tuple[float, list[float], list[list[tuple[int, float]]]]:
+    """The median knee of SWEEPS sweeps (seeds 1, 2, ...): one sweep's crossing moves by tens of percent
+    from run to run near a CPU engine's knee. The later sweeps start at half the first one's knee."""
+    first, points = sweep_knee(prefix)
+    knees, every = [first], [points]
+    for seed in range(2, SWEEPS + 1):
+        knee, points = sweep_knee(prefix, seed, lowest=first / 2)
+        knees.append(knee)
+        every.append(points)
+    return statistics.median(knees), knees, every
+
+
 @pytest.mark.xfail(
-    reason="known, open: the reference itself varies. With the server on one core and each client on the "
-    "other, three sweeps put the knee at 163, 120 and 94.6 req/s (`vllm bench serve` kept its schedule "
-    "in each: completed/duration within 3 % of the rate), while `capacity run` found 100 and 104.6; near "
-    "its knee a CPU engine's P90 TTFT over 20 s jumps between 0.5 and 1 s from one run to the next.",
+    reason="known, open: with the server on one core and each client on the other, the median of three "
+    "sweeps put the knee at 140.3 req/s (118.0, 140.3, 148.8; `vllm bench serve` kept its schedule, "
+    "completed/duration within 3 % of the rate) and `capacity run` at 104.5 (-25.5 %); over three runs "
+    "capacity read 100, 104.6 and 104.5, below every sweep but one. At 112 req/s the sweeps' P90 TTFT "
+    "was 0.29-0.38 s where capacity finds the 0.5 s bound crossed near 114: the clients' TTFT differ.",
     strict=False,
 )
 def test_capacity_agrees_with_a_vllm_bench_serve_sweep_within_20_percent(
     tmp_path: Path, client_cpu: list[str]
 ) -> None:
-    reference, points = sweep_knee(client_cpu)
+    reference, knees, points = reference_knee(client_cpu)
     argv = [
         *client_cpu,
         sys.executable,
@@ -135,7 +155,8 @@ def test_capacity_agrees_with_a_vllm_bench_serve_sweep_within_20_percent(
     argv += ["--prompt-tokens", "32", "--output-tokens", "16", "--timeout", "20"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=1800, check=False)
     data = json.loads((tmp_path / "capacity.json").read_text())
-    print(f"\nvllm bench serve sweep (rate, P90 TTFT s): {points} -> knee {reference:.2f} req/s")
+    print(f"\nvllm bench serve sweeps (rate, P90 TTFT s): {points}")
+    print(f"their knees {[round(k, 1) for k in knees]} req/s, median {reference:.2f}")
     print(f"servescope: {data['message']}")
     assert done.returncode == 0 and data["status"] == "measured", done.stdout + done.stderr
     estimate = data["knee"]["estimate"]
