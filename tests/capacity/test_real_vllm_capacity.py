@@ -70,7 +70,7 @@ def client_cpu() -> Iterator[list[str]]:
         _pin(server, ",".join(str(cpu) for cpu in cpus))
 
 
-def bench_p90(rate: int, folder: Path, prefix: list[str], seed: int = 1) -> float:
+def bench_p90(rate: int, folder: Path, prefix: list[str]) -> float:
     """`vllm bench serve` at `rate` for SECONDS, run with `prefix`: its P90 TTFT, seconds."""
     argv = [
         *prefix,
@@ -85,7 +85,7 @@ def bench_p90(rate: int, folder: Path, prefix: list[str], seed: int = 1) -> floa
         "tiny-llm",
     ]
     argv += ["--tokenizer", str(MODEL), "--dataset-name", "random", "--random-input-len", "32"]
-    argv += ["--random-output-len", "16", "--ignore-eos", "--request-rate", str(rate), "--seed", str(seed)]
+    argv += ["--random-output-len", "16", "--ignore-eos", "--request-rate", str(rate), "--seed", "1"]
     argv += [
         "--num-prompts",
         str(rate * SECONDS),
@@ -94,16 +94,16 @@ def bench_p90(rate: int, folder: Path, prefix: list[str], seed: int = 1) -> floa
         "--metric-percentiles",
         "90",
     ]
-    argv += ["--save-result", "--result-dir", str(folder), "--result-filename", f"{rate}-{seed}.json"]
+    argv += ["--save-result", "--result-dir", str(folder), "--result-filename", f"{rate}.json"]
     subprocess.run(argv, capture_output=True, text=True, timeout=SECONDS * 10 + 180, check=True)
-    return float(json.loads((folder / f"{rate}-{seed}.json").read_text())["p90_ttft_ms"]) / 1000
+    return float(json.loads((folder / f"{rate}.json").read_text())["p90_ttft_ms"]) / 1000
 
 
-def sweep_knee(prefix: list[str], seed: int = 1) -> tuple[float, list[tuple[int, float]]]:
+def sweep_knee(prefix: list[str]) -> tuple[float, list[tuple[int, float]]]:
     """Where the sweep's P90 TTFT crosses the bound, log-linear between the rates around it."""
     folder, points = Path(tempfile.mkdtemp(prefix="vllm-sweep-")), []
     for rate in RATES:
-        points.append((rate, bench_p90(rate, folder, prefix, seed)))
+        points.append((rate, bench_p90(rate, folder, prefix)))
         if points[-1][1] > BOUND_S:
             break
     (low, low_p90), (high, high_p90) = points[-2], points[-1]

@@ -23,7 +23,7 @@ from tests.faults.runbook_peers import (
     runbook_server,
 )
 from tests.runbook.webhook.notices import alert, payload
-from tests.support import generous
+from tests.support import free_port, generous
 
 pytestmark = pytest.mark.e2e
 MIB = 1024
@@ -58,8 +58,7 @@ def test_a_trickling_answer_ends_at_the_total_deadline(tmp_path: Path) -> None:
 def _free_port_on(*hosts: str) -> int:
     """A port free on every one of these loopback addresses."""
     for _ in range(50):
-        with socket.create_server((hosts[0], 0)) as probe:
-            port = probe.getsockname()[1]
+        port = free_port(hosts[0])
         try:
             for host in hosts:
                 socket.create_server((host, port)).close()
