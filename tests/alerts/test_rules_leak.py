@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from bench.quality.rule_engine import values
-from tests.alerts.promtool import GPU, GPU_BY, ON_GPU, case, check, fires, run_promtool, series
+from tests.alerts.promtool import GPU, GPU_BY, ON_GPU, case, check, fires, never, run_promtool, series
 
 LEAK = "ServescopeGpuMemoryLeakSuspected"
 GIB, MIB = 1024**3, 1024**2
@@ -58,15 +57,6 @@ def description(per_minute: str) -> str:
     )
 
 
-def never(at: str, span: str) -> dict[str, Any]:
-    """A PromQL check: the leak alert was not even pending at any evaluation of the `span` before `at`."""
-    return {
-        "expr": f'max_over_time(ALERTS{{alertname="{LEAK}"}}[{span}])',
-        "eval_time": at,
-        "exp_samples": [],
-    }
-
-
 # A day and a quarter of the daily cycle (the ramp up, the peak, the ramp down, the night, the next
 # morning's ramp): memory follows the load, so nothing is left to grow.
 DIURNAL = case(
@@ -76,7 +66,7 @@ DIURNAL = case(
     check(LEAK, "12h"),
     check(LEAK, "17h"),  # half way down
     check(LEAK, "1d10h"),  # the next morning's ramp
-    exprs=[never("1d12h", "1d12h")],
+    exprs=[never(LEAK, "1d12h", "1d12h")],
 )
 # A flat load and a leak from 01:00: both halves of the last hour of 10-minute means grow 40 MiB/min
 # (pending from 01:40), firing from 01:50 (`for: 10m`).
@@ -98,7 +88,7 @@ UNDER_RAMP = case(
     check(LEAK, "1d9h30m"),
     check(LEAK, "1d9h49m"),
     fires(LEAK, "1d9h50m", GPU_BY, description("40.51Mi")),
-    exprs=[never("1d9h", "1d9h")],
+    exprs=[never(LEAK, "1d9h", "1d9h")],
 )
 CASES = [DIURNAL, FLAT, UNDER_RAMP]
 
