@@ -36,6 +36,7 @@ from servescope_sim.scenarios import EngineLoad, Scenario
 from servescope_sim.vllm_engine import EngineConfig
 
 from .faults import FaultableEngine, NodeFaults
+from .hardware import Hardware
 from .sglang_text import use_sglang_buckets
 from .stand_ins import BoundedWaitPynvml, CountingWall, EngineProcs, EngineScraper
 
@@ -105,15 +106,11 @@ class Node:
     def __init__(
         self,
         scenario: Scenario,
-        layout: tuple[tuple[int, ...], ...],
+        hardware: Hardware,
         *,
-        gpus: int,
         seed: int,
-        gpu_model: str,
-        nvlinks: int | None,
         wall_start: float,
         engine_config: EngineConfig,
-        xid_events: bool,
         timing: Timing | None = None,
         hostname: str = HOSTNAME,
         publisher: Publisher | None = None,
@@ -122,10 +119,12 @@ class Node:
         self._given_publisher = publisher
         self.clock = FakeClock()
         self.wall = CountingWall(self.clock, wall_start)
-        self.fleet = SimulatedFleet(gpus, gpu_model, seed=seed, clock=self.clock, nvlinks=nvlinks)
+        self.fleet = SimulatedFleet(
+            hardware.gpus, hardware.gpu_model, seed=seed, clock=self.clock, nvlinks=hardware.nvlinks
+        )
         self.engines = [
             NodeEngine(i, FaultableEngine(engine_config, seed=seed * 100 + i, wall_start=wall_start), group)
-            for i, group in enumerate(layout)
+            for i, group in enumerate(hardware.layout)
         ]
         for e in self.engines:
             for index in e.gpus:
@@ -136,7 +135,7 @@ class Node:
         self._sglang = () if self.faults is None else self.faults.sglang_engines
         for index in self._sglang:
             use_sglang_buckets(self.engines[index].engine)
-        self._xid_events = xid_events
+        self._xid_events = hardware.xid_events
         self._start_exporter()
         self._xids_seen = 0
 

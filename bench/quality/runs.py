@@ -55,16 +55,13 @@ class Generated:
 
 def _node(spec: RunSpec, plan: Plan, timing: Timing) -> Node:
     """The simulated node of one run: the plan's fleet, engines and scenario, the run's seed and clock."""
+    scenario = plan.fresh_scenario()
     return Node(
-        plan.fresh_scenario(),
-        plan.layout,
-        gpus=plan.gpus,
+        scenario,
+        plan.hardware,
         seed=spec.seed,
-        gpu_model=plan.gpu_model,
-        nvlinks=plan.nvlinks,
         wall_start=spec.wall_start,
         engine_config=ENGINE,
-        xid_events=plan.xid_events,
         timing=timing,
     )
 

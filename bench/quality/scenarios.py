@@ -25,6 +25,8 @@ from servescope_sim.fleet import SimulatedFleet
 from servescope_sim.models import MIB
 from servescope_sim.scenarios import EngineLoad
 
+from .hardware import Hardware
+
 MINUTE = 60.0
 GIB = 1024 * MIB
 # A dense ~70B-class model on one GPU: a step takes at least 45 ms. The simulator's default
@@ -241,6 +243,10 @@ class Plan:
     @property
     def xid_events(self) -> bool:
         return self.scenario.lost is not None
+
+    @property
+    def hardware(self) -> Hardware:
+        return Hardware(self.gpus, self.gpu_model, self.layout, self.nvlinks, self.xid_events)
 
     def fresh_scenario(self) -> PlanScenario:
         """A copy with nothing emitted yet: a scenario remembers the XIDs it sent."""

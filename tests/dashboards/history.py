@@ -18,6 +18,7 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
+from bench.quality.hardware import Hardware
 from bench.quality.node import Node, Timing
 from bench.quality.openmetrics import SeriesBuffer
 from bench.quality.prom import Prometheus, create_blocks
@@ -40,7 +41,8 @@ SIMULATED_SECONDS = 900.0
 TIMING = Timing(nvml_interval=1.0, scrape_interval=5.0)
 START = BASE_WALL
 END = BASE_WALL + SIMULATED_SECONDS
-LAYOUT = ((0, 1), (2, 3))  # two engines, two GPUs each
+# Four H200s, two engines of two GPUs each; the hardware-faults node loses a GPU (XID 79).
+HARDWARE = Hardware(4, "H200", ((0, 1), (2, 3)), nvlinks=None, xid_events=True)
 RULES_EVAL_INTERVAL = "30s"
 LONGEST_GROUP_INTERVAL_SECONDS = 300
 
@@ -63,14 +65,10 @@ def simulate(plan: NodePlan, work: Path) -> Path:
     """Run one node for SIMULATED_SECONDS; the OpenMetrics file of everything it exported."""
     node = Node(
         make_scenario(plan.scenario),
-        LAYOUT,
-        gpus=4,
+        HARDWARE,
         seed=plan.seed,
-        gpu_model="H200",
-        nvlinks=None,
         wall_start=START,
         engine_config=EngineConfig(),
-        xid_events=True,
         timing=TIMING,
         hostname=plan.hostname,
         # As the runtime publishes: the DCGM counters' families, and this process's own process_*.

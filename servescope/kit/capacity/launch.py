@@ -35,7 +35,7 @@ PLAN_FIELDS = {
 }
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Prepared:
     """Everything a search takes."""
 

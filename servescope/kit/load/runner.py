@@ -113,17 +113,13 @@ class HttpStepRunner:
                 self.metrics.step_started(self.mode, offered)
             reporting = asyncio.create_task(self._report(clock, duration_s, tally))
             try:
+                # Both loops send through one client on one clock, counted in one tally.
                 if times is None:
                     await self._closed(
-                        client=client,
-                        clients=int(offered),
-                        duration_s=duration_s,
-                        seed=seed,
-                        clock=clock,
-                        tally=tally,
+                        client, clock, tally, seed, clients=int(offered), duration_s=duration_s
                     )
                 else:
-                    await self._open(client=client, times=times, seed=seed, clock=clock, tally=tally)
+                    await self._open(client, clock, tally, seed, times)
             finally:
                 reporting.cancel()
             cpu = time.process_time() - cpu_before
@@ -149,13 +145,7 @@ class HttpStepRunner:
             )
 
     async def _open(
-        self,
-        *,
-        client: aiohttp.ClientSession,
-        times: list[float],
-        seed: int,
-        clock: Clock,
-        tally: _Tally,
+        self, client: aiohttp.ClientSession, clock: Clock, tally: _Tally, seed: int, times: list[float]
     ) -> None:
         gate = asyncio.Semaphore(self.max_in_flight)
         tasks = []
@@ -202,13 +192,13 @@ class HttpStepRunner:
 
     async def _closed(
         self,
-        *,
         client: aiohttp.ClientSession,
-        clients: int,
-        duration_s: float,
-        seed: int,
         clock: Clock,
         tally: _Tally,
+        seed: int,
+        *,
+        clients: int,
+        duration_s: float,
     ) -> None:
         shapes = self.shapes.sample(CLOSED_LOOP_SHAPES, seed)
 
