@@ -16,6 +16,7 @@ from servescope_sim.mock_server import (
     metrics_page,
     parse_completion,
     stream_events,
+    token_count,
     whole_answer,
 )
 
@@ -79,17 +80,22 @@ async def _stream(writer: asyncio.StreamWriter, events: AsyncIterator[bytes]) ->
 
 
 async def answer(engine: MockEngine, request: Request, writer: asyncio.StreamWriter) -> None:
-    """Route one request: completions, chat completions, /metrics, /health, /version, /v1/models."""
+    """Route one request: completions, chat completions, /tokenize, /metrics, /health, /version,
+    /v1/models."""
     routes = {"/v1/completions": False, "/v1/chat/completions": True}
     if request.path in routes:
         if request.method != "POST":
             await _respond(writer, 405, "text/plain", b"POST only\n")
             return
-        completion = parse_completion(request.body, routes[request.path])
+        completion = parse_completion(request.body, routes[request.path], engine.mock.tokens_per_word)
         if completion.stream:
             await _stream(writer, stream_events(engine, completion))
         else:
             await _respond(writer, 200, "application/json", await whole_answer(engine, completion))
+    elif request.path == "/tokenize" and request.method == "POST":
+        await _respond(
+            writer, 200, "application/json", token_count(request.body, engine.mock.tokens_per_word)
+        )
     elif request.path == "/metrics":
         await _respond(writer, 200, "text/plain; version=0.0.4", metrics_page(engine))
     elif request.path == "/health":

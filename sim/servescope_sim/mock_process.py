@@ -43,6 +43,8 @@ def mock_argv(config: MockConfig) -> list[str]:
         str(config.token_s),
         "--model",
         config.model,
+        "--tokens-per-word",
+        str(config.tokens_per_word),
     ]
 
 

@@ -40,6 +40,9 @@ class MockConfig:
     ttft_s: float = 0.02
     token_s: float = 0.005
     model: str = "mock"
+    # Tokens its tokenizer makes of a prompt's word: 1 for the large vocabularies of production models;
+    # more for a small one (the CPU test model's makes about 5), which `/tokenize` tells a client.
+    tokens_per_word: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,14 +148,29 @@ class Completion:
     max_tokens: int
 
 
-def parse_completion(body: bytes, chat: bool) -> Completion:
-    """The parts of an OpenAI completion request the mock uses; BadRequestError naming a bad field."""
+def _json_object(body: bytes) -> dict[str, Any]:
     try:
         request = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise BadRequestError("body is not JSON") from None
     if not isinstance(request, dict):
         raise BadRequestError("body is not a JSON object")
+    return request
+
+
+def token_count(body: bytes, tokens_per_word: int) -> bytes:
+    """vLLM's `POST /tokenize` answer for a completions-style body: the prompt's count, as the mock counts
+    a completion's prompt (it adds no special tokens)."""
+    prompt = _json_object(body).get("prompt")
+    if not isinstance(prompt, str):
+        raise BadRequestError("prompt is not a string")
+    count = len(prompt.split()) * tokens_per_word
+    return json.dumps({"count": count, "max_model_len": MAX_MODEL_LEN, "tokens": [0] * count}).encode()
+
+
+def parse_completion(body: bytes, chat: bool, tokens_per_word: int = 1) -> Completion:
+    """The parts of an OpenAI completion request the mock uses; BadRequestError naming a bad field."""
+    request = _json_object(body)
     max_tokens = request.get("max_tokens", 16)
     if not isinstance(max_tokens, int) or not 1 <= max_tokens <= MAX_TOKENS:
         raise BadRequestError(f"max_tokens {max_tokens!r} is not an integer in 1..{MAX_TOKENS}")
@@ -165,7 +183,8 @@ def parse_completion(body: bytes, chat: bool) -> Completion:
         text = str(request.get("prompt", ""))
     options = request.get("stream_options")
     usage = isinstance(options, dict) and options.get("include_usage") is True
-    return Completion(chat, request.get("stream") is True, usage, max(1, len(text.split())), max_tokens)
+    prompt_tokens = max(1, len(text.split()) * tokens_per_word)
+    return Completion(chat, request.get("stream") is True, usage, prompt_tokens, max_tokens)
 
 
 def _chunk(completion: Completion, model: str, text: str | None, usage: dict[str, int] | None) -> bytes:

@@ -40,6 +40,9 @@ def gateway() -> Iterator[tuple[str, list[str]]]:
     class Gateway(QuietHandler):
         def answer(self, method: str) -> None:
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if self.path != "/v1/completions":  # the route splits completions; nothing else is served
+                self.reply(404, b"not routed\n", "text/plain")
+                return
             user = self.headers.get("x-user-id", "")
             seen.append(user)
             backend = "canary2" if CANARY_BUCKETS.match(user) else "stable1"

@@ -19,6 +19,7 @@ from servescope.kit.capacity.steps import Slo, StepSummary
 from servescope.kit.load.records import LoopMode, StepRunner
 from servescope.kit.load.settings import WorkloadSettings
 from servescope.kit.load.validity import ValidityRules
+from servescope.kit.load.workload import Workload
 
 Say = Callable[[str], None]
 # SearchPlan's fields and the options that set them.
@@ -89,7 +90,9 @@ def prepare_http(run: CapacityRunSettings, workload: WorkloadSettings, say: Say)
             rules = replace(rules, client_ceiling=found.ceiling)
     options = HttpOptions(mode, requests, workload.api, run.warmup, rules, timeout_s=run.timeout)
     runner = checked_http_runner(run.url, options, say)
-    described = requests.describe() | {"api": workload.api}
+    # What was sent: the prompts fitted to the engine's tokenizer when it could count them.
+    sent = runner.workload if isinstance(runner.workload, Workload) else requests
+    described = sent.describe() | {"api": workload.api}
     provenance = Provenance(
         run.url, "http", runner.model, runner.version, described, Provenance.now(), calibration=calibration
     )

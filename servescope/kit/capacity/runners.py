@@ -102,7 +102,7 @@ def locust_runner(endpoint: EndpointStepRunner, options: HttpOptions, workers: i
         1.0,
         1.0,
         workers,
-        workload=options.workload,
+        workload=endpoint.workload,  # fitted to the engine's tokenizer when it reached the engine
         api=options.api,
         timeout_s=options.timeout_s,
         warmup_s=options.warmup_s,

@@ -22,6 +22,7 @@ from servescope.kit.load.records import StepResult
 from servescope.kit.load.runner import HttpStepRunner
 from servescope.kit.load.settings import LoadSettings, OutputSettings, TargetSettings, WorkloadSettings
 from servescope.kit.load.summary import render_text, summarise
+from servescope.kit.load.token_fit import fit_to_engine
 from servescope.kit.load.user_ids import UserIdSettings, attach_user_ids
 from servescope.kit.load.validity import ValidityRules
 from servescope.kit.load.workload import Workload
@@ -57,9 +58,13 @@ def build_runner(
     target: TargetSettings, load: LoadSettings, output: OutputSettings, workload: WorkloadSettings
 ) -> HttpStepRunner:
     """The HTTP step runner the settings describe (shared by run and replay)."""
+    model = target.model or first_model(target.url)
+    requests, fitted = fit_to_engine(workload_of(workload), target.url, model)
+    if fitted:
+        typer.echo(fitted, err=True)
     spec = RequestSpec(
         target.url,
-        target.model or first_model(target.url),
+        model,
         workload.api,
         target.stream,
         target.ignore_eos,
@@ -71,7 +76,7 @@ def build_runner(
         serve_metrics(metrics, output.metrics_port)
     return HttpStepRunner(
         spec,
-        workload_of(workload),
+        requests,
         load.mode,
         load.arrival,
         load.cv,

@@ -55,10 +55,15 @@ class Workload:
     dataset: tuple[Shape, ...] = ()
     dataset_name: str = ""
     dataset_sha256: str = ""
+    # Words a random prompt holds per token it is meant to have: 1 until fitted to the engine's own
+    # tokenizer (load/token_fit.py), whose vocabulary may split a common word into several tokens.
+    words_per_token: float = 1.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.prefix_share <= 1 or not 0 <= self.spread < 1:
             raise ValueError(f"prefix share {self.prefix_share} and spread {self.spread} must be in [0, 1)")
+        if not 0 < self.words_per_token <= 100:
+            raise ValueError(f"words per token {self.words_per_token} must be in (0, 100]")
         if self.kind == "dataset" and not self.dataset:
             raise ValueError("a dataset workload needs a dataset with at least one request")
 
@@ -79,8 +84,9 @@ class Workload:
     def _text(self, rng: random.Random, tokens: int) -> str:
         if self.kind == "fixed":
             return ""  # the client's fixed prompt, one repeated word (nearly all prefix-cache hits)
-        shared = round(self.prefix_share * tokens)
-        return " ".join([*shared_prefix(shared), *(rng.choice(VOCABULARY) for _ in range(tokens - shared))])
+        words = max(1, round(tokens * self.words_per_token))
+        shared = round(self.prefix_share * words)
+        return " ".join([*shared_prefix(shared), *(rng.choice(VOCABULARY) for _ in range(words - shared))])
 
     def describe(self) -> dict[str, Any]:
         """What a result records of the workload; two runs compare only when these are equal."""
@@ -94,6 +100,8 @@ class Workload:
         }
         if self.kind == "random":
             described["prefix_share"] = self.prefix_share
+            if self.words_per_token != 1.0:  # results from before the fit compare as they did
+                described["words_per_token"] = self.words_per_token
         return described
 
 
