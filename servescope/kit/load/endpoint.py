@@ -1,7 +1,8 @@
 """An HTTP step runner for an engine known only by its URL: what `capacity --url` and `tune` drive.
 
 The model name is read from the engine's `/v1/models` at the first step, not when the runner is made:
-`tune` makes its runner before the engine it restarts is up. The engine's own `/metrics` on the same
+`tune` makes its runner before the engine it restarts is up. Random prompts are then fitted to the
+engine's tokenizer (`token_fit`). The engine's own `/metrics` on the same
 URL is sampled beside the client's view, for the backlog test, the TTFT cross-check and the throughput
 check; its `/version` goes into the result's provenance.
 """
@@ -17,6 +18,7 @@ from servescope.kit.load.client import Api, RequestSpec
 from servescope.kit.load.engine_metrics import engine_version, metrics_url
 from servescope.kit.load.records import LoopMode, StepResult
 from servescope.kit.load.runner import HttpStepRunner, ShapeSource
+from servescope.kit.load.token_fit import fit_to_engine
 from servescope.kit.load.validity import ValidityRules
 from servescope.kit.load.workload import Workload
 
@@ -59,6 +61,9 @@ class EndpointStepRunner:
             url = self.base_url.rstrip("/")
             self.model = listed_model(url)
             self.version = engine_version(url)
+            self.workload, fitted = fit_to_engine(self.workload, url, self.model)
+            if fitted and self.progress is not None:
+                self.progress(fitted)
             spec = RequestSpec(url, self.model, self.api, timeout_s=self.timeout_s, priority=self.priority)
             self._runner = HttpStepRunner(
                 spec,
@@ -68,5 +73,6 @@ class EndpointStepRunner:
                 engine_metrics_url=metrics_url(url),
                 warmup_s=self.warmup_s,
                 progress=self.progress,
+                max_in_flight=None,  # bounded by the deadlines: a slow engine's latency is not client lag
             )
         return self._runner

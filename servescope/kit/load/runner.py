@@ -11,6 +11,7 @@ throughput, but not in the latency records. The engine's /metrics is sampled on 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -38,6 +39,10 @@ from servescope.kit.load.validity import ValidityRules, client_step, percentile,
 CLOSED_LOOP_SHAPES = 4096  # shapes drawn up front for closed-loop clients, cycled
 START_LEAD_S = 0.05  # the schedule starts this long after setup, so the first sends are not late by it
 PROGRESS_EVERY_S = 5.0
+# Without a configured cap, the in-flight bound is what the requests' own deadlines allow (the rate times
+# the timeout), within these: below the lower one the cap costs nothing, and the upper keeps the sockets
+# within a process's usual file limit.
+MIN_IN_FLIGHT, MAX_IN_FLIGHT = 256, 8192
 
 
 class ShapeSource(Protocol):
@@ -71,13 +76,26 @@ class HttpStepRunner:
     mode: LoopMode = "open"
     arrival: Arrival = "poisson"
     cv: float = 1.0
-    max_in_flight: int = 256
+    # The most requests in flight; None: as many as can be outstanding when each has its own deadline,
+    # so that a healthy engine's latency never holds a send back (`in_flight_cap`).
+    max_in_flight: int | None = 256
     rules: ValidityRules = field(default_factory=ValidityRules)
     engine_metrics_url: str | None = None
     metrics: LoadMetrics | None = None
     warmup_s: float = 0.0
     progress: Callable[[str], None] | None = None  # told how a step goes every PROGRESS_EVERY_S
     hooks: RequestHooks | None = None  # a header on every request, its answer read (user ids)
+
+    def in_flight_cap(self, offered: float) -> int:
+        """The most requests in flight at once in a step at `offered` (req/s, or clients when closed).
+
+        A cap that binds turns an open loop into a closed one: past it sends wait, and the wait reads as
+        the client's schedule lag though the engine's latency caused it (Little's law: in flight = rate x
+        latency; 256 in flight at 176 req/s is any latency over 1.45 s). Without a configured cap the
+        bound is the rate times the timeout, which no request outlives."""
+        if self.max_in_flight is not None:
+            return self.max_in_flight
+        return min(MAX_IN_FLIGHT, max(MIN_IN_FLIGHT, math.ceil(offered * (self.spec.timeout_s + 1.0))))
 
     def run_step(self, offered: float, duration_s: float, *, seed: int) -> StepResult:
         if self.mode == "closed":
@@ -102,7 +120,8 @@ class HttpStepRunner:
         tally = _Tally(self.metrics)
         watch = EngineWatch(self.engine_metrics_url) if self.engine_metrics_url else None
         warmup = self.warmup_s if times is not None else 0.0
-        async with new_client(self.max_in_flight) as client:
+        cap = self.in_flight_cap(offered)
+        async with new_client(cap) as client:
             if watch is not None:
                 await asyncio.to_thread(watch.open)
             began, cpu_before = time.perf_counter(), time.process_time()
@@ -119,7 +138,7 @@ class HttpStepRunner:
                         client, clock, tally, seed, clients=int(offered), duration_s=duration_s
                     )
                 else:
-                    await self._open(client, clock, tally, seed, times)
+                    await self._open(client, clock, tally, seed, times, cap=cap)
             finally:
                 reporting.cancel()
             cpu = time.process_time() - cpu_before
@@ -145,9 +164,16 @@ class HttpStepRunner:
             )
 
     async def _open(
-        self, client: aiohttp.ClientSession, clock: Clock, tally: _Tally, seed: int, times: list[float]
+        self,
+        client: aiohttp.ClientSession,
+        clock: Clock,
+        tally: _Tally,
+        seed: int,
+        times: list[float],
+        *,
+        cap: int,
     ) -> None:
-        gate = asyncio.Semaphore(self.max_in_flight)
+        gate = asyncio.Semaphore(cap)
         tasks = []
         for at, shape in zip(times, self.shapes.sample(len(times), seed), strict=True):
             delay = at - clock()
