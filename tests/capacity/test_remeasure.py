@@ -66,3 +66,30 @@ def test_a_step_still_client_bound_when_measured_again_stops_the_search_with_no_
     assert knee.message.startswith(f"client_bound above {knee.client_bound_above:g} req/s")
     assert knee.message.endswith("scheduling lag p99 900 ms"), "the reason the step gave (its remedy with it)"
     assert all(step.verdict == "client_bound" for step in knee.steps if step.offered > STARVED_ABOVE)
+
+
+class GivesOutAbove:
+    """The engine driven by a client that cannot keep a schedule above `limit` req/s."""
+
+    def __init__(self, limit: float) -> None:
+        self.client, self.limit = StarvedClient(), limit
+
+    def run_step(self, offered: float, duration_s: float, *, seed: int = 0) -> StepResult:
+        result = Workers.run_step(self.client, offered, duration_s, seed=seed)
+        if offered <= self.limit:
+            return result
+        return dataclasses.replace(result, invalid_reason="scheduling lag p99 900 ms", fault="client")
+
+
+def test_a_rate_the_client_cannot_drive_above_the_knee_is_passed_over_and_the_knee_found_below_it() -> None:
+    """Doubling 2, 4, 8, 16 jumps past both the knee (about 12 req/s) and the client's limit (14): the
+    bisection goes on below 16 and finds the knee from steps the client drove."""
+    free = find_knee(Workers(), PLAN)
+    knee = find_knee(GivesOutAbove(14.0), PLAN)
+    print(f"\nfree client: {free.message}\nclient giving out above 14: {knee.message}")
+    assert free.status == "measured" and free.upper < 14.0, "the knee lies below the client's limit"
+    assert knee.status == "measured" and knee.estimate is not None
+    assert knee.upper < 14.0 and knee.lower <= free.estimate <= knee.upper  # type: ignore[operator]
+    decided = [step for step in knee.steps if step.verdict in ("pass", "miss")]
+    assert decided and all(step.offered <= 14.0 for step in decided)
+    assert [step.offered for step in knee.steps if step.verdict == "client_bound"], "it did give out"

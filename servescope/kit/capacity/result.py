@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from servescope import __version__
-from servescope.kit.capacity.search import Knee, SearchPlan, curve
+from servescope.kit.capacity.estimate import curve
+from servescope.kit.capacity.search import Knee, SearchPlan
 from servescope.kit.capacity.sizing import CrossCheck, Provision, cross_check
 from servescope.kit.capacity.steps import Slo, StepSummary, observations
 

@@ -12,19 +12,22 @@ whose step was decided a miss]. Each decision is one-sided at (1 + confidence) /
 latency rises with the rate, the interval misses the knee only if one of its two end steps was decided
 wrongly. The estimate interpolates, in log latency, where the point estimates cross the bound.
 
-The search stops, and says so, when a step cannot be a result: `client_bound` (the client could not
-drive a step even when measured again; only what it could drive is known), `engine_failed` (most
-requests failed), or `not_reached` (the first step already misses, or no step up to `max_qps` does).
+A step the client cannot drive, even when measured again, is neither a pass nor a miss: above a pass,
+the bisection goes on below it. The search stops, and says so, when a step cannot be a result:
+`client_bound` (no miss below the rates the client could not drive; only what it drove is known),
+`engine_failed` (most requests failed), or `not_reached` (the first step already misses, or no step up
+to `max_qps` does).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from servescope.core.errors import ServescopeError
+from servescope.kit.capacity.estimate import crossing
 from servescope.kit.capacity.powered import Progress, StepMeasurer
 from servescope.kit.capacity.steps import Slo, StepSummary
 from servescope.kit.load.records import StepResult, StepRunner
@@ -33,12 +36,8 @@ KneeStatus = Literal["measured", "client_bound", "not_reached", "engine_failed"]
 MAX_STEPS_PER_REPEAT = 16
 SHEDDING = ("http_429", "http_503")  # an engine refusing load it cannot take: a miss, not a failure
 CONFIRM_SEED = 500
-CONFIRM_STEPS = (
-    0.0,
-    0.1,
-    0.2,
-    0.35,
-)  # how far from the bracket each try to decide an end of the interval lies
+# How far from the bracket each try to decide an end of the interval lies.
+CONFIRM_STEPS = (0.0, 0.1, 0.2, 0.35)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +91,15 @@ class Knee:
     probe_qps: float | None = None  # the rate probed for `compare`, when one was
 
 
+class _Measure(Protocol):
+    """One step measured and recorded; a step the client could not drive ends the search unless the
+    caller can go on below it (`client_bound_ok`)."""
+
+    def __call__(
+        self, rate: float, seed: int, powered: bool, min_parts: int = 1, *, client_bound_ok: bool = False
+    ) -> StepSummary: ...
+
+
 class _SearchStoppedError(ServescopeError):
     reason = "search_stopped"
 
@@ -123,13 +131,17 @@ def find_knee(
     )
     knee = Knee("measured", None, 0.0, math.inf, [])
 
-    def measure(rate: float, seed: int, powered: bool, min_parts: int = 1) -> StepSummary:
+    def measure(
+        rate: float, seed: int, powered: bool, min_parts: int = 1, *, client_bound_ok: bool = False
+    ) -> StepSummary:
         summary, result = measurer.step(rate, seed, powered=powered, min_parts=min_parts)
         knee.steps.append(summary)
         knee.raw.append(result)
         if on_step is not None:
             on_step(summary)
         _stop_on(summary, result, knee)
+        if summary.verdict == "client_bound" and not client_bound_ok:
+            raise _client_bound(summary, knee)
         return summary
 
     try:
@@ -154,16 +166,19 @@ def find_knee(
     return knee
 
 
+def _client_bound(summary: StepSummary, knee: Knee) -> _SearchStoppedError:
+    """The search's end at a step the client could not drive, with no miss below it."""
+    # What the client drove below the rate it could not: the knee lies above it, or is unknown.
+    driven = [s.offered for s in knee.steps if s.status == "valid" and s.offered < summary.offered]
+    knee.client_bound_above = max(driven, default=0.0)
+    return _SearchStoppedError(
+        "client_bound",
+        f"client_bound above {knee.client_bound_above:g} req/s: at {summary.offered:g} req/s "
+        f"{summary.reason}",
+    )
+
+
 def _stop_on(summary: StepSummary, result: StepResult, knee: Knee) -> None:
-    if summary.verdict == "client_bound":
-        # What the client drove below the rate it could not: the knee lies above it, or is unknown.
-        driven = [s.offered for s in knee.steps if s.status == "valid" and s.offered < summary.offered]
-        knee.client_bound_above = max(driven, default=0.0)
-        raise _SearchStoppedError(
-            "client_bound",
-            f"client_bound above {knee.client_bound_above:g} req/s: at {summary.offered:g} req/s "
-            f"{summary.reason}",
-        )
     if summary.verdict == "engine_failed":
         errors = {r.error for r in result.records if r.error}
         passed = any(s.verdict == "pass" or s.meets for s in knee.steps)
@@ -176,55 +191,69 @@ def _stop_on(summary: StepSummary, result: StepResult, knee: Knee) -> None:
 
 
 def _bracket(
-    measure: Callable[[float, int, bool], StepSummary],
-    plan: SearchPlan,
-    seed: int,
-    stop_below: float | None,
-    knee: Knee,
+    measure: _Measure, plan: SearchPlan, seed: int, stop_below: float | None, knee: Knee
 ) -> tuple[float, float]:
-    """(last passing, first missing rate) for one seed, by point estimates; powered while bisecting."""
-    # One piece: the doubling and the bisection share their bracket and their budget of steps.
-    passed, rate, steps = 0.0, plan.start_qps, 0
-    while rate <= plan.max_qps and steps < MAX_STEPS_PER_REPEAT:
-        steps += 1
-        step = measure(rate, seed, False)
-        if steps == 1 and not step.meets and step.verdict == "undecided":
-            step = measure(rate, seed, True)  # a first step that seems to miss stops the search: be sure
-        if not step.meets:
-            break
-        passed, rate = rate, rate * 2
-    else:
-        knee.reached_max = True
-        raise _SearchStoppedError(
-            "not_reached",
-            f"not_reached: every step up to {passed:g} req/s met {_slos(plan)}; the knee lies above "
-            f"{passed:g} req/s (raise --max-qps)",
-        )
-    failed = rate
-    if passed == 0:
-        raise _SearchStoppedError(
-            "not_reached",
-            f"not_reached: the first step ({rate:g} req/s) already misses {_slos(plan)} "
-            f"({_figures(step)}); the knee lies below it (lower --start-qps)",
-        )
-    if stop_below is not None and failed <= stop_below:
+    """(last passing, first missing rate) for one seed: doubled by point estimates, then bisected with
+    powered steps. A rate the client cannot drive (above a pass) is neither: the bisection goes on below
+    it, where the client may still find the knee; with no miss below it, the search ends `client_bound`."""
+    passed, step, steps = _double(measure, plan, seed, knee)
+    rate = step.offered
+    ceiling = step if step.verdict == "client_bound" else None  # the lowest rate the client could not drive
+    failed = None if ceiling is not None else rate  # the lowest miss
+    if failed is not None and stop_below is not None and failed <= stop_below:
         knee.pruned, knee.pruned_by = True, f"{failed:g} req/s: {_figures(step)}"
         return passed, failed
-    while failed - passed > plan.resolution * failed and steps < MAX_STEPS_PER_REPEAT:
+    upper = rate
+    while upper - passed > plan.resolution * upper and steps < MAX_STEPS_PER_REPEAT:
         steps += 1
-        middle = (passed + failed) / 2
-        step = measure(middle, seed, True)
-        if step.meets:
+        middle = (passed + upper) / 2
+        step = measure(middle, seed, True, client_bound_ok=True)
+        if step.verdict == "client_bound":
+            ceiling = step
+        elif step.meets:
             passed = middle
+            continue
         else:
             failed = middle
             if stop_below is not None and failed <= stop_below:
                 knee.pruned, knee.pruned_by = True, f"{failed:g} req/s: {_figures(step)}"
                 break
+        upper = middle
+    if failed is None:
+        assert ceiling is not None  # the doubling stopped at a step the client could not drive
+        raise _client_bound(ceiling, knee)
     return passed, failed
 
 
-def _confirm_ends(measure: Callable[[float, int, bool], StepSummary], knee: Knee, plan: SearchPlan) -> None:
+def _double(measure: _Measure, plan: SearchPlan, seed: int, knee: Knee) -> tuple[float, StepSummary, int]:
+    """The last passing rate, the step that ended the doubling (a miss, or a rate the client could not
+    drive above a pass), and the steps taken."""
+    passed, rate, steps = 0.0, plan.start_qps, 0
+    while rate <= plan.max_qps and steps < MAX_STEPS_PER_REPEAT:
+        steps += 1
+        step = measure(rate, seed, False, client_bound_ok=passed > 0)
+        if step.verdict == "client_bound":
+            return passed, step, steps
+        if steps == 1 and not step.meets and step.verdict == "undecided":
+            step = measure(rate, seed, True)  # a first step that seems to miss stops the search: be sure
+        if not step.meets:
+            if passed == 0:
+                raise _SearchStoppedError(
+                    "not_reached",
+                    f"not_reached: the first step ({rate:g} req/s) already misses {_slos(plan)} "
+                    f"({_figures(step)}); the knee lies below it (lower --start-qps)",
+                )
+            return passed, step, steps
+        passed, rate = rate, rate * 2
+    knee.reached_max = True
+    raise _SearchStoppedError(
+        "not_reached",
+        f"not_reached: every step up to {passed:g} req/s met {_slos(plan)}; the knee lies above "
+        f"{passed:g} req/s (raise --max-qps)",
+    )
+
+
+def _confirm_ends(measure: _Measure, knee: Knee, plan: SearchPlan) -> None:
     """Measure (powered) the rates bounding the bracket where no step decided them yet."""
     top_pass = max(p for p, _ in knee.repeats)
     bottom_miss = min(f for _, f in knee.repeats)
@@ -245,29 +274,6 @@ def _figures(step: StepSummary) -> str:
     if step.status == "overloaded":
         return f"overloaded: {step.reason}"
     return ", ".join(f"{key} {step.percentiles[key]:.3g} s" for key in step.limits)
-
-
-def crossing(steps: Sequence[StepSummary]) -> float | None:
-    """Where the tail crosses the bound: the weighted least-squares line of log(quantile / bound) against
-    the rate, over the steps near the bound (quantile within a factor 3 of it), each weighted by its
-    requests, solved for zero. Near capacity one window's quantile scatters widely (a rare long busy
-    period sets a long-run tail), so every step near the knee informs the estimate, not the two that
-    happen to bracket it. None with fewer than two such rates or a line that does not rise."""
-    near = [
-        (s.offered, math.log(s.worst_ratio), s.requests)
-        for s in steps
-        if s.status == "valid" and math.isfinite(s.worst_ratio) and 1 / 3 < s.worst_ratio < 3
-    ]
-    if len({rate for rate, _, _ in near}) < 2:
-        return None
-    total = sum(w for _, _, w in near)
-    mean_x = sum(x * w for x, _, w in near) / total
-    mean_y = sum(y * w for _, y, w in near) / total
-    spread = sum(w * (x - mean_x) ** 2 for x, _, w in near)
-    slope = sum(w * (x - mean_x) * (y - mean_y) for x, y, w in near) / spread
-    if slope <= 0:
-        return None
-    return mean_x - mean_y / slope
 
 
 def _conclude(knee: Knee, plan: SearchPlan) -> None:
@@ -291,8 +297,3 @@ def _conclude(knee: Knee, plan: SearchPlan) -> None:
         f"{prefix}: knee {knee.estimate:.2f} req/s, {plan.confidence:.0%} interval "
         f"[{knee.lower:.2f}, {upper}]" + (f" ({knee.message})" if knee.message else "")
     )
-
-
-def curve(steps: Sequence[StepSummary]) -> list[StepSummary]:
-    """The steps ordered by offered rate (then seed): the QPS-latency curve."""
-    return sorted(steps, key=lambda s: (s.offered, s.seed))
