@@ -202,6 +202,9 @@ def bounded_config(app: Any, bounds: ServerBounds | None = None, **options: Any)
         limit_concurrency=2 * bounds.max_connections + 16,
         timeout_graceful_shutdown=max(1, round(bounds.graceful_seconds)),
         backlog=ACCEPT_BATCH,
+        # asyncio's own loop even where uvloop is installed: the batch above is how many connections
+        # asyncio's loop sets up per wake-up; uvloop accepts in C, by rules of its own.
+        loop="asyncio",
         **options,
     )
 
