@@ -13,13 +13,14 @@ import json
 import sys
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from tests.support import Served, free_port, start_child, stop
+from tests.support.http_fakes import QuietServer
 
 ENGINE_LISTENING = r"sim-vllm serving on 127\.0\.0\.1:(\d+)"
 
@@ -92,7 +93,7 @@ class Cluster:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = QuietServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 

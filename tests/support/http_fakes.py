@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+class QuietServer(ThreadingHTTPServer):
+    """A threading HTTP server that says nothing of a client gone before its answer (reset, broken pipe):
+    tests cut clients off on purpose, and socketserver's traceback on stderr would land in whatever
+    captures stderr at that moment (a CLI test in the same worker)."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class QuietHandler(BaseHTTPRequestHandler):
@@ -41,7 +55,7 @@ class QuietHandler(BaseHTTPRequestHandler):
 @contextmanager
 def loopback_http(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     """Serve `handler` on 127.0.0.1 (a free port) from a thread; yields the base URL, stops on exit."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = QuietServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:

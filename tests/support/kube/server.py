@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from servescope_sim.kube_api import send_json
+from tests.support.http_fakes import QuietServer
 from tests.support.kube.errors import ApiStatusError
 from tests.support.kube.rbac import Rbac, Request
 from tests.support.kube.selectors import selected
@@ -282,6 +283,6 @@ class Handler(BaseHTTPRequestHandler):
 def serve(api: FakeApi, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
     """The server, listening (call `serve_forever` on a thread, `shutdown` to stop)."""
     handler = type("BoundHandler", (Handler,), {"api": api})
-    server = ThreadingHTTPServer((host, port), handler)
+    server = QuietServer((host, port), handler)
     server.daemon_threads = True
     return server
