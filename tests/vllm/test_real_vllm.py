@@ -93,15 +93,19 @@ def test_running_goes_up_under_concurrent_load(source: VllmSource) -> None:
     for worker in workers:
         worker.start()
     try:
-        peak, deadline = 0.0, time.monotonic() + 60
+        peak, deadline, missed = 0.0, time.monotonic() + 60, 0
         while peak < 2 and time.monotonic() < deadline:
-            peak = max(peak, one(scrape(source), c.RUNNING.name))
+            # A scrape of a CPU engine this busy may time out (the source says so and exports no
+            # serving series): that is no reading, not a reading of zero.
+            running = values(scrape(source), c.RUNNING.name, model_name=VLLM_MODEL)
+            missed += not running
+            peak = max([peak, *running])
             time.sleep(0.05)
     finally:
         done.set()
         for worker in workers:
             worker.join(300)
-    assert peak >= 2, "running requests never exceeded 1 under 6 concurrent clients"
+    assert peak >= 2, f"running requests never exceeded 1 under 6 concurrent clients ({missed} missed)"
 
 
 def test_join_finds_the_servers_process_tree(source: VllmSource) -> None:
