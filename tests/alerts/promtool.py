@@ -103,8 +103,19 @@ def fires(alert_name: str, eval_time: str, labels: dict[str, str], description: 
 
 
 NAME = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
-# An expression that reads these depends on every alert of the bundle.
+# An expression that reads these depends on every alert of the bundle...
 EVERY_ALERT = {"ALERTS", "ALERTS_FOR_STATE"}
+# ...unless each time it reads them it names the alert: then it depends on that alert alone.
+ONE_ALERT = re.compile(r'\bALERTS(?:_FOR_STATE)?\{alertname="([A-Za-z0-9_:]+)"')
+
+
+def names_in_case(expr: str) -> set[str]:
+    """The names a case's expression reads: an `ALERTS{alertname="X"...}` reads alert X's rule only."""
+    named = ONE_ALERT.findall(expr)
+    names = set(NAME.findall(expr))
+    if len(named) == len(re.findall(r"\bALERTS(?:_FOR_STATE)?\b", expr)):
+        names = (names - EVERY_ALERT) | set(named)
+    return names
 
 
 def names_read(rule: dict[str, Any]) -> set[str]:
@@ -133,7 +144,7 @@ def groups_needed_by(tests: list[dict[str, Any]], rules: Path, tmp_path: Path) -
         for rule in group["rules"]:
             owners.setdefault(rule.get("alert") or rule["record"], set()).add(group["name"])
     names = {check["alertname"] for test in tests for check in test.get("alert_rule_test", [])}
-    names |= {n for test in tests for e in test.get("promql_expr_test", []) for n in NAME.findall(e["expr"])}
+    names |= {n for test in tests for e in test.get("promql_expr_test", []) for n in names_in_case(e["expr"])}
     kept: set[str] = set()
     while not names & EVERY_ALERT and (new := set().union(*(owners.get(n, set()) for n in names)) - kept):
         kept |= new

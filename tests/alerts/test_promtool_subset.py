@@ -47,10 +47,19 @@ def test_every_alert_keeps_each_rule_it_reads(tmp_path: Path) -> None:
         assert needed <= set(kept), f"{alert}: reads from groups left out: {sorted(needed - set(kept))}"
 
 
-def test_reading_alerts_keeps_the_whole_bundle(tmp_path: Path) -> None:
-    expr = 'ALERTS{alertname="ServescopeGpuLost", alertstate="pending"}'
-    assert "ALERTS" in NAME.findall(expr)
-    assert groups_needed_by([_case(exprs=(expr,))], RULES, tmp_path) == RULES
+def test_reading_one_alerts_series_keeps_that_alerts_groups(tmp_path: Path) -> None:
+    expr = 'max_over_time(ALERTS{alertname="ServescopeThroughputBelowBaseline", alertstate="pending"}[1h])'
+    assert list(_kept(tmp_path, _case(exprs=(expr,)))) == ["servescope-capacity-baseline"]
+
+
+def test_reading_alerts_of_any_name_keeps_the_whole_bundle(tmp_path: Path) -> None:
+    for expr in (
+        'ALERTS{alertstate="firing"}',
+        'ALERTS{alertname="ServescopeGpuLost"} or ALERTS_FOR_STATE',  # one read names no alert
+        'ALERTS{alertname=~"ServescopeGpu.*"}',  # a pattern: which alerts is not read here
+    ):
+        assert "ALERTS" in NAME.findall(expr)
+        assert groups_needed_by([_case(exprs=(expr,))], RULES, tmp_path) == RULES, expr
 
 
 def test_a_name_recorded_in_two_groups_keeps_both(tmp_path: Path) -> None:
