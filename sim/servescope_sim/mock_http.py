@@ -88,6 +88,7 @@ async def answer(engine: MockEngine, request: Request, writer: asyncio.StreamWri
             await _respond(writer, 405, "text/plain", b"POST only\n")
             return
         completion = parse_completion(request.body, routes[request.path], engine.mock.tokens_per_word)
+        engine.look_up_prefix(completion.prompt_digest, completion.prompt_tokens)
         if completion.stream:
             await _stream(writer, stream_events(engine, completion))
         else:

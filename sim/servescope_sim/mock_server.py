@@ -12,9 +12,11 @@ asyncio streams: bounded heads and bodies, keep-alive, chunked streaming.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import heapq
 import json
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +32,8 @@ MAX_TOKENS = 4096
 # The KV cache the mock reports: as many tokens as its slots hold at the longest request.
 MAX_MODEL_LEN = 8192
 BLOCK_SIZE = 16
+# Prompts the mock's prefix cache remembers, the oldest forgotten first: a bound, not a KV cache's size.
+CACHED_PROMPTS = 100_000
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,21 @@ class MockEngine:
         blocks = max(1, mock.slots * MAX_MODEL_LEN // BLOCK_SIZE)
         self.config = EngineConfig(block_size=BLOCK_SIZE, num_gpu_blocks=blocks, max_model_len=MAX_MODEL_LEN)
         self.stats = EngineStats.new(created=time.time(), max_model_len=MAX_MODEL_LEN)
+        self._prompts_seen: OrderedDict[bytes, None] = OrderedDict()
+
+    def look_up_prefix(self, digest: bytes, prompt_tokens: int) -> None:
+        """Count a prompt in the prefix cache as vLLM does (queried tokens, hit tokens). The mock caches
+        whole prompts: a prompt sent before hits in its full blocks, as on vLLM, whose prefix cache keeps
+        the blocks of every prompt until their memory is needed; a shared prefix alone is not a hit here.
+        """
+        self.stats.prefix_queries += prompt_tokens
+        if digest in self._prompts_seen:
+            self._prompts_seen.move_to_end(digest)
+            self.stats.prefix_hits += prompt_tokens // BLOCK_SIZE * BLOCK_SIZE
+            return
+        self._prompts_seen[digest] = None
+        if len(self._prompts_seen) > CACHED_PROMPTS:
+            self._prompts_seen.popitem(last=False)
 
     @property
     def num_running(self) -> int:
@@ -146,6 +165,7 @@ class Completion:
     usage_in_stream: bool
     prompt_tokens: int
     max_tokens: int
+    prompt_digest: bytes = b""  # the prompt's text, hashed: the key of the mock's prefix cache
 
 
 def _json_object(body: bytes) -> dict[str, Any]:
@@ -184,7 +204,8 @@ def parse_completion(body: bytes, chat: bool, tokens_per_word: int = 1) -> Compl
     options = request.get("stream_options")
     usage = isinstance(options, dict) and options.get("include_usage") is True
     prompt_tokens = max(1, len(text.split()) * tokens_per_word)
-    return Completion(chat, request.get("stream") is True, usage, prompt_tokens, max_tokens)
+    digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
+    return Completion(chat, request.get("stream") is True, usage, prompt_tokens, max_tokens, digest)
 
 
 def _chunk(completion: Completion, model: str, text: str | None, usage: dict[str, int] | None) -> bytes:

@@ -33,7 +33,13 @@ from servescope.kit.load.engine_metrics import EngineWatch, observed
 from servescope.kit.load.metrics import LoadMetrics
 from servescope.kit.load.pressure import cpu_pressure
 from servescope.kit.load.records import ClientCost, LoopMode, RequestRecord, StepResult
-from servescope.kit.load.schedule import Arrival, LengthDistribution, Shape, arrival_times
+from servescope.kit.load.schedule import (
+    Arrival,
+    LengthDistribution,
+    Shape,
+    arrival_times,
+    step_prompts_seed,
+)
 from servescope.kit.load.validity import ValidityRules, client_step, percentile, schedule_lags
 
 CLOSED_LOOP_SHAPES = 4096  # shapes drawn up front for closed-loop clients, cycled
@@ -121,6 +127,7 @@ class HttpStepRunner:
         watch = EngineWatch(self.engine_metrics_url) if self.engine_metrics_url else None
         warmup = self.warmup_s if times is not None else 0.0
         cap = self.in_flight_cap(offered)
+        prompts = step_prompts_seed(seed, offered)
         async with new_client(cap) as client:
             if watch is not None:
                 await asyncio.to_thread(watch.open)
@@ -135,10 +142,10 @@ class HttpStepRunner:
                 # Both loops send through one client on one clock, counted in one tally.
                 if times is None:
                     await self._closed(
-                        client, clock, tally, seed, clients=int(offered), duration_s=duration_s
+                        client, clock, tally, prompts, clients=int(offered), duration_s=duration_s
                     )
                 else:
-                    await self._open(client, clock, tally, seed, times, cap=cap)
+                    await self._open(client, clock, tally, prompts, times, cap=cap)
             finally:
                 reporting.cancel()
             cpu = time.process_time() - cpu_before

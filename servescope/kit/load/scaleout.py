@@ -26,7 +26,7 @@ from servescope.kit.load.engine_metrics import EngineWatch, observed
 from servescope.kit.load.pressure import cpu_pressure
 from servescope.kit.load.records import ClientCost, RequestRecord, StepResult
 from servescope.kit.load.runner import ShapeSource
-from servescope.kit.load.schedule import Arrival, LengthDistribution, arrival_times
+from servescope.kit.load.schedule import Arrival, LengthDistribution, arrival_times, step_prompts_seed
 from servescope.kit.load.validity import ValidityRules, client_step
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -70,7 +70,7 @@ def write_schedule(plan: LocustPlan, out: Path) -> int:
     window = plan.warmup_s + plan.duration_s
     times = arrival_times(plan.rate, window, arrival=plan.arrival, cv=plan.cv, seed=plan.seed)
     spec = RequestSpec(plan.base_url, plan.model, plan.api, timeout_s=plan.timeout_s, priority=plan.priority)
-    shapes = plan.workload.sample(len(times), plan.seed)
+    shapes = plan.workload.sample(len(times), step_prompts_seed(plan.seed, plan.rate))
     with (out / "schedule.jsonl").open("w") as lines:
         for at, shape in zip(times, shapes, strict=True):
             item = {

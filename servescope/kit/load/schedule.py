@@ -144,3 +144,11 @@ def split_schedule(times: Sequence[float], workers: int, index: int) -> list[flo
     if not 0 <= index < workers:
         raise ValueError(f"worker index {index} is outside 0..{workers - 1}")
     return list(times[index::workers])
+
+
+def step_prompts_seed(seed: int, offered: float) -> int:
+    """The seed of a step's prompts: its own seed mixed with its rate. A search's steps at different
+    rates share a seed, and the same prompts again would be answered from a real engine's prefix cache
+    (vLLM keeps a prompt's blocks until their memory is needed): the later step's prefill nearly free, its
+    latency and the knee too good. Still the same requests for the same (seed, rate) in every runner."""
+    return (seed * 1_000_003 + round(offered * 1000)) & 0x7FFF_FFFF
