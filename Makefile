@@ -51,11 +51,12 @@ unit: $(STAMP)
 
 # loadscope: each module runs whole on one worker, so that its module fixtures (the demo stacks, the
 # backfilled Prometheus, the installed package) start once, not once per worker; in collection order
-# (no reorder), which tests/conftest.py sets longest first (the demo stacks, `make demo` from a clone,
-# then modules with slow tests, then e2e), so the long ones start at once and the short ones fill the
-# end. Four workers on two cores: most e2e tests wait on real time (the demos' clocks), not on the CPU.
+# (no reorder), which tests/conftest.py sets longest first (tests/support/order.py's long poles, then
+# modules with slow tests, then e2e), so the long ones start at once and the short ones fill the
+# end. Six workers on two cores: the four longest modules wait on real time (a live cluster's, the demos'
+# clocks, the weekly job's steps) more than on the CPU, and two workers are left for the CPU's work.
 everything: $(STAMP)
-	$(BIN)/python -m pytest -n 4 --dist loadscope --no-loadscope-reorder --durations=15
+	$(BIN)/python -m pytest -n 6 --dist loadscope --no-loadscope-reorder --durations=15
 
 # While changing code: lint, types, boundaries and the unit tier (~1 minute).
 check: lint typecheck imports unit

@@ -6,10 +6,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
-# The modules that take longest, longest first: the demo stacks (about five and a half minutes of demo
-# time), then `make demo` from a fresh clone (about three). Then every module holding a test marked
-# slow, then e2e, then the rest.
-LONG_POLES = ("tests/e2e/test_demo_stack.py", "tests/docs/test_readme_demo.py")
+# The modules that take longest, longest first, each on a worker of its own from the start: the live
+# cluster's pages (about six minutes of real time), the demo stacks (five and a half of demo time), the
+# weekly capacity job's two searches (four), `make demo` from a fresh clone (three); they mostly wait, so
+# the workers left over take the CPU's work meanwhile, the fleet's alert-quality runs first (the most CPU
+# of any module). Then every module holding a test marked slow, then e2e, then the rest.
+LONG_POLES = (
+    "tests/alerts/test_live_pages.py",
+    "tests/e2e/test_demo_stack.py",
+    "tests/capacity/test_weekly.py",
+    "tests/docs/test_readme_demo.py",
+    "tests/bench/test_fleet_quality.py",
+)
 TIERS = ("slow", "e2e")
 
 
