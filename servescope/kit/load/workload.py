@@ -100,6 +100,9 @@ class Workload:
         }
         if self.kind == "random":
             described["prefix_share"] = self.prefix_share
+            # Each step draws prompts of its own (schedule.step_prompts_seed): a result from before,
+            # whose steps re-sent each other's prompts to a prefix-caching engine, is another workload.
+            described["prompts"] = "per step"
             if self.words_per_token != 1.0:  # results from before the fit compare as they did
                 described["words_per_token"] = self.words_per_token
         return described
