@@ -53,14 +53,16 @@ unit: $(STAMP)
 # backfilled Prometheus, the installed package) start once, not once per worker; in collection order
 # (no reorder), which tests/conftest.py sets longest first (tests/support/order.py's long poles, then
 # modules with slow tests, then e2e), so the long ones start at once and the short ones fill the
-# end. Six workers on two cores: the four longest modules wait on real time (a live cluster's, the demos'
-# clocks, the weekly job's steps) more than on the CPU, and two workers are left for the CPU's work.
+# end. Eight workers on two cores: the four longest modules wait on real time (a live cluster's, the
+# demos' clocks, the weekly job's steps) more than on the CPU, and four workers are left for the CPU's
+# work; beside CPU-bound neighbours the suite's share of the cores follows how many of its processes
+# are ready to run.
 # Bytecode written and compiled first: the suite starts hundreds of Python processes (its workers, the
 # CLI, the servers), and where the environment says not to write it (PYTHONDONTWRITEBYTECODE) each one
 # compiled the package again, and each worker rewrote every test module's asserts again.
 everything: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m compileall -q servescope sim/servescope_sim tests bench scripts
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 6 --dist loadscope --no-loadscope-reorder --durations=15
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 8 --dist loadscope --no-loadscope-reorder --durations=15
 
 # While changing code: lint, types, boundaries and the unit tier (~1 minute).
 check: lint typecheck imports unit

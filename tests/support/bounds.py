@@ -1,7 +1,7 @@
 """Bounds on the waits a test asserts. A bound tells behaviour apart (a deadline held; an answer came
 beside a hung peer, not after it), never speed: how fast something is, is bench/'s to measure.
 
-`make test` passes on two busy cores: six test workers, their servers, and two CPU-bound neighbours,
+`make test` passes on two busy cores: eight test workers, their servers, and two CPU-bound neighbours,
 where a process may wait seconds for a CPU. So a bound is the wait the test expects plus STARVED_S
 (`generous`), and the hang it stands against lasts far longer than that; the test says which hang.
 """
