@@ -1,8 +1,10 @@
-"""10,000 token-less requests cannot remove or alter one audit record; `audit verify` finds a deleted line.
+"""4,000 token-less requests cannot remove or alter one audit record; `audit verify` finds a deleted line.
 
 Before this, 2,220 refused requests of ~15 KB rotated the audit log twice in 25 s and a real change
 request's record was gone from both files. Now only callers with a valid token make records: the
 trail's bytes after the flood are the bytes before it, and the flood is counted in metrics instead.
+The flood is nearly twice the one that did the damage (one record of any of its requests would fail
+the test); 10,000 proved no more and took a fifth of a busy machine's minute of CPU.
 
 Rerun: .venv/bin/python -m pytest tests/faults/test_runbook_audit_flood.py -q -n 0 -s
 """
@@ -24,7 +26,7 @@ from tests.runbook.cli_peers import invoke
 from tests.runbook.kube_fakes import cluster, node
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-REQUESTS = 10_000
+REQUESTS = 4_000
 CLIENTS = 8
 # ~15 KB each, as in the report: 14 labels of 1,000 characters.
 LABELS = {f"label{i}": "v" * 1000 for i in range(14)}
@@ -50,7 +52,7 @@ def _flood(base: str, share: int, sent: list[int]) -> None:
             sent[0] += 1
 
 
-def test_ten_thousand_token_less_requests_leave_every_record_as_it_was(tmp_path: Path) -> None:
+def test_four_thousand_token_less_requests_leave_every_record_as_it_was(tmp_path: Path) -> None:
     with cluster(tmp_path, node("n1")) as kube, runbook_server(tmp_path / "service", kube=kube) as server:
         assert run_step(server.base, "cordon", {"node": "n1"}, token=TOKEN).status_code == 200  # a real one
         trail = tmp_path / "service" / "audit.jsonl"
