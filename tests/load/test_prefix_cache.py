@@ -4,9 +4,6 @@ step's prefill is not made free by an earlier step's requests."""
 
 from __future__ import annotations
 
-import re
-
-import httpx
 import pytest
 
 from servescope.kit.load.endpoint import EndpointStepRunner
@@ -14,18 +11,14 @@ from servescope.kit.load.schedule import step_prompts_seed
 from servescope.kit.load.workload import Workload
 from servescope_sim.mock_process import mock_process
 from servescope_sim.mock_server import MockConfig
+from tests.support.engine_page import counter_total
 
 PROMPT_TOKENS = 32  # two full blocks of 16: a repeated prompt hits in all of its tokens
 
 
 def _prefix_cache(base_url: str) -> tuple[float, float]:
     """(queried, hit) prompt tokens, from the engine's own /metrics."""
-    page = httpx.get(f"{base_url}/metrics", trust_env=False).text
-
-    def total(name: str) -> float:
-        return sum(float(v) for v in re.findall(rf"^vllm:{name}_total(?:{{[^}}]*}})? (\S+)$", page, re.M))
-
-    return total("prefix_cache_queries"), total("prefix_cache_hits")
+    return counter_total(base_url, "prefix_cache_queries"), counter_total(base_url, "prefix_cache_hits")
 
 
 def test_each_rate_of_one_seed_draws_its_own_prompts() -> None:

@@ -3,9 +3,6 @@ its `/tokenize`, and the engine's own prompt-token counter is the judge."""
 
 from __future__ import annotations
 
-import re
-
-import httpx
 import pytest
 
 from servescope.kit.load.endpoint import EndpointStepRunner
@@ -13,6 +10,7 @@ from servescope.kit.load.token_fit import fit_to_engine
 from servescope.kit.load.workload import Workload
 from servescope_sim.mock_process import mock_process
 from servescope_sim.mock_server import MockConfig
+from tests.support.engine_page import counter_total
 from tests.support.http_fakes import QuietHandler, loopback_http
 
 PROMPT_TOKENS = 64
@@ -20,12 +18,7 @@ PROMPT_TOKENS = 64
 
 def _engine_prompt_tokens_per_request(base_url: str) -> float:
     """The engine's prompt tokens over its finished requests, from its own /metrics."""
-    page = httpx.get(f"{base_url}/metrics", trust_env=False).text
-
-    def total(name: str) -> float:
-        return sum(float(v) for v in re.findall(rf"^vllm:{name}_total(?:{{[^}}]*}})? (\S+)$", page, re.M))
-
-    return total("prompt_tokens") / total("request_success")
+    return counter_total(base_url, "prompt_tokens") / counter_total(base_url, "request_success")
 
 
 def test_a_workload_fitted_at_a_quarter_word_a_token_writes_a_quarter_of_the_words() -> None:
