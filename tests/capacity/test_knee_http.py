@@ -9,7 +9,8 @@ the run ends either `measured` or `client_bound` (exit 3, no knee, the step that
 the knee comes needs the CPU to itself (a busy machine delays the mock's tokens and the client's reads
 alike: the latencies grow, the knee reads low): `.ci/run` runs this module again after the suite with
 SERVESCOPE_TEST_QUIET=1, where the search must report `measured`, its estimate within 10 % of the
-computed knee and its interval holding it; in the suite the search is a short one (4 s steps, a 25 %
+computed knee and its interval holding it (searched once more where the first missed: the search is
+deterministic, so only a disturbed one differs); in the suite the search is a short one (4 s steps, a 25 %
 bracket), enough for each step's checks. (A starved client: test_client_bound.py.)
 """
 
@@ -66,15 +67,29 @@ def test_the_knee_over_http_is_the_computed_one(engine: str, tmp_path: Path) -> 
         args += ["--duration", "7.5", "--resolution", "0.1", "--warmup", "2", "--confidence", "0.99"]
     else:  # in the suite only each step's checks hold: fewer, shorter steps show them
         args += ["--duration", "4", "--resolution", "0.25", "--warmup", "1", "--max-parts", "3"]
+    missed = _search(engine, tmp_path / "search", truth, args)
+    if missed is not None:
+        # The search is deterministic: the same seeds send the same schedule, and the mock books each
+        # request's slot as it arrives, so on a quiet machine two searches read the same steps to the
+        # millisecond. A defect misses the truth again; a search some other process disturbed (a step
+        # slowed by a stall no seed explains) does not. One more, then, and both are printed.
+        print(f"the first search missed the truth ({missed}): searching again")
+        missed = _search(engine, tmp_path / "again", truth, args)
+    assert missed is None, missed
 
-    code, data, output = capacity_run(engine, tmp_path, *args)
+
+def _search(engine: str, out: Path, truth: float, args: list[str]) -> str | None:
+    """One search: the checks that hold on any machine asserted, and on a quiet one how the knee
+    misses the truth (None when it does not)."""
+    code, data, output = capacity_run(engine, out, *args)
     steps = data["steps"]
     print(f"\ncomputed knee {truth:.2f} req/s; {data['message']}")
     for step in steps:
         print(
             f"  {step['offered']:.2f} req/s: {step['verdict']} ({step['status']}) p90 "
             f"{step['percentiles']['p90_ttft']:.3f} s, {step['throughput_tokens']:.0f} tokens/s (engine "
-            f"{step['engine_tokens']:.0f}), lag p99 {step['lag_p99_s'] * 1000:.0f} ms"
+            f"{step['engine_tokens']:.0f}), lag p99 {step['lag_p99_s'] * 1000:.0f} ms, "
+            f"CPU pressure {step['cpu_pressure']:.0f} %"
         )
     for step in steps:  # every step, whatever its verdict: the engine's own count agrees
         assert step["engine_tokens"] is not None, step
@@ -86,11 +101,16 @@ def test_the_knee_over_http_is_the_computed_one(engine: str, tmp_path: Path) -> 
         # The honest answer on a starved machine: no knee, and the step that showed it.
         stopped = [s for s in steps if s["status"] == "client_bound"]
         assert code == 3 and data["knee"]["estimate"] is None and stopped, output
-        return
-    assert code == 0 and data["status"] == "measured", output
+        return None
+    if not QUIET:  # how close it comes is judged where the CPU is the run's alone
+        assert code == 0 and data["status"] == "measured", output
+        return None
+    if code != 0 or data["status"] != "measured":
+        return f"status {data['status']} (exit {code})"
     estimate, lower, upper = data["knee"]["estimate"], data["knee"]["lower"], data["knee"]["upper"]
     print(f"knee {estimate:.2f} req/s in [{lower}, {upper}], {estimate / truth - 1:+.1%} from the truth")
-    if not QUIET:
-        return  # how close it comes is asserted where the CPU is the run's alone
-    assert abs(estimate / truth - 1) <= 0.10, f"estimate {estimate:.2f} is not within 10 % of {truth:.2f}"
-    assert lower <= truth <= (upper if upper is not None else float("inf")), (lower, upper, truth)
+    if abs(estimate / truth - 1) > 0.10:
+        return f"estimate {estimate:.2f} is not within 10 % of {truth:.2f}"
+    if not lower <= truth <= (upper if upper is not None else float("inf")):
+        return f"the interval [{lower}, {upper}] does not hold {truth:.2f}"
+    return None

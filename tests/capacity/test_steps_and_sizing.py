@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
+from servescope.kit.capacity.powered import merge
 from servescope.kit.capacity.sizing import cross_check, provision
 from servescope.kit.capacity.steps import Slo, latency_quantile, summarise
-from servescope.kit.load.records import EngineSample, RequestRecord, StepResult
+from servescope.kit.load.records import ClientCost, EngineSample, RequestRecord, StepResult
 from servescope.kit.load.validity import bucket_bounds, percentile
 
 
@@ -85,6 +87,16 @@ def test_the_runners_verdict_comes_first_then_the_quantile_interval() -> None:
         step = StepResult("open", 50.0, 40.0, steady, invalid_reason="x", fault=fault)  # type: ignore[arg-type]
         judged = summarise(step, slos, seed=0)
         assert judged.verdict == verdict and not judged.meets
+
+
+def test_a_step_keeps_how_busy_the_clients_machine_was_the_highest_of_its_parts() -> None:
+    records = [_request(i * 0.1, 0.1, 1.0) for i in range(50)]
+    quiet, busy = (
+        replace(_step(records), client=ClientCost(0.05, 10.0, 50, pressure)) for pressure in (3.0, 41.0)
+    )
+    assert summarise(quiet, (Slo("ttft", 0.5),), seed=0).cpu_pressure == 3.0
+    assert summarise(merge(quiet, busy), (Slo("ttft", 0.5),), seed=0).cpu_pressure == 41.0
+    assert summarise(_step(records), (Slo("ttft", 0.5),), seed=0).cpu_pressure is None  # not measured
 
 
 def test_itl_is_taken_per_chunk_and_tpot_per_request() -> None:

@@ -112,6 +112,9 @@ class StepSummary:
     engine_tokens: float | None = None  # the engine's own output tokens/s over the same span
     lag_p99_s: float = 0.0
     client_cpu_ms: float | None = None  # client CPU per request
+    # How busy the client's machine was (Linux PSI "some" avg10, percent; the highest of the step's
+    # parts): a step read while the client waited for a CPU has latencies the engine did not cause.
+    cpu_pressure: float | None = None
     parts: int = 1  # independent parts the step was measured in
     notes: list[str] = field(default_factory=list)
 
@@ -142,7 +145,6 @@ def summarise(step: StepResult, slos: Sequence[Slo], seed: int, confidence: floa
     throughput = step.throughput or delivered(records)
     within = bool(records) and all(percentiles[s.key] <= s.limit_s for s in slos)
     verdict = _verdict(step, slos, intervals)
-    cost = step.client
     return StepSummary(
         offered=step.offered,
         seed=seed,
@@ -160,7 +162,8 @@ def summarise(step: StepResult, slos: Sequence[Slo], seed: int, confidence: floa
         duration_s=step.duration_s,
         engine_tokens=throughput.engine_tokens_per_s,
         lag_p99_s=step.schedule_lag_p99_s,
-        client_cpu_ms=cost.cpu_per_request_ms if cost is not None else None,
+        client_cpu_ms=step.client.cpu_per_request_ms if step.client is not None else None,
+        cpu_pressure=step.client.cpu_pressure if step.client is not None else None,
         parts=len(parts),
     )
 
