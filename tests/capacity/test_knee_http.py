@@ -89,7 +89,7 @@ def _search(engine: str, out: Path, truth: float, args: list[str]) -> str | None
             f"  {step['offered']:.2f} req/s: {step['verdict']} ({step['status']}) p90 "
             f"{step['percentiles']['p90_ttft']:.3f} s, {step['throughput_tokens']:.0f} tokens/s (engine "
             f"{step['engine_tokens']:.0f}), lag p99 {step['lag_p99_s'] * 1000:.0f} ms, "
-            f"CPU pressure {step['cpu_pressure']:.0f} %"
+            f"CPU pressure {step['cpu_pressure'] or 0:.0f} %"
         )
     for step in steps:  # every step, whatever its verdict: the engine's own count agrees
         assert step["engine_tokens"] is not None, step

@@ -156,6 +156,13 @@ def test_capacity_agrees_with_a_vllm_bench_serve_sweep_within_20_percent(
     data = json.loads((tmp_path / "capacity.json").read_text())
     print(f"\nvllm bench serve sweep (rate, P90 TTFT s): {points} -> knee {reference:.2f} req/s")
     print(f"servescope: {data['message']}")
+    for step in data["steps"]:  # what each step read, for the record beside the sweep's points
+        print(
+            f"  {step['offered']:g} req/s: {step['verdict']} ({step['status']}, {step['parts']} parts) P90 "
+            f"TTFT {step['percentiles'][f'p{QUANTILE * 100:g}_ttft']:.3f} s, lag P99 "
+            f"{step['lag_p99_s'] * 1000:.0f} ms, CPU pressure {step['cpu_pressure'] or 0:.0f} %"
+            + (f": {step['reason']}" if step["reason"] else "")
+        )
     assert done.returncode == 0 and data["status"] == "measured", done.stdout + done.stderr
     estimate = data["knee"]["estimate"]
     assert abs(estimate / reference - 1) <= 0.20, (estimate, reference)
