@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.alerts.promtool import TARGET, case, check, fires, run_promtool, series
 
 DROPPED = "ServescopeServingSeriesDropped"
@@ -103,5 +105,6 @@ AGENT_SHARD_SILENT = case(
 CASES = [SERIES_DROPPED, ENGINES_UNREACHABLE, AGENT_SHARD_SILENT]
 
 
+@pytest.mark.e2e  # runs promtool, which `make test` installs and `make check` does not
 def test_exporter_alerts(tmp_path: Path) -> None:
     run_promtool(CASES, tmp_path)
