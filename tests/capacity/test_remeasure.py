@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from servescope.kit.capacity import powered
+from servescope.kit.capacity import powered, search
 from servescope.kit.capacity.search import SearchPlan, find_knee
 from servescope.kit.capacity.steps import Slo
 from servescope.kit.load.records import StepResult
@@ -93,3 +93,41 @@ def test_a_rate_the_client_cannot_drive_above_the_knee_is_passed_over_and_the_kn
     decided = [step for step in knee.steps if step.verdict in ("pass", "miss")]
     assert decided and all(step.offered <= 14.0 for step in decided)
     assert [step.offered for step in knee.steps if step.verdict == "client_bound"], "it did give out"
+
+
+def confirming(seed: int) -> bool:
+    """Whether a step (or a part of one) at `seed` confirms an end: measured again, 100 on."""
+    return (
+        PLAN.seed + search.CONFIRM_SEED
+        <= seed % powered.EXTENSION_SEED
+        < PLAN.seed + search.CONFIRM_SEED + 200
+    )
+
+
+class GivesOutWhileConfirming(Workers):
+    """The engine driven on time while the search brackets the knee, then by a client that cannot keep
+    the schedule of the steps that confirm the bracket's ends (the CPU taken from it by then)."""
+
+    def run_step(self, offered: float, duration_s: float, *, seed: int = 0) -> StepResult:
+        result = super().run_step(offered, duration_s, seed=seed)
+        if not confirming(seed):
+            return result
+        return dataclasses.replace(result, invalid_reason="scheduling lag p99 900 ms", fault="client")
+
+
+def test_a_confirming_step_the_client_cannot_drive_leaves_its_end_undecided_and_the_knee_stands() -> None:
+    """A real CPU vLLM's search ended `client_bound above 64 req/s` when the step confirming its lower end
+    (122.4 req/s) was client-bound, though it had driven 128 and 136 req/s: the knee it had was lost."""
+    plan = dataclasses.replace(PLAN, max_parts=1)  # steps of one part: the ends are left to confirm
+    free, client = find_knee(Workers(), plan), GivesOutWhileConfirming()
+    knee = find_knee(client, plan)
+    print(f"\nfree client: {free.message}\ngiving out while confirming: {knee.message}")
+    given_up = [step for step in knee.steps if confirming(step.seed)]
+    assert given_up and all(step.verdict == "client_bound" for step in given_up), "it did give out"
+    assert len({step.offered for step in given_up}) == 1, "one end given up, no wider tries beyond it"
+    assert knee.status == "measured" and knee.estimate is not None, knee.message
+    assert "the client could not drive" in knee.message
+    decided = [step.offered for step in knee.steps if step.verdict in ("pass", "miss")]
+    assert all(step.offered not in decided for step in given_up)
+    assert knee.lower <= knee.estimate <= knee.upper
+    assert abs(knee.estimate / free.estimate - 1) < 0.25  # type: ignore[operator]

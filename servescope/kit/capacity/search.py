@@ -1,22 +1,20 @@
 """The knee: the highest offered rate whose tail latency meets every SLO, with a confidence interval.
 
-Each repeat (its own seed) doubles the rate from `start_qps` while each step's point estimates meet the
-SLOs, then bisects between the last such pass and the first miss with *powered* steps (extended until
-their quantile interval excludes the bound, or `max_step_s`; capacity/powered.py) until the bracket is
-narrower than `resolution` of its top. Each part of a step lasts `duration_s`, or long enough for
-`min_requests` requests. The rates bounding the bracket are then measured powered if they
-were not decided yet.
+Each repeat (its own seed) doubles the rate from `start_qps` while each step's point estimates meet the SLOs,
+then bisects between the last such pass and the first miss with *powered* steps (extended until their quantile
+interval excludes the bound, or up to `max_parts`; capacity/powered.py) until the bracket is narrower than
+`resolution` of its top. Each part of a step lasts `duration_s`, or long enough for `min_requests` requests.
+The rates bounding the bracket are then measured powered if not decided yet.
 
-The interval is the test-inversion interval: [highest rate whose step was decided a pass, lowest rate
-whose step was decided a miss]. Each decision is one-sided at (1 + confidence) / 2; where the tail
-latency rises with the rate, the interval misses the knee only if one of its two end steps was decided
-wrongly. The estimate interpolates, in log latency, where the point estimates cross the bound.
+The interval is the test-inversion interval: [highest rate whose step was decided a pass, lowest rate whose
+step was decided a miss]. Each decision is one-sided at (1 + confidence) / 2; where the tail latency rises
+with the rate, the interval misses the knee only if one of its two end steps was decided wrongly. The estimate
+interpolates, in log latency, where the point estimates cross the bound.
 
-A step the client cannot drive, even when measured again, is neither a pass nor a miss: above a pass,
-the bisection goes on below it. The search stops, and says so, when a step cannot be a result:
-`client_bound` (no miss below the rates the client could not drive; only what it drove is known),
-`engine_failed` (most requests failed), or `not_reached` (the first step already misses, or no step up
-to `max_qps` does).
+A step the client cannot drive, even when measured again, is neither a pass nor a miss: above a pass, the
+bisection goes on below it. The search stops, and says so, when a step cannot be a result: `client_bound` (no
+miss below the rates the client could not drive; only what it drove is known), `engine_failed` (most requests
+failed), or `not_reached` (the first step already misses, or no step up to `max_qps` does).
 """
 
 from __future__ import annotations
@@ -154,14 +152,15 @@ def find_knee(
             _confirm_ends(measure, knee, plan)
             knee.probe_qps = plan.probe_qps
             if knee.probe_qps is None and plan.probe_share is not None:
+                note = knee.message  # the estimate is needed now; its status line comes at the end
                 _conclude(knee, plan)
                 knee.probe_qps = round(plan.probe_share * (knee.estimate or 0.0), 3) or None
+                knee.message = note
             for repeat in range(plan.repeats if knee.probe_qps else 0):
                 # Always in max_parts parts: `compare` tests the parts' quantiles against each other.
                 measure(knee.probe_qps or 0.0, plan.seed + repeat, True, plan.max_parts)
     except _SearchStoppedError as stop:
         knee.status, knee.message = stop.status, stop.message
-    knee.message = "" if knee.status == "measured" else knee.message
     _conclude(knee, plan)
     return knee
 
@@ -228,7 +227,7 @@ def _bracket(
 def _double(measure: _Measure, plan: SearchPlan, seed: int, knee: Knee) -> tuple[float, StepSummary, int]:
     """The last passing rate, the step that ended the doubling (a miss, or a rate the client could not
     drive above a pass), and the steps taken."""
-    passed, rate, steps = 0.0, plan.start_qps, 0
+    passed, rate, steps, slos = 0.0, plan.start_qps, 0, " and ".join(slo.label for slo in plan.slos)
     while rate <= plan.max_qps and steps < MAX_STEPS_PER_REPEAT:
         steps += 1
         step = measure(rate, seed, False, client_bound_ok=passed > 0)
@@ -240,7 +239,7 @@ def _double(measure: _Measure, plan: SearchPlan, seed: int, knee: Knee) -> tuple
             if passed == 0:
                 raise _SearchStoppedError(
                     "not_reached",
-                    f"not_reached: the first step ({rate:g} req/s) already misses {_slos(plan)} "
+                    f"not_reached: the first step ({rate:g} req/s) already misses {slos} "
                     f"({_figures(step)}); the knee lies below it (lower --start-qps)",
                 )
             return passed, step, steps
@@ -248,26 +247,25 @@ def _double(measure: _Measure, plan: SearchPlan, seed: int, knee: Knee) -> tuple
     knee.reached_max = True
     raise _SearchStoppedError(
         "not_reached",
-        f"not_reached: every step up to {passed:g} req/s met {_slos(plan)}; the knee lies above "
+        f"not_reached: every step up to {passed:g} req/s met {slos}; the knee lies above "
         f"{passed:g} req/s (raise --max-qps)",
     )
 
 
 def _confirm_ends(measure: _Measure, knee: Knee, plan: SearchPlan) -> None:
-    """Measure (powered) the rates bounding the bracket where no step decided them yet."""
-    top_pass = max(p for p, _ in knee.repeats)
-    bottom_miss = min(f for _, f in knee.repeats)
+    """Measure (powered) the rates bounding the bracket where no step decided them yet. A rate the client
+    cannot drive leaves its end undecided; the bracket came from steps it drove, so the search stands."""
+    top_pass, bottom_miss = max(p for p, _ in knee.repeats), min(f for _, f in knee.repeats)
     for rate, verdict, widen in ((top_pass, "pass", -1), (bottom_miss, "miss", 1)):
         for attempt, away in enumerate(CONFIRM_STEPS):
             decided = [s.offered for s in knee.steps if s.verdict == verdict]
             at = rate * (1 + widen * away)
             if any(d >= at if verdict == "pass" else d <= at for d in decided) or at <= 0:
                 break
-            measure(at, plan.seed + CONFIRM_SEED + attempt, True)
-
-
-def _slos(plan: SearchPlan) -> str:
-    return " and ".join(slo.label for slo in plan.slos)
+            step = measure(at, plan.seed + CONFIRM_SEED + attempt, True, client_bound_ok=True)
+            if step.verdict == "client_bound":
+                knee.message = f"the client could not drive {at:g} req/s, which was to decide a {verdict}"
+                break
 
 
 def _figures(step: StepSummary) -> str:
