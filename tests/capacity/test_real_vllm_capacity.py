@@ -14,14 +14,8 @@ core it can: the clients, which must send on schedule, would wait for a CPU and 
 (seen at 32 req/s on 2 cores, its lag P99 1 s). So the server's processes and threads are pinned to all
 cores but the last, and both clients run on the last one alone; the pinning is undone afterwards.
 
-Two cores hold three things that each want one: the clients, vLLM's API server, and its engine core
-with the worker. Here the API server shares a core with the engine, and the engine's speed swings from
-minute to minute: on one machine `vllm bench serve`'s P90 at 80 req/s read 0.26, 1.09, 3.27, 2.15,
-1.41 and 0.68 s in six 60-s runs within 40 minutes. The other split (the engine core and worker alone,
-the API server beside the clients) steadied the engine (0.12 and 0.13 s at 80 req/s, 0.53 and 0.55 s
-at 128) but tied it to the clients: in two runs the sweep's knee read 110.7 and 109.1 req/s where the
-search's steps crossed the bound near 143 and 136, each client slowing the API server beside it in its
-own way. Only a core for each of the three ends both.
+Two cores hold three things that each want one (the clients, vLLM's API server, its engine core with
+the worker), and either way of sharing them moves the knee: docs/capacity-and-tuning.md gives the runs.
 """
 
 from __future__ import annotations
